@@ -1,0 +1,31 @@
+# Two entry points: `make demo` and `make test`. Both create .venv and install what they need.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) torch==2.13.0
+
+$(VENV)/.demo-installed: $(VENV)/bin/python pyproject.toml constraints.txt
+	$(PIP) -e '.[all]'
+	touch $@
+
+$(VENV)/.dev-installed: $(VENV)/bin/python pyproject.toml constraints.txt
+	$(PIP) -e '.[dev]'
+	touch $@ $(VENV)/.demo-installed
+
+demo: $(VENV)/.demo-installed
+	$(VENV)/bin/attnkit demo --out runs/demo
+
+test: $(VENV)/.dev-installed
+	$(PY) -m pytest
+
+lint: $(VENV)/.dev-installed
+	$(VENV)/bin/ruff check attnkit tests bench
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,20 @@
+"""attnkit: self-attention and Transformers, from the lecture's matrices to fast kernels.
+
+Public face: ``attention``, ``explain``, ``masks``, ``nn``; pretrained loading lives in
+``attnkit.load_pretrained`` once its extra is installed.
+"""
+
+from . import functional, masks
+from .functional import attention, available_backends, explain
+
+__version__ = "0.1.0"
+
+__all__ = ["attention", "explain", "masks", "functional", "nn", "available_backends", "__version__"]
+
+
+def __getattr__(name):  # lazy: keep `import attnkit` light
+    if name == "nn":
+        import importlib
+
+        return importlib.import_module("attnkit.nn")
+    raise AttributeError(f"module 'attnkit' has no attribute {name!r}")

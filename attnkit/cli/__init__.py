@@ -1,0 +1,1 @@
+"""Layer 3: the command line. Thin commands: parse, call, print."""

@@ -1,0 +1,47 @@
+"""torch's fused ``scaled_dot_product_attention`` (flash / memory-efficient kernels on CPU).
+
+Its bool mask convention is ours (True = take part), so masks pass through unchanged. Causal
+masks with Lq == Lk use ``is_causal`` (no mask tensor at all). Rows with nothing to attend to are
+given a harmless full row and zeroed afterwards, so they never produce NaN.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..masks import Causal, Mask
+from . import Backend, register_backend
+
+
+def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Tensor | None,
+                   scale: float, dropout_p: float, need_weights: bool) -> tuple[Tensor, Tensor | None]:
+    if need_weights:
+        raise ValueError("backend 'sdpa' cannot return weights; use backend='math' or leave it automatic")
+    lq, lk = q.shape[-2], k.shape[-2]
+    if mask is None and bias is None:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale), None
+    if isinstance(mask, Causal) and bias is None and lq == lk:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale), None
+
+    live = None
+    attn_mask = None
+    if mask is not None:
+        dense = mask.materialize(lq, lk, q.dim(), q.device)  # bool, broadcastable to (..., Lq, Lk)
+        live = dense.any(-1, keepdim=True)  # (..., Lq or 1, 1)
+        if bool(live.all()):
+            live = None
+        else:
+            dense = dense | ~live
+        attn_mask = dense
+    if bias is not None:
+        bias = bias.to(q.dtype)
+        attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
+    if live is not None:
+        out = torch.where(live, out, 0.0)
+    return out, None
+
+
+register_backend(Backend("sdpa", sdpa_attention, priority=-50))

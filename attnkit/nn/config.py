@@ -1,0 +1,104 @@
+"""Typed, frozen configs, validated on creation. The CLI is built from these."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Literal
+
+Activation = Literal["relu", "gelu", "gelu_tanh"]
+Positional = Literal["sinusoidal", "learned", "relative", "rope", "alibi", "none"]
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+POSITIONALS = ("sinusoidal", "learned", "relative", "rope", "alibi", "none")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Sizes and choices of an encoder, a decoder or both. Defaults are the paper's "base" model.
+
+    ``final_norm`` defaults to ``norm_first`` (pre-LN stacks need a last LayerNorm; post-LN ones
+    already end in one). ``torch.nn.Transformer`` always adds it, so its parity tests set it.
+    """
+
+    d_model: int = 512
+    num_heads: int = 8
+    d_ff: int = 2048
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation: Activation = "relu"
+    norm_first: bool = False
+    final_norm: bool | None = None
+    positional: Positional = "sinusoidal"
+    max_len: int = 512
+    max_relative_distance: int = 16
+    layer_norm_eps: float = 1e-5
+    bias: bool = True
+
+    def __post_init__(self):
+        def fail(name, msg):
+            raise ValueError(f"TransformerConfig: `{name}` {msg}, got {getattr(self, name)!r}")
+
+        for name in ("d_model", "num_heads", "d_ff", "max_len", "max_relative_distance"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                fail(name, "must be a positive integer")
+        for name in ("num_encoder_layers", "num_decoder_layers"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                fail(name, "must be an integer >= 0")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"TransformerConfig: `d_model` ({self.d_model}) must be divisible by "
+                             f"`num_heads` ({self.num_heads})")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                fail(name, "must be in [0, 1)")
+        if self.activation not in ACTIVATIONS:
+            fail("activation", f"must be one of {ACTIVATIONS}")
+        if self.positional not in POSITIONALS:
+            fail("positional", f"must be one of {POSITIONALS}")
+        if self.positional == "rope" and (self.d_model // self.num_heads) % 2:
+            fail("positional", "'rope' needs an even head size (d_model / num_heads)")
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            fail("positional", "'sinusoidal' needs an even d_model")
+        if self.layer_norm_eps <= 0:
+            fail("layer_norm_eps", "must be > 0")
+        if self.final_norm is None:
+            object.__setattr__(self, "final_norm", self.norm_first)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+    def replace(self, **changes) -> TransformerConfig:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TransformerConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"TransformerConfig: unknown keys {unknown}")
+        return cls(**d)
+
+
+PRESETS: dict[str, TransformerConfig] = {
+    # Vaswani et al. 2017, Table 3 "base": N=6, d_model=512, h=8, d_ff=2048, dropout 0.1.
+    "base": TransformerConfig(),
+    # Table 3 "big".
+    "big": TransformerConfig(d_model=1024, num_heads=16, d_ff=4096, dropout=0.3),
+    "small": TransformerConfig(d_model=256, num_heads=4, d_ff=1024, num_encoder_layers=4,
+                               num_decoder_layers=4),
+    "tiny": TransformerConfig(d_model=64, num_heads=2, d_ff=128, num_encoder_layers=2,
+                              num_decoder_layers=2),
+}
+
+
+def preset(name: str, **changes) -> TransformerConfig:
+    """A named preset, optionally with fields replaced."""
+    if name not in PRESETS:
+        raise ValueError(f"preset: unknown name {name!r}; known: {sorted(PRESETS)}")
+    return PRESETS[name].replace(**changes) if changes else PRESETS[name]
