@@ -1,23 +1,26 @@
-"""The ``attnkit`` command."""
+"""The ``attnkit`` command. Each subcommand lives in its own module with ``add_parser(sub)``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from pathlib import Path
 
 from .. import __version__
-from . import lecture
+
+# Modules under attnkit.cli that define ``add_parser(subparsers)``. Add one line per command module.
+COMMAND_MODULES = [
+    "demo",
+    "lecture",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="attnkit", description="Self-attention and Transformers: learn, apply, speed up.")
     p.add_argument("--version", action="version", version=f"attnkit {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    d = sub.add_parser("demo", help="the main job (now: the lecture walk-through)")
-    d.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder")
-    d.set_defaults(func=lambda a: lecture.run(a.out))
-    lecture.add_parser(sub)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"attnkit.cli.{name}").add_parser(sub)
     return p
 
 
@@ -28,11 +31,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        args.func(args)
+        result = args.func(args)
     except (ValueError, FileNotFoundError) as e:
         print(f"attnkit: error: {e}", file=sys.stderr)
         return 1
-    return 0
+    except KeyboardInterrupt:
+        print("attnkit: interrupted", file=sys.stderr)
+        return 130
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
