@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from .backends import REGISTRY, get_backend
+from .bias import Bias
 from .masks import Mask, as_mask
 from .scores import NORMALIZERS, additive_scores, dot_scores
 
@@ -18,7 +19,7 @@ def _shape(t: Tensor) -> tuple[int, ...]:
     return tuple(t.shape)
 
 
-def check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Tensor | None) -> None:
+def check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Tensor | Bias | None) -> None:
     """Raise ValueError naming the argument and the shapes, before any computation."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, Tensor):
@@ -41,7 +42,9 @@ def check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Tenso
     lq, lk = q.shape[-2], k.shape[-2]
     if mask is not None:
         mask.validate(lq, lk, q.shape[0] if q.dim() > 2 else None)
-    if bias is not None:
+    if isinstance(bias, Bias):
+        bias.validate(q, k)
+    elif bias is not None:
         if not isinstance(bias, Tensor) or not bias.dtype.is_floating_point:
             raise ValueError("attention: `bias` must be a floating tensor broadcastable to (..., Lq, Lk)")
         if bias.shape[-1] not in (1, lk) or (bias.dim() > 1 and bias.shape[-2] not in (1, lq)):
@@ -57,7 +60,7 @@ def select_backend(q: Tensor, k: Tensor, mask: Mask | None, bias: Tensor | None,
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | Tensor | None = None, *,
-              bias: Tensor | None = None, scale: float | None = None, dropout_p: float = 0.0,
+              bias: Tensor | Bias | None = None, scale: float | None = None, dropout_p: float = 0.0,
               return_weights: bool = False, backend: str | None = None):
     """Scaled dot-product attention: softmax(q k^T * scale + bias, masked) v.
 
@@ -65,7 +68,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | Tensor | None = None
         q: (..., Lq, d) queries.  k: (..., Lk, d) keys.  v: (..., Lk, dv) values.
         mask: an attnkit mask (``attnkit.masks``) or a bool tensor broadcastable (right-aligned)
             to (..., Lq, Lk); True = may attend. Queries with no allowed key output zeros.
-        bias: optional float tensor broadcastable to (..., Lq, Lk), added to the scaled scores.
+        bias: optional float tensor broadcastable to (..., Lq, Lk), or a structured
+            ``attnkit.functional.bias.Bias`` (ALiBi, relative), added to the scaled scores.
         scale: defaults to 1/sqrt(d).
         dropout_p: dropout on the attention weights (pass 0.0 at evaluation).
         return_weights: also return the weights (..., Lq, Lk).

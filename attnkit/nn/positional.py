@@ -14,8 +14,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ..functional.bias import ALiBiBias
 from ..functional.positional import (
-    alibi_bias, alibi_slopes, apply_rotary, relative_distances, rotary_cos_sin, sinusoidal_table,
+    alibi_slopes,
+    apply_rotary,
+    relative_distances,
+    rotary_cos_sin,
+    sinusoidal_table,
 )
 from .config import TransformerConfig
 
@@ -84,15 +89,18 @@ class Rotary(AttentionPosition):
 
 
 class ALiBi(AttentionPosition):
-    """ALiBi (Press et al. 2022): bias -slope_h * |i - j| on the scores, no embeddings."""
+    """ALiBi (Press et al. 2022): bias -slope_h * |i - j| on the scores, no embeddings.
+
+    ``forward`` returns a structured ``ALiBiBias`` (never an (H, Lq, Lk) tensor): dense backends
+    materialise it, the chunked backend computes it per tile, so long sequences stay linear in memory.
+    """
 
     def __init__(self, num_heads: int):
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)
 
     def forward(self, q, k):
-        bias = alibi_bias(self.slopes.to(q.device), q.shape[-2], k.shape[-2]).to(q.dtype)  # (H, Lq, Lk)
-        return q, k, bias
+        return q, k, ALiBiBias(self.slopes.to(q.device))  # materialises to (H, Lq, Lk)
 
 
 class RelativePosition(AttentionPosition):

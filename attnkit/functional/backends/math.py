@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..bias import materialize_bias
 from ..masks import Mask
 from ..scores import masked_softmax
 from . import Backend, register_backend
@@ -19,7 +20,7 @@ def math_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Ten
     lq, lk = q.shape[-2], k.shape[-2]
     scores = (q @ k.transpose(-2, -1)) * scale  # A: (..., Lq, Lk)
     if bias is not None:
-        scores = scores + bias
+        scores = scores + materialize_bias(bias, lq, lk, q.device, q.dtype)  # Bias -> (H or 1, Lq, Lk)
     dense = None if mask is None else mask.materialize(lq, lk, q.dim(), q.device)
     weights = masked_softmax(scores, dense)  # A': (..., Lq, Lk), empty rows all zero
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
