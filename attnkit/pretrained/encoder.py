@@ -1,0 +1,165 @@
+"""``SentenceEncoder``: texts -> sentence vectors, and a look inside one text's attention.
+
+``encode`` tokenises with the folder's ``tokenizer.json`` (the ``tokenizers`` library), sorts the
+texts by token count so each batch holds texts of nearly one length (little compute on padding;
+a batch with no padding runs without any mask, on SDPA's fastest path), runs attnkit's
+``BertModel`` under ``torch.inference_mode`` and pools as the folder's sentence-transformers
+config says (e.g. mean over real tokens, then L2 normalisation).
+
+Texts longer than ``max_seq_length`` tokens ([CLS] and [SEP] included) are truncated to it, with a
+``UserWarning`` saying how many were cut; the limit is ``sentence_bert_config.json``'s
+``max_seq_length`` when present (as sentence-transformers does), else ``max_position_embeddings``.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..models.bert import BertModel
+from .folder import ModelFolder, Pooling
+
+__all__ = ["SentenceEncoder", "Attended"]
+
+
+class Attended(NamedTuple):
+    """One text, looked into. L tokens (with [CLS] and [SEP]), N layers, H heads, d features."""
+
+    tokens: list[str]  # L word pieces
+    attentions: Tensor  # (N, H, L, L): rows = queries, columns = keys; each row sums to 1
+    hidden_states: Tensor  # (N + 1, L, d): the embeddings, then every layer's output
+    embedding: Tensor  # (d_out,): the pooled sentence vector
+
+
+def pool(hidden: Tensor, lengths: Tensor, pooling: Pooling) -> Tensor:
+    """hidden (B, L, d) float32, lengths (B,) -> (B, d * len(modes)), sentence-transformers' order."""
+    b, l, _ = hidden.shape
+    padded = bool((lengths < l).any())
+    # (B, L, 1): True on real tokens
+    keep = (torch.arange(l).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1) if padded else None
+    n = lengths.to(hidden.dtype).clamp(min=1e-9).unsqueeze(1)  # (B, 1)
+    parts = []
+    for mode in pooling.modes:
+        if mode == "cls":
+            parts.append(hidden[:, 0])
+        elif mode == "max":
+            parts.append((hidden if keep is None else hidden.masked_fill(~keep, float("-inf"))).amax(1))
+        else:
+            total = (hidden if keep is None else hidden * keep).sum(1)  # (B, d)
+            parts.append(total / (n if mode == "mean" else n.sqrt()))
+    out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+    return F.normalize(out, p=2, dim=1) if pooling.normalize else out
+
+
+class SentenceEncoder:
+    """A pretrained BERT-family encoder with its tokenizer and pooling (see ``load_pretrained``)."""
+
+    def __init__(self, model: BertModel, tokenizer, folder: ModelFolder, name: str):
+        self.model = model.eval()
+        self.tokenizer = tokenizer  # a ``tokenizers.Tokenizer``, truncation set to max_seq_length
+        self.folder = folder
+        self.name = name
+        self.pooling = folder.pooling
+        self.max_seq_length = folder.max_seq_length
+        self.pad_id = model.config.pad_token_id
+        self._by_dtype: dict[torch.dtype, BertModel] = {next(model.parameters()).dtype: self.model}
+
+    def __repr__(self) -> str:
+        c = self.model.config
+        return (f"SentenceEncoder({self.name!r}, layers={c.num_hidden_layers}, "
+                f"heads={c.num_attention_heads}, "
+                f"dim={self.dim}, max_seq_length={self.max_seq_length}, pooling={self.pooling})")
+
+    @property
+    def dim(self) -> int:
+        """Size of a sentence vector."""
+        return self.model.config.hidden_size * len(self.pooling.modes)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    def model_for(self, dtype: torch.dtype) -> BertModel:
+        """The model in ``dtype`` (a converted copy is made once and kept)."""
+        if dtype not in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+            raise ValueError(f"encode: `dtype` must be a floating torch dtype, got {dtype!r}")
+        if dtype not in self._by_dtype:
+            self._by_dtype[dtype] = copy.deepcopy(self.model).to(dtype).eval()
+        return self._by_dtype[dtype]
+
+    def tokenize(self, texts: Sequence[str], *, warn: bool = True) -> list:
+        """``tokenizers.Encoding`` per text, truncated to ``max_seq_length`` (with a warning)."""
+        if isinstance(texts, str):
+            raise ValueError("tokenize: `texts` must be a list of strings, got one string")
+        clean = []
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise ValueError(f"encode: text {i} must be a str, got {type(t).__name__}")
+            t = t.strip()
+            clean.append(t.lower() if self.folder.do_lower_case else t)
+        encodings = self.tokenizer.encode_batch(clean) if clean else []
+        cut = [i for i, e in enumerate(encodings) if e.overflowing]
+        if cut and warn:
+            warnings.warn(f"{self.name}: {len(cut)} text(s) longer than the model's limit of "
+                          f"{self.max_seq_length} tokens were truncated to {self.max_seq_length} tokens "
+                          f"(first: text {cut[0]})", UserWarning, stacklevel=3)
+        return encodings
+
+    def _batch(self, encodings: list) -> tuple[Tensor, Tensor]:
+        """ids (B, L) right-padded with the pad id, lengths (B,)."""
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        ids = np.full((len(encodings), int(lengths.max())), self.pad_id, dtype=np.int64)  # (B, L)
+        for row, e in enumerate(encodings):
+            ids[row, : lengths[row]] = e.ids
+        return torch.from_numpy(ids), torch.from_numpy(lengths)
+
+    def encode(self, sentences: Sequence[str] | str, batch_size: int = 64, *,
+               dtype: torch.dtype = torch.float32, normalize: bool | None = None) -> Tensor:
+        """Sentence vectors, float32 (n, dim), in the order given; an empty list gives (0, dim).
+
+        ``dtype``: the compute dtype (``torch.bfloat16`` is much faster on CPUs with AVX-512 BF16;
+        outputs are still float32). ``normalize`` overrides the folder's L2 normalisation.
+        """
+        if isinstance(sentences, str):
+            sentences = [sentences]
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"encode: `batch_size` must be a positive integer, got {batch_size!r}")
+        pooling = self.pooling if normalize is None else Pooling(self.pooling.modes, bool(normalize))
+        encodings = self.tokenize(list(sentences))
+        out = torch.empty(len(encodings), self.dim, dtype=torch.float32)
+        if not encodings:
+            return out
+        model = self.model_for(dtype)
+        order = sorted(range(len(encodings)), key=lambda i: -len(encodings[i].ids))
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                idx = order[start:start + batch_size]
+                ids, lengths = self._batch([encodings[i] for i in idx])
+                hidden = model(ids, lengths=lengths).last_hidden_state  # (B, L, d)
+                out[torch.as_tensor(idx)] = pool(hidden.float(), lengths, pooling)
+        return out
+
+    def similarity(self, a: str, b: str, *, dtype: torch.dtype = torch.float32) -> float:
+        """Cosine similarity of two texts' vectors."""
+        va, vb = self.encode([a, b], dtype=dtype)
+        return float(F.cosine_similarity(va, vb, dim=0))
+
+    def attend(self, sentence: str) -> Attended:
+        """Tokens, every layer's and head's attention weights and the hidden states of one text (float32)."""
+        if not isinstance(sentence, str):
+            raise ValueError(f"attend: `sentence` must be a str, got {type(sentence).__name__}")
+        enc = self.tokenize([sentence])[0]
+        ids, lengths = self._batch([enc])
+        with torch.inference_mode():
+            res = self.model(ids, lengths=lengths, need_weights=True, output_hidden_states=True)
+            attentions = torch.stack(res.attentions).squeeze(1)  # N x (1, H, L, L) -> (N, H, L, L)
+            hidden = torch.stack(res.hidden_states).squeeze(1)  # (N+1) x (1, L, d) -> (N + 1, L, d)
+            embedding = pool(res.last_hidden_state.float(), lengths, self.pooling)[0]
+        return Attended(list(enc.tokens), attentions.float(), hidden.float(), embedding)
