@@ -1,7 +1,20 @@
 """Public mask builders (True = may attend). See ``attnkit.functional.masks`` for the details."""
 
 from attnkit.functional.masks import (  # noqa: F401
-    And, Causal, Dense, Graph, Mask, Or, Padding, Window, as_mask, causal, conjuncts, for_heads, graph, padding,
+    And,
+    Causal,
+    Dense,
+    Graph,
+    Mask,
+    Or,
+    Padding,
+    Window,
+    as_mask,
+    causal,
+    conjuncts,
+    for_heads,
+    graph,
+    padding,
     window,
 )
 

@@ -110,7 +110,8 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"MultiHeadAttention: batch sizes differ: query {tuple(query.shape)}, "
                              f"key {tuple(key.shape)}, value {tuple(value.shape)}")
         if key.shape[1] != value.shape[1]:
-            raise ValueError(f"MultiHeadAttention: key and value lengths differ: {tuple(key.shape)} vs {tuple(value.shape)}")
+            raise ValueError(f"MultiHeadAttention: key and value lengths differ: "
+                             f"{tuple(key.shape)} vs {tuple(value.shape)}")
 
     def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None,
                 mask: Mask | Tensor | None = None, *, need_weights: bool = False,

@@ -63,8 +63,11 @@ class TransformerConfig:
             fail("positional", "'sinusoidal' needs an even d_model")
         if self.layer_norm_eps <= 0:
             fail("layer_norm_eps", "must be > 0")
-        if self.final_norm is None:
-            object.__setattr__(self, "final_norm", self.norm_first)
+
+    @property
+    def use_final_norm(self) -> bool:
+        """``final_norm``, or ``norm_first`` when it is None."""
+        return self.norm_first if self.final_norm is None else self.final_norm
 
     @property
     def head_dim(self) -> int:

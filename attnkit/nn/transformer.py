@@ -32,7 +32,7 @@ class DecoderOutput(NamedTuple):
 
 
 def _final_norm(config: TransformerConfig, device, dtype) -> nn.Module:
-    if not config.final_norm:
+    if not config.use_final_norm:
         return nn.Identity()
     return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias, device=device, dtype=dtype)
 
