@@ -1,0 +1,79 @@
+"""Multi-process data parallelism under ``torchrun`` (DistributedDataParallel).
+
+``torchrun --nproc_per_node=2 -m attnkit.cli.main train ...`` sets RANK / WORLD_SIZE / LOCAL_RANK;
+``setup()`` then joins the process group (gloo on CPU, nccl on GPU). Without those variables
+everything is a no-op and the world has one process. Only rank 0 logs and saves.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def rank() -> int:
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def is_main() -> bool:
+    return rank() == 0
+
+
+def setup(device: str | None = None) -> torch.device:
+    """Join the torchrun process group if launched by torchrun; return this process's device."""
+    use_cuda = torch.cuda.is_available() and device != "cpu"
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    if use_cuda:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local)
+    return torch.device(device or "cpu")
+
+
+def teardown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def wrap(model: nn.Module) -> nn.Module:
+    """DDP-wrap the model when the world has more than one process."""
+    if world_size() > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model)
+    return model
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    return model.module if hasattr(model, "module") else model
+
+
+def barrier() -> None:
+    if world_size() > 1:
+        dist.barrier()
+
+
+def all_reduce_sum(values: list[float]) -> list[float]:
+    """Sum numbers over processes (float64)."""
+    if world_size() == 1:
+        return values
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def broadcast_flag(flag: bool) -> bool:
+    """True on every rank if rank 0's flag is True (used to stop all ranks together on Ctrl-C)."""
+    if world_size() == 1:
+        return flag
+    t = torch.tensor([1 if flag else 0], dtype=torch.int64)
+    dist.broadcast(t, src=0)
+    return bool(t.item())

@@ -1,0 +1,88 @@
+"""Metrics: accuracy counting, a JSON-lines log, and the learning-curve PNG next to the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from torch import Tensor
+
+IGNORE = -100  # targets with this value are not scored (padding, non-first subwords, unlabelled nodes)
+
+
+def count_correct(logits: Tensor, targets: Tensor) -> tuple[int, int]:
+    """logits (N, C), targets (N,) -> (correct, counted), skipping ``IGNORE`` targets."""
+    keep = targets != IGNORE
+    pred = logits.argmax(-1)
+    return int((pred[keep] == targets[keep]).sum()), int(keep.sum())
+
+
+class MetricsLog:
+    """Appends one JSON object per line to ``path`` (``metrics.jsonl``). Only rank 0 writes."""
+
+    def __init__(self, path: str | os.PathLike, enabled: bool = True):
+        self.path = Path(path)
+        self.enabled = enabled
+
+    def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+
+    def truncate_after(self, step: int) -> None:
+        """Drop records logged after ``step`` (used on resume, so a record is never repeated)."""
+        if not self.enabled or not self.path.exists():
+            return
+        keep = [r for r in read_metrics(self.path) if r.get("step", 0) <= step]
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in keep), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict]:
+    out = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut by a kill: skip it
+                continue
+    return out
+
+
+def plot_curves(metrics_path: str | os.PathLike, png_path: str | os.PathLike, title: str = "") -> Path | None:
+    """Train loss and every evaluation metric against the step, written atomically as PNG."""
+    try:
+        from ..viz.heatmap import _pyplot, _save
+    except ImportError:  # pragma: no cover
+        return None
+    records = read_metrics(metrics_path) if Path(metrics_path).exists() else []
+    train = [r for r in records if r.get("split") == "train"]
+    evals = [r for r in records if r.get("split") not in (None, "train")]
+    if not train and not evals:
+        return None
+    plt = _pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    if train:
+        ax1.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
+    for split in sorted({r["split"] for r in evals}):
+        rs = [r for r in evals if r["split"] == split]
+        if "loss" in rs[0]:
+            ax1.plot([r["step"] for r in rs], [r["loss"] for r in rs], marker="o", label=f"{split} loss")
+        for key in sorted(k for k in rs[0] if k not in ("step", "epoch", "split", "loss", "time", "seconds")):
+            ax2.plot([r["step"] for r in rs], [r[key] for r in rs], marker="o", label=f"{split} {key}")
+    ax1.set_xlabel("step")
+    ax1.set_ylabel("loss")
+    ax1.legend()
+    ax2.set_xlabel("step")
+    ax2.set_ylabel("metric")
+    if ax2.lines:
+        ax2.legend()
+    fig.suptitle(title)
+    out = _save(fig, png_path)
+    plt.close(fig)
+    return out

@@ -1,0 +1,48 @@
+"""Learning-rate schedules: warm-up then decay, as multipliers of the base learning rate.
+
+- ``linear``: linear warm-up to 1, then linear decay to 0 at ``total_steps``.
+- ``cosine``: linear warm-up, then half a cosine to 0.
+- ``inverse_sqrt``: the paper's schedule (Vaswani et al. 2017, eq. 3):
+  lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5). The factor here is normalised to peak at 1
+  at ``step = warmup``, so the base ``lr`` is the peak; ``paper_lr(d_model, warmup)`` gives the paper's peak.
+- ``constant``: warm-up then flat.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+SCHEDULES = ("linear", "cosine", "inverse_sqrt", "constant")
+
+
+def lr_factor(kind: str, step: int, warmup: int, total: int) -> float:
+    """The multiplier of the base learning rate at optimiser step ``step`` (0-based)."""
+    s = step + 1
+    if kind not in SCHEDULES:
+        raise ValueError(f"lr_factor: `kind` must be one of {SCHEDULES}, got {kind!r}")
+    if warmup > 0 and s <= warmup and kind != "inverse_sqrt":
+        return s / warmup
+    if kind == "constant":
+        return 1.0
+    if kind == "inverse_sqrt":
+        w = max(warmup, 1)
+        return min(s ** -0.5, s * w ** -1.5) * w ** 0.5
+    progress = min(1.0, (s - warmup) / max(1, total - warmup))
+    if kind == "linear":
+        return max(0.0, 1.0 - progress)
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def paper_lr(d_model: int, warmup: int) -> float:
+    """The peak learning rate of the paper's schedule: d_model^-0.5 * warmup^-0.5."""
+    return d_model ** -0.5 * warmup ** -0.5
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, warmup: int,
+                   total: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` stepping once per optimiser step; its state_dict goes into checkpoints."""
+    if kind not in SCHEDULES:
+        raise ValueError(f"make_scheduler: `kind` must be one of {SCHEDULES}, got {kind!r}")
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(kind, step, warmup, total))

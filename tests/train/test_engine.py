@@ -1,0 +1,82 @@
+import json
+
+import pytest
+import torch
+
+from attnkit.train import TrainConfig, Trainer, lr_factor, read_metrics
+from attnkit.train.checkpoint import CheckpointError, load_meta
+
+from .toy import toy_task
+
+CFG = TrainConfig(epochs=4, batch_size=8, lr=1e-2, warmup_steps=3, log_every=2, progress=False, seed=3)
+
+
+def _weights(model):
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_fit_learns_and_writes_run_folder(tmp_path):
+    res = Trainer(toy_task(), CFG).fit(tmp_path)
+    assert res["step"] == 4 * 9  # 72 examples / 8
+    assert res["test"]["accuracy"] >= 0.8
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+    latest = json.loads((tmp_path / "latest.json").read_text())
+    assert latest["step"] == 36
+    folder, meta = load_meta(tmp_path, task="toy")
+    assert meta["labels"] == ["left", "right"] and meta["format_version"] == 1
+    recs = read_metrics(tmp_path / "metrics.jsonl")
+    assert {r["split"] for r in recs} == {"train", "dev", "test"}
+    assert [r["step"] for r in recs if r["split"] == "dev"] == [9, 18, 27, 36]
+    with pytest.raises(CheckpointError, match="task 'toy'"):
+        load_meta(tmp_path, task="tagger")
+
+
+@pytest.mark.parametrize("stop_at", [5, 9, 20])
+def test_resume_matches_uninterrupted_run(tmp_path, stop_at):
+    full = toy_task()
+    res_full = Trainer(full, CFG).fit(tmp_path / "full")
+
+    part = toy_task()
+
+    def stopper(trainer, step, rec):
+        if step == stop_at:
+            trainer.request_stop()
+
+    res_part = Trainer(part, CFG, on_step=stopper).fit(tmp_path / "part")
+    assert res_part["interrupted"] and res_part["step"] == stop_at
+    resumed = toy_task(model_seed=99)  # fresh weights: everything must come from the checkpoint
+    res_resumed = Trainer(resumed, CFG).fit(tmp_path / "part", resume=True)
+    assert res_resumed["step"] == res_full["step"]
+    for k, v in _weights(full.model).items():
+        torch.testing.assert_close(_weights(resumed.model)[k], v, rtol=0, atol=0)
+    assert res_resumed["test"] == res_full["test"]
+    a = [r for r in read_metrics(tmp_path / "full/metrics.jsonl") if r["split"] != "train"]
+    b = [r for r in read_metrics(tmp_path / "part/metrics.jsonl") if r["split"] != "train"]
+    assert [(r["step"], r["accuracy"], r["loss"]) for r in a] == [(r["step"], r["accuracy"], r["loss"]) for r in b]
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="`schedule`"):
+        TrainConfig(schedule="nope")
+    with pytest.raises(ValueError, match="`label_smoothing`"):
+        TrainConfig(label_smoothing=1.0)
+    with pytest.raises(ValueError, match="`batch_size`"):
+        TrainConfig(batch_size=0)
+
+
+def test_empty_training_set():
+    t = toy_task()
+    t.train = []
+    with pytest.raises(ValueError, match="empty"):
+        Trainer(t, CFG)
+
+
+def test_schedules():
+    assert lr_factor("linear", 0, 10, 100) == pytest.approx(0.1)
+    assert lr_factor("linear", 9, 10, 100) == pytest.approx(1.0)
+    assert lr_factor("linear", 99, 10, 100) == pytest.approx(0.0)
+    # the paper's schedule peaks (normalised to 1) at step = warmup, then decays as step^-0.5
+    assert lr_factor("inverse_sqrt", 3, 4, 100) == pytest.approx(1.0)
+    assert lr_factor("inverse_sqrt", 15, 4, 100) == pytest.approx(0.5)
+    assert lr_factor("inverse_sqrt", 0, 4, 100) == pytest.approx(0.25)
+    assert lr_factor("cosine", 54, 10, 100) == pytest.approx(0.5)
