@@ -1,0 +1,255 @@
+"""Local (truncated / sliding-window) attention in O(L * window) time and memory.
+
+Queries are cut into blocks of ``bq`` rows. Query block ``b`` can only see the keys
+``[b*bq + off - left, b*bq + off + bq - 1 + right]`` (``off = Lk - Lq``, queries aligned to the end
+of the keys), a band of ``m`` key blocks, ``W = m * bq`` keys wide. The keys are copied once into a
+zero-padded buffer cut into blocks of ``bq`` rows, so block ``b``'s band is the key blocks
+``b .. b + m - 1``. Scores are (..., n_blocks, bq, W): never (Lq, Lk).
+
+Inside the band, the window is one constant (bq, W) pattern (row r sees columns r .. r + left + right);
+keys outside [0, Lk), past a padding length, or (causal) after the query are masked per column.
+
+Forward and backward are a ``torch.autograd.Function``: the forward keeps only out and the row
+log-sum-exp; the backward recomputes each chunk of scores (flash-attention style), so memory is
+O(L * d) saved plus one chunk of scores at a time. bfloat16/float16 inputs are computed in float32
+and cast back. ``dropout_p > 0`` uses a plain differentiable version of the same band computation
+(memory O(L * W), still linear in L).
+
+Supported masks: ``window`` alone or ``&``-combined with ``causal`` and ``padding``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..masks import Causal, Mask, Padding, Window, conjuncts
+from . import Backend, register_backend
+
+__all__ = ["local_attention", "window_parts"]
+
+_CHUNK_ELEMS = 1 << 21  # scores per chunk (N * n * bq * W), ~8 MB in float32
+
+
+def window_parts(mask: Mask | None) -> tuple[int, int, Tensor | None] | None:
+    """Read (left, right, lengths) from ``window [& causal] [& padding]``; None if not that form."""
+    left = right = None
+    lengths = None
+    causal = False
+    for part in conjuncts(mask):
+        if isinstance(part, Window):
+            left = part.left if left is None else min(left, part.left)
+            right = part.right if right is None else min(right, part.right)
+        elif isinstance(part, Causal):
+            causal = True
+        elif isinstance(part, Padding):
+            lengths = part.lengths if lengths is None else torch.minimum(lengths, part.lengths)
+        else:
+            return None
+    if left is None:
+        return None
+    return left, (0 if causal else right), lengths
+
+
+class _Geometry:
+    """Block layout for Lq queries, Lk keys and a window (left, right)."""
+
+    def __init__(self, lq: int, lk: int, left: int, right: int, bq: int | None = None):
+        self.lq, self.lk = lq, lk
+        left, right = min(left, lq + lk), min(right, lq + lk)  # wider windows change nothing
+        self.left, self.right = left, right
+        self.bq = bq or _block_size(left + right + 1)
+        self.nb = -(-lq // self.bq)  # query blocks
+        self.m = -(-(self.bq + left + right) // self.bq)  # key blocks per band
+        self.W = self.m * self.bq  # band width
+        self.start = (lk - lq) - left  # key index of column 0 of block 0's band (may be < 0)
+        self.lp = (self.nb + self.m - 1) * self.bq  # padded key length
+        self.lo = min(max(self.start, 0), lk)  # the real keys [lo, hi) that land in the buffer
+        self.hi = min(max(self.start + self.lp, 0), lk)
+
+    def pad_keys(self, k: Tensor) -> Tensor:
+        """k (N, Lk, d) -> (N, nb + m - 1, bq, d), zero rows outside [0, Lk)."""
+        buf = k.new_zeros(k.shape[0], self.lp, k.shape[-1])  # (N, Lp, d)
+        buf[:, self.lo - self.start:self.hi - self.start] = k[:, self.lo:self.hi]
+        return buf.view(k.shape[0], self.nb + self.m - 1, self.bq, k.shape[-1])
+
+    def unpad_keys(self, buf: Tensor) -> Tensor:
+        """(N, nb + m - 1, bq, d) gradient buffer -> (N, Lk, d)."""
+        n, d = buf.shape[0], buf.shape[-1]
+        out = buf.new_zeros(n, self.lk, d)
+        out[:, self.lo:self.hi] = buf.reshape(n, self.lp, d)[:, self.lo - self.start:self.hi - self.start]
+        return out
+
+    def pad_queries(self, x: Tensor) -> Tensor:
+        """x (N, Lq, e) -> (N, nb, bq, e), zero rows past Lq."""
+        x = F.pad(x, (0, 0, 0, self.nb * self.bq - self.lq))  # (N, nb * bq, e)
+        return x.view(x.shape[0], self.nb, self.bq, x.shape[-1])
+
+    def key_bias(self, lengths: Tensor | None, device) -> Tensor:
+        """Additive 0 / -inf per padded key column: (N or 1, nb + m - 1, 1, bq) float32."""
+        j = self.start + torch.arange(self.lp, device=device)  # (Lp,) real key index
+        ok = ((j >= 0) & (j < self.lk)).unsqueeze(0)  # (1, Lp)
+        if lengths is not None:
+            ok = ok & (j.unsqueeze(0) < lengths.to(device).unsqueeze(1))  # (N, Lp)
+        bias = torch.zeros(ok.shape, device=device).masked_fill_(~ok, float("-inf"))
+        return bias.view(ok.shape[0], self.nb + self.m - 1, 1, self.bq)
+
+    def band_bias(self, device) -> Tensor:
+        """Additive 0 / -inf (bq, W): row r sees band columns r .. r + left + right."""
+        r = torch.arange(self.bq, device=device).unsqueeze(1)  # (bq, 1)
+        c = torch.arange(self.W, device=device).unsqueeze(0)  # (1, W)
+        ok = (c >= r) & (c <= r + self.left + self.right)
+        return torch.zeros(ok.shape, device=device).masked_fill_(~ok, float("-inf"))
+
+
+def _block_size(band: int) -> int:
+    """Query block: 64 for narrow windows, 128 otherwise (bigger tiles, better GEMM speed)."""
+    return 64 if band <= 96 else 128
+
+
+def _bands(x: Tensor, b0: int, b1: int, m: int) -> Tensor:
+    """Blocks (N, nb + m - 1, bq, e) -> bands of blocks b0..b1-1: (N, b1 - b0, m * bq, e)."""
+    return torch.cat([x[:, b0 + s:b1 + s] for s in range(m)], dim=2)
+
+
+def _chunks(g: _Geometry, n_rows: int):
+    step = max(1, _CHUNK_ELEMS // max(1, n_rows * g.bq * g.W))
+    for b0 in range(0, g.nb, step):
+        yield b0, min(g.nb, b0 + step)
+
+
+def _scores(g, qb, kb, kbias, band, b0, b1):
+    """Masked scores of query blocks b0..b1-1: (N, n, bq, W) float32 (q already scaled)."""
+    s = qb[:, b0:b1] @ _bands(kb, b0, b1, g.m).transpose(-1, -2)  # (N, n, bq, W)
+    s += band  # (bq, W)
+    s += _bands(kbias, b0, b1, g.m).reshape(kbias.shape[0], b1 - b0, 1, g.W)
+    return s
+
+
+class _LocalFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, lengths, left, right, scale):
+        # q (N, Lq, d), k (N, Lk, d), v (N, Lk, dv), float32; lengths (N,) or None
+        g = _Geometry(q.shape[1], k.shape[1], left, right)
+        qb = g.pad_queries(q * scale)  # (N, nb, bq, d)
+        kb, vb = g.pad_keys(k), g.pad_keys(v)  # (N, nb + m - 1, bq, d | dv)
+        kbias, band = g.key_bias(lengths, q.device), g.band_bias(q.device)
+        out = q.new_empty(q.shape[0], g.nb, g.bq, v.shape[-1])  # (N, nb, bq, dv)
+        lse = q.new_empty(q.shape[0], g.nb, g.bq)  # (N, nb, bq)
+        for b0, b1 in _chunks(g, q.shape[0]):
+            s = _scores(g, qb, kb, kbias, band, b0, b1)  # (N, n, bq, W)
+            mx = s.amax(-1, keepdim=True)  # (N, n, bq, 1) row max
+            p = s.softmax(-1)  # (N, n, bq, W); NaN on rows with no key
+            lse[:, b0:b1] = (mx - p.amax(-1, keepdim=True).log()).squeeze(-1)  # max(p) = exp(mx - lse)
+            empty = mx == float("-inf")
+            if bool(empty.any()):
+                p = p.masked_fill_(empty, 0.0)
+                lse[:, b0:b1].masked_fill_(empty.squeeze(-1), float("inf"))  # backward: P = exp(-inf) = 0
+            torch.matmul(p, _bands(vb, b0, b1, g.m), out=out[:, b0:b1])  # (N, n, bq, dv)
+        out = out.view(q.shape[0], g.nb * g.bq, -1)[:, :g.lq]  # (N, Lq, dv)
+        ctx.save_for_backward(q, k, v, out, lse, lengths)
+        ctx.conf = (left, right, scale)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse, lengths = ctx.saved_tensors
+        left, right, scale = ctx.conf
+        g = _Geometry(q.shape[1], k.shape[1], left, right)
+        qb = g.pad_queries(q * scale)  # (N, nb, bq, d)
+        kb, vb = g.pad_keys(k), g.pad_keys(v)  # (N, nb + m - 1, bq, d | dv)
+        kbias, band = g.key_bias(lengths, q.device), g.band_bias(q.device)
+        dout = dout.contiguous()
+        delta = g.pad_queries((dout * out).sum(-1, keepdim=True))  # (N, nb, bq, 1)
+        dob = g.pad_queries(dout)  # (N, nb, bq, dv)
+        dq = torch.empty_like(qb)  # (N, nb, bq, d)
+        dkb, dvb = torch.zeros_like(kb), torch.zeros_like(vb)  # (N, nb + m - 1, bq, d | dv)
+        for b0, b1 in _chunks(g, q.shape[0]):
+            n = b1 - b0
+            s = _scores(g, qb, kb, kbias, band, b0, b1)  # (N, n, bq, W)
+            p = (s - lse[:, b0:b1].unsqueeze(-1)).exp_()  # P (N, n, bq, W)
+            kc, vc = _bands(kb, b0, b1, g.m), _bands(vb, b0, b1, g.m)  # (N, n, W, d | dv)
+            ds = dob[:, b0:b1] @ vc.transpose(-1, -2)  # dP (N, n, bq, W)
+            ds -= delta[:, b0:b1]
+            ds *= p  # dS = P * (dP - delta)
+            dq[:, b0:b1] = ds @ kc
+            dk_band = ds.transpose(-1, -2) @ qb[:, b0:b1]  # (N, n, W, d)
+            dv_band = p.transpose(-1, -2) @ dob[:, b0:b1]  # (N, n, W, dv)
+            for sgm in range(g.m):  # band segment sgm of block b is key block b + sgm
+                rows = slice(sgm * g.bq, (sgm + 1) * g.bq)
+                dkb[:, b0 + sgm:b0 + sgm + n] += dk_band[:, :, rows]
+                dvb[:, b0 + sgm:b0 + sgm + n] += dv_band[:, :, rows]
+        dq = dq.view(q.shape[0], g.nb * g.bq, -1)[:, :g.lq] * scale  # (N, Lq, d)
+        return dq, g.unpad_keys(dkb), g.unpad_keys(dvb), None, None, None, None
+
+
+def _local_dropout(q, k, v, lengths, left, right, scale, dropout_p):
+    """Differentiable band attention with dropout on the weights (autograd keeps the bands)."""
+    g = _Geometry(q.shape[1], k.shape[1], left, right)
+    qb = g.pad_queries(q * scale)  # (N, nb, bq, d)
+    kb, vb = g.pad_keys(k), g.pad_keys(v)  # (N, nb + m - 1, bq, d | dv)
+    kbias, band = g.key_bias(lengths, q.device), g.band_bias(q.device)
+    outs = []
+    for b0, b1 in _chunks(g, q.shape[0]):
+        s = qb[:, b0:b1] @ _bands(kb, b0, b1, g.m).transpose(-1, -2) + band  # (N, n, bq, W)
+        s = s + _bands(kbias, b0, b1, g.m).reshape(kbias.shape[0], b1 - b0, 1, g.W)
+        live = (s > float("-inf")).any(-1, keepdim=True)  # rows with a key
+        w = torch.where(live, s, 0.0).softmax(-1) * live  # empty rows: 0
+        outs.append(F.dropout(w, dropout_p) @ _bands(vb, b0, b1, g.m))  # (N, n, bq, dv)
+    out = torch.cat(outs, dim=1)  # (N, nb, bq, dv)
+    return out.view(q.shape[0], g.nb * g.bq, -1)[:, :g.lq]
+
+
+def _flat_lengths(lengths: Tensor | None, lead: tuple[int, ...]) -> Tensor | None:
+    """Padding lengths (B,) -> one per flattened leading row (N = prod(lead),)."""
+    if lengths is None:
+        return None
+    if not lead:  # 2-D inputs: one sequence
+        if lengths.numel() != 1:
+            raise ValueError(f"local: padding lengths {tuple(lengths.shape)} need a batch dim on q")
+        return lengths.reshape(1)
+    per_row = 1
+    for s in lead[1:]:
+        per_row *= s
+    return lengths.repeat_interleave(per_row)  # (B * prod(lead[1:]),)
+
+
+def local_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, scale: float,
+                    dropout_p: float, need_weights: bool) -> tuple[Tensor, None]:
+    """Backend "local": q (..., Lq, d), k (..., Lk, d), v (..., Lk, dv) -> (..., Lq, dv)."""
+    if need_weights:
+        raise ValueError("backend 'local' cannot return weights; use backend='math'")
+    if bias is not None:
+        raise ValueError("backend 'local' takes no `bias`; use backend='chunked' (window + bias) or 'math'")
+    parts = window_parts(mask)
+    if parts is None:
+        raise ValueError(f"backend 'local' needs a window mask (optionally & causal & padding), got {mask!r}")
+    left, right, lengths = parts
+    lead, lq, lk = q.shape[:-2], q.shape[-2], k.shape[-2]
+    dtype = q.dtype
+    work = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    qf = q.reshape(-1, lq, q.shape[-1]).to(work)  # (N, Lq, d)
+    kf = k.reshape(-1, lk, k.shape[-1]).to(work)  # (N, Lk, d)
+    vf = v.reshape(-1, lk, v.shape[-1]).to(work)  # (N, Lk, dv)
+    lengths = _flat_lengths(lengths, tuple(lead))
+    if dropout_p > 0:
+        out = _local_dropout(qf, kf, vf, lengths, left, right, scale, dropout_p)
+    else:
+        out = _LocalFn.apply(qf, kf, vf, lengths, left, right, scale)
+    return out.to(dtype).reshape(*lead, lq, v.shape[-1]), None  # (..., Lq, dv)
+
+
+def _auto(q, k, mask, bias, need_weights) -> bool:
+    """Pick "local" for window masks when the band is well under the key length."""
+    if bias is not None or mask is None:
+        return False
+    parts = window_parts(mask)
+    if parts is None:
+        return False
+    left, right, _ = parts
+    lk = k.shape[-2]
+    return lk >= 512 and 4 * (left + right + 1) <= lk
+
+
+register_backend(Backend("local", local_attention, priority=30, auto=_auto))
