@@ -224,8 +224,13 @@ def as_bias(bias: Bias | Tensor | None) -> Bias | None:
     raise TypeError(f"attention: `bias` must be a float tensor or an attnkit Bias, got {type(bias).__name__}")
 
 
-def materialize_bias(bias: Bias | Tensor | None, lq: int, lk: int, device=None, dtype=None) -> Tensor | None:
-    """Plain tensors pass through; structured biases become (H or 1, Lq, Lk) tensors."""
+def materialize_bias(bias: Bias | Tensor | None, lq: int, lk: int, device=None, dtype=None,
+                     ndim: int | None = None) -> Tensor | None:
+    """Plain tensors pass through; structured biases become (H or 1, Lq, Lk) tensors, with leading
+    singleton dims dropped to at most ``ndim`` dims (so (L, d) inputs keep 2-D outputs)."""
     if bias is None or isinstance(bias, Tensor):
         return bias
-    return bias.materialize(lq, lk, device, dtype)
+    t = bias.materialize(lq, lk, device, dtype)
+    while ndim is not None and t.dim() > ndim and t.shape[0] == 1:
+        t = t[0]
+    return t

@@ -53,3 +53,4 @@ def available_backends() -> list[str]:
 from . import math as _math  # noqa: E402,F401  (registers "math")
 from . import sdpa as _sdpa  # noqa: E402,F401  (registers "sdpa")
 from . import local as _local  # noqa: E402,F401  (registers "local")
+from . import graph as _graph  # noqa: E402,F401  (registers "graph")

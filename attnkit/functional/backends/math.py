@@ -20,7 +20,7 @@ def math_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Ten
     lq, lk = q.shape[-2], k.shape[-2]
     scores = (q @ k.transpose(-2, -1)) * scale  # A: (..., Lq, Lk)
     if bias is not None:
-        scores = scores + materialize_bias(bias, lq, lk, q.device, q.dtype)  # Bias -> (H or 1, Lq, Lk)
+        scores = scores + materialize_bias(bias, lq, lk, q.device, q.dtype, q.dim())  # Bias: (H|1, Lq, Lk)
     dense = None if mask is None else mask.materialize(lq, lk, q.dim(), q.device)
     weights = masked_softmax(scores, dense)  # A': (..., Lq, Lk), empty rows all zero
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
