@@ -1,0 +1,190 @@
+"""Graph attention for node classification: attention computed only along edges.
+
+Two forms of the score on an edge s -> t (node t attends to its neighbour s):
+
+- ``additive`` (GAT, Velickovic et al. 2018): e_ts = LeakyReLU(a_dst . W x_t + a_src . W x_s), one
+  vector pair (a_src, a_dst) per head; softmax over t's in-edges; out_t = sum_s alpha_ts W x_s.
+  Computed edge by edge: gather, segment softmax, scatter. O(E H C) time and memory.
+- ``dot``: q_t . k_s / sqrt(C) per head with ``attnkit.attention`` and ``masks.graph`` (the graph
+  backend runs it on edges only; without it, a dense mask is used).
+
+``GAT`` stacks two layers as in the paper's transductive setting: dropout on inputs and attention
+weights, H heads x C hidden concatenated, ELU, then an output layer of ``out_heads`` heads averaged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .. import masks
+from ..functional import attention
+
+__all__ = ["GraphAttentionConfig", "GraphAttention", "GAT", "add_self_loops", "edge_softmax", "feature_dropout",
+           "SCORES"]
+
+SCORES = ("additive", "dot")
+
+
+@dataclass(frozen=True)
+class GraphAttentionConfig:
+    """Sizes and regularisation of a 2-layer GAT. Defaults: the GAT paper's Cora/CiteSeer model."""
+
+    in_features: int
+    num_classes: int
+    hidden: int = 8
+    heads: int = 8
+    out_heads: int = 1
+    score: Literal["additive", "dot"] = "additive"
+    dropout: float = 0.6
+    attention_dropout: float = 0.6
+    negative_slope: float = 0.2
+
+    def __post_init__(self):
+        for name in ("in_features", "num_classes", "hidden", "heads", "out_heads"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ValueError(f"GraphAttentionConfig: `{name}` must be a positive integer, got {v!r}")
+        if self.score not in SCORES:
+            raise ValueError(f"GraphAttentionConfig: `score` must be one of {SCORES}, got {self.score!r}")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"GraphAttentionConfig: `{name}` must be in [0, 1), got {getattr(self, name)!r}")
+        if self.negative_slope < 0:
+            raise ValueError(f"GraphAttentionConfig: `negative_slope` must be >= 0, got {self.negative_slope!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def add_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Drop existing self-loops, add one per node, sort by target then source. (2, E) -> (2, E')."""
+    ei = edge_index[:, edge_index[0] != edge_index[1]]
+    loops = torch.arange(num_nodes, device=ei.device).unsqueeze(0).expand(2, -1)  # (2, N)
+    ei = torch.cat([ei, loops], dim=1)
+    key = torch.unique(ei[1] * num_nodes + ei[0])  # sorted by (target, source), duplicates removed
+    return torch.stack([key % num_nodes, key // num_nodes])
+
+
+def feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """Dropout that also takes a sparse (COO or CSR) feature matrix: only the stored values are dropped,
+    which equals dense dropout on the same matrix (zeros stay zero) at a fraction of the cost."""
+    if not training or p == 0.0:
+        return x
+    if x.layout == torch.sparse_coo:
+        x = x.coalesce()
+        return torch.sparse_coo_tensor(x.indices(), F.dropout(x.values(), p), x.shape, is_coalesced=True,
+                                       check_invariants=False)
+    if x.layout == torch.sparse_csr:
+        return torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), F.dropout(x.values(), p), x.shape,
+                                       check_invariants=False)
+    return F.dropout(x, p)
+
+
+def _linear(x: Tensor, weight: Tensor) -> Tensor:
+    """x (N, F) dense or sparse @ weight.T (F, D) -> (N, D) dense."""
+    return x @ weight.t() if x.layout != torch.strided else F.linear(x, weight)
+
+
+def edge_softmax(scores: Tensor, index: Tensor, num_nodes: int) -> Tensor:
+    """Softmax of per-edge scores (E, H) over the edges that share a target ``index`` (E,).
+
+    The per-target max is taken without gradient (softmax does not depend on it). A target with
+    no edge simply gets no weights.
+    """
+    idx = index.unsqueeze(-1).expand_as(scores)  # (E,) -> (E, H)
+    m = scores.new_full((num_nodes, scores.shape[1]), float("-inf"))
+    m = m.scatter_reduce(0, idx, scores.detach(), "amax", include_self=False)  # (N, H)
+    ex = (scores - m.gather(0, idx)).exp()  # (E, H)
+    den = scores.new_zeros((num_nodes, scores.shape[1])).index_add_(0, index, ex)  # (N, H)
+    return ex / den.gather(0, idx)
+
+
+class GraphAttention(nn.Module):
+    """One graph-attention layer. x (N, F_in) -> (N, H*C) if ``concat`` else (N, C) (heads averaged).
+
+    ``edge_index`` (2, E) must already contain the self-loops the model wants (see ``add_self_loops``).
+    """
+
+    def __init__(self, in_features: int, out_features: int, heads: int, *, concat: bool = True,
+                 score: str = "additive", negative_slope: float = 0.2, attention_dropout: float = 0.0,
+                 device=None, dtype=None):
+        super().__init__()
+        if score not in SCORES:
+            raise ValueError(f"GraphAttention: `score` must be one of {SCORES}, got {score!r}")
+        fk = {"device": device, "dtype": dtype}
+        self.heads, self.out_features, self.concat, self.score = heads, out_features, concat, score
+        self.negative_slope, self.attention_dropout = negative_slope, attention_dropout
+        self.lin = nn.Linear(in_features, heads * out_features, bias=False, **fk)  # W (values)
+        if score == "additive":
+            self.att_src = nn.Parameter(torch.empty(1, heads, out_features, **fk))
+            self.att_dst = nn.Parameter(torch.empty(1, heads, out_features, **fk))
+        else:
+            self.qk = nn.Linear(in_features, 2 * heads * out_features, bias=False, **fk)  # W^q; W^k
+        self.bias = nn.Parameter(torch.zeros(heads * out_features if concat else out_features, **fk))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.xavier_uniform_(self.lin.weight)
+        if self.score == "additive":
+            nn.init.xavier_uniform_(self.att_src)
+            nn.init.xavier_uniform_(self.att_dst)
+        else:
+            nn.init.xavier_uniform_(self.qk.weight)
+        nn.init.zeros_(self.bias)
+
+    def forward(self, x: Tensor, edge_index: Tensor, *, need_weights: bool = False
+                ) -> tuple[Tensor, Tensor | None]:
+        """Returns (out, weights (E, H) per edge for the additive form, None otherwise or if not asked)."""
+        n, h, c = x.shape[0], self.heads, self.out_features
+        v = _linear(x, self.lin.weight).view(n, h, c)  # (N, H*C) -> (N, H, C)
+        p = self.attention_dropout if self.training else 0.0
+        weights = None
+        if self.score == "additive":
+            src, dst = edge_index[0], edge_index[1]
+            a_src = (v * self.att_src).sum(-1)  # (N, H)
+            a_dst = (v * self.att_dst).sum(-1)  # (N, H)
+            e = F.leaky_relu(a_src.index_select(0, src) + a_dst.index_select(0, dst), self.negative_slope)  # (E, H)
+            alpha = edge_softmax(e, dst, n)  # (E, H)
+            weights = alpha if need_weights else None
+            alpha = F.dropout(alpha, p, self.training)
+            msg = v.index_select(0, src) * alpha.unsqueeze(-1)  # (E, H, C)
+            out = v.new_zeros(n, h, c).index_add_(0, dst, msg)  # (N, H, C)
+        else:
+            q, k = _linear(x, self.qk.weight).view(n, 2, h, c).unbind(1)  # (N, 2*H*C) -> 2 x (N, H, C)
+            out = attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),  # (H, N, C) each
+                            masks.graph(edge_index, n), dropout_p=p)  # (H, N, C)
+            out = out.transpose(0, 1)  # (H, N, C) -> (N, H, C)
+        out = out.reshape(n, h * c) if self.concat else out.mean(1)  # (N, H*C) or (N, C)
+        return out + self.bias, weights
+
+
+class GAT(nn.Module):
+    """Two graph-attention layers: dropout, H x C concat + ELU, dropout, ``out_heads`` averaged.
+
+    forward(x (N, F) dense or sparse COO/CSR, edge_index (2, E) with self-loops) -> logits (N, num_classes).
+    Sparse bag-of-words features make input dropout and the first projection touch only non-zeros.
+    """
+
+    def __init__(self, config: GraphAttentionConfig, *, device=None, dtype=None):
+        super().__init__()
+        self.config = c = config
+        kw = {"score": c.score, "negative_slope": c.negative_slope, "attention_dropout": c.attention_dropout,
+              "device": device, "dtype": dtype}
+        self.layer1 = GraphAttention(c.in_features, c.hidden, c.heads, concat=True, **kw)
+        self.layer2 = GraphAttention(c.heads * c.hidden, c.num_classes, c.out_heads, concat=False, **kw)
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        if x.dim() != 2 or x.shape[1] != self.config.in_features:
+            raise ValueError(f"GAT: `x` must have shape (N, {self.config.in_features}), got {tuple(x.shape)}")
+        if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+            raise ValueError(f"GAT: `edge_index` must have shape (2, E), got {tuple(edge_index.shape)}")
+        p = self.config.dropout
+        x = feature_dropout(x, p, self.training)
+        x = F.elu(self.layer1(x, edge_index)[0])
+        x = F.dropout(x, p, self.training)
+        return self.layer2(x, edge_index)[0]
