@@ -9,7 +9,8 @@ from .functional import attention, available_backends, explain
 
 __version__ = "0.1.0"
 
-__all__ = ["attention", "explain", "masks", "functional", "nn", "available_backends", "__version__"]
+__all__ = ["attention", "explain", "masks", "functional", "nn", "available_backends", "load_pretrained",
+           "__version__"]
 
 
 def __getattr__(name):  # lazy: keep `import attnkit` light
@@ -17,4 +18,8 @@ def __getattr__(name):  # lazy: keep `import attnkit` light
         import importlib
 
         return importlib.import_module("attnkit.nn")
+    if name == "load_pretrained":
+        from .pretrained import load_pretrained
+
+        return load_pretrained
     raise AttributeError(f"module 'attnkit' has no attribute {name!r}")

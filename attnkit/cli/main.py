@@ -12,6 +12,7 @@ from .. import __version__
 COMMAND_MODULES = [
     "demo",
     "lecture",
+    "pretrained",
 ]
 
 

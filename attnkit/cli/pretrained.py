@@ -1,0 +1,150 @@
+"""``attnkit embed`` / ``similarity`` / ``attend``: a pretrained encoder from the command line.
+
+    attnkit embed "first text" "second text" --out vectors.npy
+    attnkit embed --file texts.txt --out vectors.jsonl      (one text a line; "-" reads stdin)
+    attnkit similarity "A man is eating food." "A man eats."
+    attnkit attend "I saw a saw" --out runs/attend
+
+Texts longer than the model's limit (256 word pieces for all-MiniLM-L6-v2) are truncated, with a
+warning. ``attend`` writes attention_grid.png (rows = layers, columns = heads) and layer<N>.png
+(``--each-head``: also layer<N>_head<H>.png), token labels on both axes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+@lru_cache(maxsize=2)
+def _model(name: str):
+    from ..pretrained import load_pretrained
+
+    return load_pretrained(name)
+
+
+def _dtype(args):
+    import torch
+
+    return torch.bfloat16 if args.bf16 else torch.float32
+
+
+def _read_texts(args) -> list[str]:
+    texts = list(args.texts)
+    if args.file is not None:
+        if str(args.file) == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            if not args.file.is_file():
+                raise FileNotFoundError(f"embed: --file not found: {args.file}")
+            lines = args.file.read_text(encoding="utf-8").splitlines()
+        texts += [line for line in lines if line.strip()]
+    elif not texts:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise ValueError("embed: give texts as arguments, --file PATH, or pipe them on stdin")
+        texts = [line for line in sys.stdin.read().splitlines() if line.strip()]
+    return texts
+
+
+def run_embed(args) -> int:
+    texts = _read_texts(args)
+    vectors = _model(args.model).encode(texts, batch_size=args.batch_size, dtype=_dtype(args))  # (n, dim)
+    out = args.out
+    if out is not None and out.suffix == ".npy":
+        import numpy as np
+
+        out.parent.mkdir(parents=True, exist_ok=True)
+        np.save(out, vectors.numpy())
+        print(f"wrote {out}: {tuple(vectors.shape)} float32")
+        return 0
+    lines = (json.dumps({"text": t, "embedding": [round(x, 7) for x in v]}, ensure_ascii=False)
+             for t, v in zip(texts, vectors.tolist()))
+    if out is None:
+        for line in lines:
+            print(line)
+        return 0
+    if out.suffix not in (".jsonl", ".json"):
+        raise ValueError(f"embed: --out must end in .npy or .jsonl, got {out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    print(f"wrote {out}: {len(texts)} JSON lines of {vectors.shape[1]} numbers")
+    return 0
+
+
+def run_similarity(args) -> int:
+    print(f"{_model(args.model).similarity(args.a, args.b, dtype=_dtype(args)):.6f}")
+    return 0
+
+
+def strongest(attentions, tokens: list[str]) -> list[list[tuple[int, int, float]]]:
+    """Per layer, per query token: (query, most-attended key, weight), the weights averaged over heads.
+
+    attentions (N, H, L, L) -> N lists of L triples.
+    """
+    mean = attentions.mean(1)  # (N, H, L, L) -> (N, L, L)
+    best, idx = mean.max(-1)  # (N, L)
+    return [[(q, int(idx[n, q]), float(best[n, q])) for q in range(len(tokens))] for n in range(mean.shape[0])]
+
+
+def run_attend(args) -> int:
+    res = _model(args.model).attend(args.text)
+    tokens = res.tokens
+    labels = [f"{t}@{i}" for i, t in enumerate(tokens)]  # positions tell repeated words apart
+    n_layers, n_heads = res.attentions.shape[:2]
+    print(f"{len(tokens)} tokens: {' '.join(tokens)}")
+    print(f"most-attended key per token (weights averaged over {n_heads} heads):")
+    for n, row in enumerate(strongest(res.attentions, tokens)):
+        print(f"layer {n + 1}: " + "  ".join(f"{labels[q]}->{labels[k]} ({w:.2f})" for q, k, w in row))
+    if args.no_plots:
+        return 0
+    from ..viz import attention_grid, attention_heatmap
+
+    out = args.out
+    written = [attention_grid(res.attentions, out / "attention_grid.png", tokens=labels,
+                              title=f"{args.text!r}: rows = layers, columns = heads")]
+    for n in range(n_layers):  # one row of heads per layer: (1, H, L, L)
+        written.append(attention_grid(res.attentions[n:n + 1], out / f"layer{n + 1}.png", tokens=labels,
+                                      title=f"layer {n + 1}: columns = heads"))
+        for h in range(n_heads if args.each_head else 0):
+            written.append(attention_heatmap(res.attentions[n, h], out / f"layer{n + 1}_head{h + 1}.png",
+                                             queries=labels, keys=labels, annotate=len(tokens) <= 8,
+                                             title=f"layer {n + 1}, head {h + 1}"))
+    names = "attention_grid.png, layer<N>.png" + (", layer<N>_head<H>.png" if args.each_head else "")
+    print(f"wrote {len(written)} PNG files to {out} ({names})")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    def common(p):
+        p.add_argument("--model", default=DEFAULT_MODEL,
+                       help=f"built-in name or model folder (default {DEFAULT_MODEL})")
+
+    p = sub.add_parser("embed", help="sentence vectors of texts (arguments, --file, or stdin)")
+    p.add_argument("texts", nargs="*", help="texts to embed")
+    p.add_argument("--file", type=Path, default=None, help="one text per line ('-' for stdin)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output .npy or .jsonl (default: JSON lines on stdout)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--bf16", action="store_true", help="compute in bfloat16 (faster; outputs stay float32)")
+    common(p)
+    p.set_defaults(func=run_embed)
+
+    p = sub.add_parser("similarity", help="cosine similarity of two texts")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--bf16", action="store_true", help="compute in bfloat16")
+    common(p)
+    p.set_defaults(func=run_similarity)
+
+    p = sub.add_parser("attend", help="a text's attention maps, every layer and head, as PNG")
+    p.add_argument("text")
+    p.add_argument("--out", type=Path, default=Path("runs/attend"), help="folder for the PNG files")
+    p.add_argument("--each-head", action="store_true", help="also one PNG per layer and head")
+    p.add_argument("--no-plots", action="store_true", help="only print the most-attended tokens")
+    common(p)
+    p.set_defaults(func=run_attend)
