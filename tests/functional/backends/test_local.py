@@ -1,0 +1,96 @@
+"""The local (window) backend equals dense masked attention, forward and backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import attnkit
+from attnkit import masks as M
+from attnkit.functional import select_backend
+from attnkit.functional.backends import local
+
+from ._helpers import compare, rand
+
+
+@settings(max_examples=25, deadline=None)
+@given(lead=st.sampled_from([(), (2,), (2, 3), (1, 2, 2)]), lq=st.integers(1, 150), dl=st.integers(-20, 20),
+       left=st.integers(0, 40), right=st.integers(0, 40), causal=st.booleans(), pad=st.booleans(),
+       d=st.sampled_from([4, 8]), seed=st.integers(0, 99))
+def test_matches_math(lead, lq, dl, left, right, causal, pad, d, seed):
+    lk = max(1, lq + dl)
+    mask = M.window(left, right)
+    if causal:
+        mask = mask & M.causal()
+    if pad and lead:
+        lengths = torch.randint(0, lk + 1, (lead[0],), generator=torch.Generator().manual_seed(seed))
+        mask = mask & M.padding(lengths)
+    q, k, v = rand(*lead, lq, d, seed=seed), rand(*lead, lk, d, seed=seed + 1), rand(*lead, lk, 5, seed=seed + 2)
+    compare(q, k, v, mask, "local")
+
+
+def test_float32_long_and_not_multiple_of_block():
+    q, k, v = (rand(1, 2, 1000, 16, dtype=torch.float32, seed=s) for s in range(3))
+    compare(q, k, v, M.window(37, 5) & M.causal(), "local", atol=2e-5, rtol=1e-4)
+
+
+def test_bfloat16_close_to_float32_reference():
+    q, k, v = (rand(2, 2, 300, 16, dtype=torch.float32, seed=s).detach() for s in range(3))
+    ref = attnkit.attention(q, k, v, M.window(20, 20), backend="math")
+    out = attnkit.attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), M.window(20, 20), backend="local")
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), ref, atol=3e-2, rtol=3e-2)
+
+
+def test_window_covering_everything_is_full_attention():
+    q, k, v = (rand(2, 3, 70, 8, seed=s) for s in range(3))
+    out = attnkit.attention(q, k, v, M.window(100, 100), backend="local")
+    torch.testing.assert_close(out, attnkit.attention(q, k, v, backend="math"))
+
+
+def test_fully_masked_rows_give_zeros_and_finite_grads():
+    q, k, v = (rand(2, 2, 40, 8, seed=s) for s in range(3))
+    out = attnkit.attention(q, k, v, M.window(3, 3) & M.padding([0, 20]), backend="local")
+    assert out[0].abs().max() == 0
+    assert out[1, :, 24:].abs().max() == 0  # queries 24.. see only keys >= 21, all padded
+    out.sum().backward()
+    assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
+
+
+def test_dropout_path_is_differentiable_and_unbiased_in_shape():
+    q, k, v = (rand(1, 2, 200, 8, dtype=torch.float32, seed=s) for s in range(3))
+    torch.manual_seed(0)
+    out = attnkit.attention(q, k, v, M.window(10, 10), backend="local", dropout_p=0.5)
+    ref = attnkit.attention(q, k, v, M.window(10, 10), backend="local")
+    assert out.shape == ref.shape and torch.isfinite(out).all() and not torch.allclose(out, ref)
+    out.sum().backward()
+    assert torch.isfinite(q.grad).all()
+
+
+def test_geometry_is_linear_in_length():
+    g1, g2 = local._Geometry(4096, 4096, 128, 128), local._Geometry(16384, 16384, 128, 128)
+    assert g1.W == g2.W and g2.nb == 4 * g1.nb  # band width independent of L
+
+
+def test_auto_picks_local_for_long_windows_only():
+    q = torch.zeros(1, 2, 1024, 8)
+    assert select_backend(q, q, M.window(16, 16), None, False) == "local"
+    assert select_backend(q, q, M.window(16, 16) & M.causal() & M.padding([900]), None, False) == "local"
+    assert select_backend(q, q, M.window(16, 16), None, True) == "math"  # weights requested
+    small = torch.zeros(1, 2, 64, 8)
+    assert select_backend(small, small, M.window(16, 16), None, False) != "local"
+    assert select_backend(q, q, M.causal(), None, False) != "local"
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="left"):
+        M.window(-1, 2)
+    with pytest.raises(ValueError, match="right"):
+        M.window(1, -2)
+    q = torch.zeros(1, 10, 4)
+    with pytest.raises(ValueError, match="window"):
+        attnkit.attention(q, q, q, M.causal(), backend="local")
+    with pytest.raises(ValueError, match="bias"):
+        attnkit.attention(q, q, q, M.window(1, 1), bias=torch.zeros(10, 10), backend="local")
