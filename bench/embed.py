@@ -1,0 +1,125 @@
+"""Sentence embeddings: attnkit vs sentence-transformers on the same texts, same run.
+
+Encodes N random sentences (4 to 60 words drawn from the model's own vocabulary, fixed seed) with
+attnkit's ``SentenceEncoder`` (float32, and bfloat16) and with sentence-transformers
+(``SentenceTransformer`` loaded offline from the same folder), batch 64, CPU. Each system is timed
+``--repeats`` times, interleaved; medians are quoted. Prints sentences/s, the ratio to
+sentence-transformers and the worst cosine between the outputs.
+
+    .venv/bin/python bench/embed.py [--n 2000] [--repeats 5] [--out bench/results/embed.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from attnkit.pretrained import builtin_path, load_pretrained  # noqa: E402
+
+
+def make_sentences(vocab: dict[str, int], n: int, seed: int = 0) -> list[str]:
+    """n sentences of 4..60 whole-word vocabulary entries, some capitalised, some with punctuation."""
+    words = sorted(w for w in vocab if w.isalpha() and not w.startswith("[") and len(w) > 1)
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        ws = [rng.choice(words) for _ in range(rng.randint(4, 60))]
+        ws[0] = ws[0].capitalize()
+        out.append(" ".join(ws) + rng.choice([".", "!", "?", ""]))
+    return out
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def cpu_name() -> str:
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            if line.startswith("Model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="write a markdown table here")
+    args = ap.parse_args(argv)
+
+    from sentence_transformers import SentenceTransformer
+
+    ours = load_pretrained("all-MiniLM-L6-v2")
+    st = SentenceTransformer(str(builtin_path("all-MiniLM-L6-v2")), device="cpu")
+    st.eval()
+    texts = make_sentences(ours.tokenizer.get_vocab(), args.n, args.seed)
+    bs = args.batch_size
+    pieces = sum(len(e.ids) for e in ours.tokenize(texts))
+
+    def run_st():
+        with torch.inference_mode():
+            return st.encode(texts, batch_size=bs, convert_to_tensor=True, show_progress_bar=False)
+
+    systems = {
+        "sentence-transformers (fp32)": run_st,
+        "attnkit (fp32)": lambda: ours.encode(texts, batch_size=bs),
+        "attnkit (bf16)": lambda: ours.encode(texts, batch_size=bs, dtype=torch.bfloat16),
+    }
+    outputs = {k: fn() for k, fn in systems.items()}  # warm-up, and the outputs compared
+    times: dict[str, list[float]] = {k: [] for k in systems}
+    for _ in range(args.repeats):
+        for k, fn in systems.items():
+            times[k].append(timed(fn))
+    ref = outputs["sentence-transformers (fp32)"].float().cpu()
+    f32 = outputs["attnkit (fp32)"]
+    rows = []
+    base = statistics.median(times["sentence-transformers (fp32)"])
+    for k in systems:
+        med = statistics.median(times[k])
+        cos_st = float(F.cosine_similarity(outputs[k].float().cpu(), ref, dim=1).min())
+        cos_32 = float(F.cosine_similarity(outputs[k].float().cpu(), f32, dim=1).min())
+        rows.append((k, med, args.n / med, base / med, cos_st, cos_32, min(times[k]), max(times[k])))
+
+    machine = f"{cpu_name()}, {torch.get_num_threads()} threads ({os.cpu_count()} cores), torch {torch.__version__}"
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    header = ("| system | median s | sentences/s | x sentence-transformers | worst cos vs ST | "
+              "worst cos vs attnkit fp32 | min..max s |")
+    lines = [header, "|---|---:|---:|---:|---:|---:|---:|"]
+    for k, med, sps, ratio, c1, c2, lo, hi in rows:
+        lines.append(f"| {k} | {med:.3f} | {sps:.1f} | {ratio:.3f} | {c1:.7f} | {c2:.7f} | {lo:.3f}..{hi:.3f} |")
+    print(f"{args.n} sentences, {pieces} word pieces, batch {bs}, {args.repeats} repeats (medians)")
+    print(f"machine: {machine}; {date}")
+    print("\n".join(lines))
+    cmd = " ".join(["python bench/embed.py", *(sys.argv[1:] if argv is None else argv)])
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write("\n".join(["# Sentence embeddings: attnkit vs sentence-transformers\n",
+                               f"Command: `.venv/bin/{cmd}`",
+                               f"Machine: {machine}", f"Date: {date}",
+                               f"Workload: {args.n} sentences, {pieces} word pieces, batch {bs}, "
+                               f"{args.repeats} repeats, medians\n", *lines, ""]))
+    return {"rows": rows}
+
+
+if __name__ == "__main__":
+    main()
