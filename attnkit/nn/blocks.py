@@ -65,7 +65,8 @@ class EncoderLayer(nn.Module):
         super().__init__()
         fk = {"device": device, "dtype": dtype}
         self.self_attn = _mha(config, attention_position(config, **fk), device, dtype)
-        self.ff = FeedForward(config.d_model, config.d_ff, config.activation, config.dropout, config.bias, **fk)
+        self.ff = FeedForward(config.d_model, config.d_ff, config.activation, config.activation_dropout, config.bias,
+                              **fk)
         self.attn_block = _Residual(config, **fk)
         self.ff_block = _Residual(config, **fk)
 
@@ -95,7 +96,8 @@ class DecoderLayer(nn.Module):
         fk = {"device": device, "dtype": dtype}
         self.self_attn = _mha(config, attention_position(config, **fk), device, dtype)
         self.cross_attn = _mha(config, None, device, dtype)
-        self.ff = FeedForward(config.d_model, config.d_ff, config.activation, config.dropout, config.bias, **fk)
+        self.ff = FeedForward(config.d_model, config.d_ff, config.activation, config.activation_dropout, config.bias,
+                              **fk)
         self.self_block = _Residual(config, **fk)
         self.cross_block = _Residual(config, **fk)
         self.ff_block = _Residual(config, **fk)

@@ -15,6 +15,10 @@ POSITIONALS = ("sinusoidal", "learned", "relative", "rope", "alibi", "none")
 class TransformerConfig:
     """Sizes and choices of an encoder, a decoder or both. Defaults are the paper's "base" model.
 
+    Dropout: ``dropout`` on each sub-layer's output and on the input sums (the paper's P_drop);
+    ``attention_dropout`` on the attention weights; ``activation_dropout`` inside the FFN, after the
+    activation (tensor2tensor's and torch's extra one; 0 here as in the paper and BERT).
+
     ``final_norm`` defaults to ``norm_first`` (pre-LN stacks need a last LayerNorm; post-LN ones
     already end in one). ``torch.nn.Transformer`` always adds it, so its parity tests set it.
     """
@@ -26,6 +30,7 @@ class TransformerConfig:
     num_decoder_layers: int = 6
     dropout: float = 0.1
     attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
     activation: Activation = "relu"
     norm_first: bool = False
     final_norm: bool | None = None
@@ -50,7 +55,7 @@ class TransformerConfig:
         if self.d_model % self.num_heads:
             raise ValueError(f"TransformerConfig: `d_model` ({self.d_model}) must be divisible by "
                              f"`num_heads` ({self.num_heads})")
-        for name in ("dropout", "attention_dropout"):
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 fail(name, "must be in [0, 1)")
         if self.activation not in ACTIVATIONS:

@@ -1,0 +1,51 @@
+"""Shared timing helpers for bench/ scripts: interleaved repeats, medians, a plain table."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+
+def machine() -> str:
+    model = platform.processor() or "cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import os
+
+    import torch
+
+    return f"{model}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
+
+
+def time_once(fn: Callable[[], object], iters: int) -> float:
+    """Seconds per call, averaged over ``iters`` calls."""
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - t0) / iters
+
+
+def interleaved_medians(fns: dict[str, Callable[[], object]], iters: int, repeats: int,
+                        warmup: int = 1) -> dict[str, float]:
+    """Time each function ``repeats`` times, interleaving them so load affects all alike; median s/call."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            samples[k].append(time_once(fn, iters))
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def table(header: list[str], rows: list[list[object]]) -> str:
+    cells = [header] + [[f"{c:.3f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    line = lambda r: "| " + " | ".join(c.rjust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(cells[0]), rule] + [line(r) for r in cells[1:]])
