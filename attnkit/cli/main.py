@@ -13,6 +13,9 @@ COMMAND_MODULES = [
     "demo",
     "lecture",
     "pretrained",
+    "train",
+    "evaluate",
+    "predict",
 ]
 
 

@@ -154,6 +154,7 @@ class Trainer:
             raise ValueError(f"Trainer: `lengths` has {len(task.lengths)} entries, train {len(task.train)}")
         self.task, self.config, self.device, self.on_step = task, config, torch.device(device), on_step
         self._stop = False
+        self._plotted = -1e9
 
     def request_stop(self) -> None:
         """Finish the current step, save a checkpoint, return (what Ctrl-C does)."""
@@ -180,14 +181,17 @@ class Trainer:
         return {**self.task.meta, "task": self.task.name, "train_config": asdict(self.config),
                 "metrics": metrics}
 
-    def _save(self, out: Path, model, opt, sched, step, pos, best_flag, metrics, extra) -> None:
+    def _save(self, out: Path, model, opt, sched, step, pos, best_flag, metrics, extra, final=False) -> None:
         if dist.is_main():
             state = {"step": step, "epoch": pos[0], "batch": pos[1], "optimizer": opt.state_dict(),
                      "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(),
                      "python_rng": random.getstate(), **extra}
             save_checkpoint(out, dist.unwrap(model), self._meta(metrics), step=step, trainer_state=state,
                             best=best_flag, keep=self.config.keep)
-            plot_curves(out / "metrics.jsonl", out / "curves.png", title=self.task.name)
+            now = time.perf_counter()
+            if final or now - self._plotted > 60:  # matplotlib is slow: at most once a minute, and at the end
+                plot_curves(out / "metrics.jsonl", out / "curves.png", title=self.task.name)
+                self._plotted = now
         dist.barrier()
 
     def _optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
@@ -279,7 +283,8 @@ class Trainer:
                         if is_best:
                             best = last_eval.get("accuracy")
                         extra = {"best": best, "seconds": elapsed}
-                        self._save(out, dmodel, opt, sched, step, pos, is_best, last_eval, extra)
+                        self._save(out, dmodel, opt, sched, step, pos, is_best, last_eval, extra,
+                                   final=stop or step >= total)
                         saved_at = step
                     if stop or step >= total:
                         break
@@ -293,7 +298,7 @@ class Trainer:
         seconds += time.perf_counter() - t_start
         if saved_at != step:  # pragma: no cover - every exit path above saves
             extra = {"best": best, "seconds": seconds}
-            self._save(out, dmodel, opt, sched, step, pos, False, last_eval, extra)
+            self._save(out, dmodel, opt, sched, step, pos, False, last_eval, extra, final=True)
         result = {"step": step, "train_seconds": seconds, "dev": last_eval, "interrupted": step < total,
                   "params": sum(p.numel() for p in model.parameters())}
         if task.test is not None and step >= total:

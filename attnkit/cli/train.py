@@ -1,0 +1,83 @@
+"""``attnkit train {tagger,classifier,image,...}``: options built from TrainConfig / TransformerConfig.
+
+Multi-process: ``torchrun --nproc_per_node=2 -m attnkit.cli.main train image --out runs/x``
+(gloo on CPU, nccl on GPU); only rank 0 prints, logs and saves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from pathlib import Path
+
+from ..nn import TransformerConfig
+from ..tasks import TASKS, task_module
+from ..train import TrainConfig, Trainer
+from ..train import distributed as dist
+from .options import add_config_args, config_from_args
+
+ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
+                  "activation", "norm_first", "positional")
+
+
+def floor(x: float, digits: int = 4) -> str:
+    """Format without ever rounding up (0.96999 -> '0.9699')."""
+    f = 10 ** digits
+    return f"{math.floor(x * f + 1e-9) / f:.{digits}f}"
+
+
+def add_common(p: argparse.ArgumentParser, mod) -> None:
+    p.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, metrics.jsonl, curves.png")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    p.add_argument("--device", default=None, help="cpu (default) or cuda")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads per process (default 1: faster for small models on a shared CPU)")
+    add_config_args(p, TrainConfig, defaults=mod.TRAIN_DEFAULTS, title="training")
+    add_config_args(p, TransformerConfig, defaults=mod.ENCODER_DEFAULTS, only=ENCODER_FIELDS,
+                    title="encoder (from scratch)")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a task model; writes checkpoints, metrics and curves")
+    tsub = p.add_subparsers(dest="task", metavar="TASK")
+    tsub.required = True
+    for name in TASKS:
+        mod = task_module(name)
+        tp = tsub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(tp)
+        add_common(tp, mod)
+        tp.set_defaults(func=run, task_name=name)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    mod = task_module(args.task_name)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = dist.setup(args.device)
+    try:
+        train_cfg = config_from_args(TrainConfig, args)
+        encoder = config_from_args(TransformerConfig, args)
+        task = mod.build(args, encoder, seed=train_cfg.seed)
+        result = Trainer(task, train_cfg, device=device).fit(args.out, resume=args.resume)
+        if dist.is_main():
+            report(args, result)
+    finally:
+        dist.teardown()
+    return 130 if result["interrupted"] else 0
+
+
+def report(args, result: dict) -> None:
+    out = Path(args.out)
+    print(f"parameters: {result['params']}  steps: {result['step']}  train time: "
+          f"{result['train_seconds']:.1f} s  world size: {int(os.environ.get('WORLD_SIZE', '1'))}")
+    if result["interrupted"]:
+        print(f"stopped early; continue with: --resume --out {out}")
+    for key, name in (("dev", "last dev"), ("best_dev", "best dev"), ("test", "test")):
+        if result.get(key):
+            print(f"{name} accuracy: {floor(result[key]['accuracy'])}")
+    (out / "result.json").write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+    print(f"checkpoint, metrics.jsonl and curves.png in {out}")

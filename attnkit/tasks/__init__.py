@@ -1,0 +1,29 @@
+"""Task glue: data + model + ``attnkit.train.Task``, and what ``evaluate`` / ``predict`` need.
+
+A task module (``attnkit/tasks/<name>.py``) defines:
+
+- ``NAME``; ``HELP``; ``ENCODER_DEFAULTS`` (TransformerConfig fields) and ``TRAIN_DEFAULTS`` (TrainConfig fields);
+- ``add_arguments(parser)``: its own options (data paths, model choices);
+- ``build(args, encoder: TransformerConfig, seed: int) -> attnkit.train.Task``: data + model + meta
+  (the meta must hold everything ``load`` needs: model config, vocabulary, labels);
+- ``load(folder, meta) -> model`` with the weights loaded, in eval mode;
+- ``evaluation_data(meta, path, args) -> examples`` and ``task_for(model, meta) -> Task`` for ``evaluate``;
+- ``predict(model, meta, inputs, out_dir) -> list[str]``: lines to print (and PNGs written).
+
+Add one line to ``TASKS`` for a new task; ``attnkit train <name>`` then exists.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+TASKS = {
+    "tagger": "attnkit.tasks.tagger",
+    "image": "attnkit.tasks.image",
+}
+
+
+def task_module(name: str):
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known: {sorted(TASKS)}")
+    return importlib.import_module(TASKS[name])

@@ -1,0 +1,142 @@
+"""Images as vector sets: scikit-learn digits (embedded) or MNIST, pixels or ViT patches + class token."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ..data.images import load_digits, load_mnist
+from ..models.vision import VisionConfig, VisionTransformer
+from ..nn import TransformerConfig
+from ..train import Task
+from ..train.checkpoint import load_weights
+
+NAME = "image"
+HELP = "image classification: each pixel or patch a vector, plus a class token (digits, MNIST)"
+ENCODER_DEFAULTS = dict(d_model=64, num_heads=4, d_ff=128, num_encoder_layers=2, dropout=0.1,
+                        activation="gelu", norm_first=True)
+TRAIN_DEFAULTS = dict(epochs=60, batch_size=64, lr=3e-3, warmup_steps=100, weight_decay=0.05,
+                      schedule="cosine", label_smoothing=0.0, eval_batch_size=256)
+PATCHES = {"digits": 2, "mnist": 4}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", choices=("digits", "mnist"), default="digits",
+                   help="digits: scikit-learn's bundled 8x8 digits; mnist: the IDX files in --train")
+    p.add_argument("--train", type=Path, default=None,
+                   help="mnist: folder with the four IDX files (default <data root>/mnist)")
+    p.add_argument("--download", action="store_true", help="mnist: fetch the files if missing")
+    p.add_argument("--mode", choices=("pixels", "patches"), default="patches",
+                   help="pixels: every pixel a vector (the lecture's example); patches: ViT")
+    p.add_argument("--patch-size", type=int, default=None, help="patch side (default 2 digits, 4 mnist)")
+    p.add_argument("--shift", type=int, default=0, help="random translation of up to N pixels while training")
+    p.add_argument("--limit", type=int, default=None, help="mnist: use only the first N images (tests)")
+
+
+def load_splits(dataset: str, path: Path | None = None, download: bool = False, limit: int | None = None):
+    if dataset == "digits":
+        return load_digits()
+    return load_mnist(path, download=download, limit=limit)
+
+
+def random_shift(images: Tensor, max_shift: int) -> Tensor:
+    """Translate each image by up to ``max_shift`` pixels in x and y, filling with the border value."""
+    if max_shift <= 0:
+        return images
+    b, c, h, w = images.shape
+    s = max_shift
+    padded = torch.nn.functional.pad(images, (s, s, s, s), mode="replicate")  # (B, C, H + 2s, W + 2s)
+    dy, dx = torch.randint(0, 2 * s + 1, (2, b)).tolist()
+    return torch.stack([padded[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w] for i in range(b)])
+
+
+def collate(examples):
+    return torch.stack([e[0] for e in examples]), torch.tensor([e[1] for e in examples])
+
+
+def make_forward(shift: int):
+    def forward(model, batch):
+        images, labels = batch
+        if model.training and shift:
+            images = random_shift(images, shift)
+        return model(images), labels
+
+    return forward
+
+
+def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -> Task:
+    splits = load_splits(args.dataset, args.train, args.download, args.limit)
+    img, _ = splits["train"][0]
+    patch = args.patch_size or PATCHES[args.dataset]
+    c, h, w = img.shape
+    n_tokens = (h * w) if args.mode == "pixels" else (h // patch) * (w // patch)
+    enc = encoder.replace(positional="learned", max_len=n_tokens + 1)
+    cfg = VisionConfig(height=h, width=w, channels=c, num_classes=len(splits["train"].classes), mode=args.mode,
+                       patch_size=patch, encoder=enc)
+    torch.manual_seed(seed)
+    model = VisionTransformer(cfg)
+    meta = {"model": cfg.to_dict(), "labels": splits["train"].classes, "dataset": args.dataset}
+    return Task(NAME, model, splits["train"], collate, make_forward(args.shift), dev=splits["dev"],
+                test=splits["test"], meta=meta)
+
+
+def load(folder: Path, meta: dict) -> VisionTransformer:
+    model = VisionTransformer(VisionConfig.from_dict(meta["model"]))
+    load_weights(folder, model)
+    return model.eval()
+
+
+def task_for(model, meta: dict) -> Task:
+    return Task(NAME, model, [None], collate, make_forward(0), meta=meta)
+
+
+def evaluation_data(meta: dict, path: str | None, args=None):
+    """``--data test`` / ``dev`` picks a split of the checkpoint's dataset; for mnist a folder also works."""
+    split = path if path in ("train", "dev", "test") else "test"
+    folder = Path(path) if path not in (None, "train", "dev", "test") else None
+    return load_splits(meta.get("dataset", "digits"), folder)[split]
+
+
+def _read_image(spec: str, meta: dict) -> tuple[Tensor, str]:
+    """``test:N`` = image N of the checkpoint dataset's test split; else a PNG / JPG file."""
+    cfg = VisionConfig.from_dict(meta["model"])
+    if ":" in spec and spec.split(":")[0] in ("train", "dev", "test"):
+        split, i = spec.split(":")
+        x, y = load_splits(meta.get("dataset", "digits"))[split][int(i)]
+        return x, f"{spec} (true label {meta['labels'][y]})"
+    from ..viz.heatmap import _pyplot
+
+    try:
+        arr = torch.tensor(_pyplot().imread(spec), dtype=torch.float32)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"predict: cannot read image {spec!r}: {e}") from None
+    if arr.dim() == 3:
+        arr = arr[..., :3].mean(-1)  # to grey
+    arr = 1.0 - arr if arr.mean() > 0.5 else arr  # dark digit on light paper -> ink = high values
+    x = torch.nn.functional.interpolate(arr[None, None], size=(cfg.height, cfg.width), mode="area")[0]
+    if meta.get("dataset") == "mnist":
+        from ..data.images import MNIST_MEAN, MNIST_STD
+
+        x = (x - MNIST_MEAN) / MNIST_STD
+    return x.expand(cfg.channels, -1, -1), spec
+
+
+@torch.no_grad()
+def predict(model: VisionTransformer, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
+    lines = []
+    for k, spec in enumerate(inputs):
+        x, name = _read_image(spec, meta)
+        logits, attn = model(x[None], need_weights=True)
+        prob = logits.softmax(-1)[0]
+        label = meta["labels"][int(prob.argmax())]
+        lines.append(f"{name}: {label} (p={float(prob.max()):.3f})")
+        if out_dir is not None:
+            from ..viz.image_attention import class_token_maps
+
+            path = class_token_maps(x, torch.stack([a[0] for a in attn]), model.config,
+                                    Path(out_dir) / f"attention_{k}.png", title=f"{name} -> {label}")
+            lines.append(f"wrote {path}")
+    return lines

@@ -1,0 +1,132 @@
+"""Task glue for ``attnkit train speech``: FSDD spoken digits, log-mel frames, truncated self-attention."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ..data.audio import FeatureConfig, log_mel, read_wav
+from ..data.fsdd import load_fsdd, official_split, speaker_split
+from ..models.speech import SpeechClassifier, SpeechConfig, spec_augment
+from ..nn import TransformerConfig
+from ..train import Task
+from ..train.checkpoint import load_weights
+
+NAME = "speech"
+HELP = "spoken digit classification (FSDD): log-mel frames, Transformer encoder with truncated self-attention"
+ENCODER_DEFAULTS = dict(d_model=96, num_heads=4, d_ff=192, num_encoder_layers=4, dropout=0.1,
+                        activation="gelu", norm_first=True, positional="sinusoidal")
+TRAIN_DEFAULTS = dict(epochs=30, batch_size=32, lr=2e-3, warmup_steps=200, weight_decay=0.05,
+                      schedule="cosine", label_smoothing=0.1, eval_batch_size=128)
+LABELS = [str(d) for d in range(10)]
+
+
+def parse_window(s: str) -> tuple[int, int] | None:
+    """'full' -> None; 'L,R' or 'W' (symmetric) -> (L, R)."""
+    if s in ("full", "none"):
+        return None
+    try:
+        parts = [int(v) for v in s.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--window: expected 'full', 'W' or 'L,R', got {s!r}") from None
+    if len(parts) == 1:
+        parts = parts * 2
+    if len(parts) != 2 or min(parts) < 0:
+        raise argparse.ArgumentTypeError(f"--window: expected 'full', 'W' or 'L,R' with W, L, R >= 0, got {s!r}")
+    return parts[0], parts[1]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, default=None,
+                   help="recordings.tar.gz, a folder of WAVs, or a folder holding either "
+                        "(default <data root>/fsdd/recordings.tar.gz; data root = $ATTNKIT_DATA or ../shared/data)")
+    p.add_argument("--download", action="store_true", help="fetch the dataset from GitHub if missing")
+    p.add_argument("--window", type=parse_window, default=(4, 4),
+                   help="truncated self-attention: 'L,R' frames left/right, 'W' for W,W, or 'full' (default 4,4)")
+    p.add_argument("--subsample", type=int, default=1, help="stride of the conv front end (default 1)")
+    p.add_argument("--n-mels", type=int, default=40)
+    p.add_argument("--holdout-speaker", default=None,
+                   help="test on every recording of this speaker, train on the others (default: official split, "
+                        "index 0-4 = test)")
+    p.add_argument("--dev", action="store_true",
+                   help="carve a dev set out of train (index 5-9) for best-checkpoint selection")
+    p.add_argument("--no-augment", dest="augment", action="store_false", help="no SpecAugment masking")
+
+
+def featurize(recs, features: FeatureConfig) -> list[tuple[Tensor, int]]:
+    return [(log_mel(r.samples, features), r.digit) for r in recs]
+
+
+def collate(examples: list[tuple[Tensor, int]]):
+    lengths = torch.tensor([e[0].shape[0] for e in examples])
+    x = torch.nn.utils.rnn.pad_sequence([e[0] for e in examples], batch_first=True)  # (B, T, n_mels)
+    return x, lengths, torch.tensor([e[1] for e in examples])
+
+
+def make_forward(augment: bool):
+    def forward(model, batch):
+        x, lengths, labels = batch
+        if model.training and augment:
+            x = spec_augment(x, lengths)
+        return model(x, lengths), labels
+
+    return forward
+
+
+def splits(recs, holdout_speaker: str | None, dev: bool):
+    train, test = speaker_split(recs, holdout_speaker) if holdout_speaker else official_split(recs)
+    dev_set = None
+    if dev:
+        dev_set = [r for r in train if 5 <= r.index < 10]
+        train = [r for r in train if not 5 <= r.index < 10]
+    return train, dev_set, test
+
+
+def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -> Task:
+    features = FeatureConfig(n_mels=args.n_mels)
+    train, dev, test = splits(load_fsdd(args.data, download=args.download), args.holdout_speaker, args.dev)
+    train_ex, test_ex = featurize(train, features), featurize(test, features)
+    dev_ex = featurize(dev, features) if dev is not None else None
+    cfg = SpeechConfig(n_mels=args.n_mels, window=args.window, subsample=args.subsample,
+                       encoder=encoder.replace(num_decoder_layers=0, max_len=4096))
+    torch.manual_seed(seed)
+    model = SpeechClassifier(cfg)
+    meta = {"model": cfg.to_dict(), "features": features.to_dict(), "labels": LABELS,
+            "holdout_speaker": args.holdout_speaker}
+    return Task(NAME, model, train_ex, collate, make_forward(args.augment), dev=dev_ex, test=test_ex, meta=meta,
+                lengths=[e[0].shape[0] for e in train_ex])
+
+
+def load(folder: Path, meta: dict) -> SpeechClassifier:
+    model = SpeechClassifier(SpeechConfig.from_dict(meta["model"]))
+    load_weights(folder, model)
+    return model.eval()
+
+
+def task_for(model, meta: dict) -> Task:
+    return Task(NAME, model, [None], collate, make_forward(False), meta=meta)
+
+
+def evaluation_data(meta: dict, path: str | None, args=None):
+    """``--data test`` (default) = the checkpoint's test split; a path = every recording found there."""
+    features = FeatureConfig(**meta["features"])
+    if path in (None, "test", "train"):
+        train, _, test = splits(load_fsdd(), meta.get("holdout_speaker"), False)
+        return featurize(test if path != "train" else train, features)
+    return featurize(load_fsdd(path, verify=False), features)
+
+
+@torch.no_grad()
+def predict(model: SpeechClassifier, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
+    """Each input is a WAV file (resampled to the model's rate if needed)."""
+    features = FeatureConfig(**meta["features"])
+    lines = []
+    for spec in inputs:
+        x, _ = read_wav(spec, sample_rate=features.sample_rate)
+        f = log_mel(x, features)
+        prob = model(f[None], torch.tensor([f.shape[0]])).softmax(-1)[0]
+        lines.append(f"{spec}: {meta['labels'][int(prob.argmax())]} (p={float(prob.max()):.3f})")
+    return lines

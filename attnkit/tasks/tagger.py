@@ -1,0 +1,176 @@
+"""Sequence labelling from CoNLL-U (UPOS by default, XPOS optional): a Transformer tagger from scratch."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from ..data.conllu import FIELDS, TaggedSentence, ewt_path, read_conllu
+from ..models.tagger import Tagger, TaggerConfig
+from ..nn import TransformerConfig
+from ..train import IGNORE, Task
+from ..train.checkpoint import load_weights
+
+NAME = "tagger"
+HELP = "sequence labelling (one label per word) from CoNLL-U: part-of-speech tagging"
+ENCODER_DEFAULTS = dict(d_model=128, num_heads=4, d_ff=256, num_encoder_layers=2, dropout=0.2,
+                        norm_first=True, positional="rope")
+TRAIN_DEFAULTS = dict(epochs=20, batch_size=32, lr=1e-3, warmup_steps=400, weight_decay=0.01,
+                      schedule="linear", eval_batch_size=128)
+PAD, UNK = 0, 1
+MAX_CHARS = 20
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--train", type=Path, default=None, help="CoNLL-U train file (default: UD English EWT train)")
+    p.add_argument("--dev", type=Path, default=None, help="CoNLL-U dev file (default: EWT dev)")
+    p.add_argument("--test", type=Path, default=None, help="CoNLL-U test file (default: EWT test when --train "
+                   "is not given)")
+    p.add_argument("--data-root", type=Path, default=None,
+                   help="datasets root (default $ATTNKIT_DATA or ../shared/data)")
+    p.add_argument("--download", action="store_true", help="fetch EWT from its GitHub release if missing")
+    p.add_argument("--field", choices=FIELDS, default="upos", help="which tag column to learn")
+    p.add_argument("--min-freq", type=int, default=2, help="words seen fewer times are <unk> (chars still help)")
+    p.add_argument("--word-dropout", type=float, default=0.05, help="replace words by <unk> while training")
+    p.add_argument("--limit", type=int, default=None, help="use only the first N sentences of each file")
+
+
+def build_vocab(sents: list[TaggedSentence], min_freq: int) -> dict:
+    words = Counter(w.lower() for s in sents for w in s.words)
+    chars = Counter(c for s in sents for w in s.words for c in w)
+    tags = sorted({t for s in sents for t in s.tags})
+    return {"words": ["<pad>", "<unk>"] + sorted(w for w, n in words.items() if n >= min_freq),
+            "chars": ["<pad>", "<unk>"] + sorted(chars), "labels": tags}
+
+
+def _chars(word: str) -> str:
+    return word if len(word) <= MAX_CHARS else word[:MAX_CHARS // 2] + word[-MAX_CHARS // 2:]
+
+
+class Encoded:
+    """Turns words (and tags) into id tensors with a checkpoint's vocabulary."""
+
+    def __init__(self, meta: dict):
+        self.w = {w: i for i, w in enumerate(meta["words"])}
+        self.c = {c: i for i, c in enumerate(meta["chars"])}
+        self.t = {t: i for i, t in enumerate(meta["labels"])}
+        self.labels = meta["labels"]
+
+    def words(self, words) -> tuple[torch.Tensor, torch.Tensor]:
+        wid = torch.tensor([self.w.get(w.lower(), UNK) for w in words])
+        width = max(len(_chars(w)) for w in words)
+        cid = torch.zeros(len(words), width, dtype=torch.long)
+        for i, w in enumerate(words):
+            cs = _chars(w)
+            cid[i, :len(cs)] = torch.tensor([self.c.get(c, UNK) for c in cs])
+        return wid, cid
+
+    def sentence(self, s: TaggedSentence):
+        if not s.words:
+            raise ValueError(f"{s.source}:{s.line}: a sentence without words")
+        unknown = [i for i, t in enumerate(s.tags) if t not in self.t]
+        if unknown:
+            i = unknown[0]
+            line = s.lines[i] if i < len(s.lines) else s.line
+            raise ValueError(f"{s.source}:{line}: label {s.tags[i]!r} is not in the model's label set "
+                             f"{self.labels}")
+        wid, cid = self.words(s.words)
+        return wid, cid, torch.tensor([self.t[t] for t in s.tags])
+
+
+def collate(examples):
+    """[(words (L,), chars (L, C), tags (L,))] -> padded (B, Lmax), (B, Lmax, Cmax), lengths (B,), (B, Lmax)."""
+    b, lmax = len(examples), max(len(e[0]) for e in examples)
+    cmax = max(e[1].shape[1] for e in examples)
+    words = torch.zeros(b, lmax, dtype=torch.long)
+    chars = torch.zeros(b, lmax, cmax, dtype=torch.long)
+    tags = torch.full((b, lmax), IGNORE, dtype=torch.long)
+    for i, (w, c, t) in enumerate(examples):
+        words[i, :len(w)], chars[i, :len(w), :c.shape[1]], tags[i, :len(t)] = w, c, t
+    return words, chars, torch.tensor([len(e[0]) for e in examples]), tags
+
+
+def make_forward(word_dropout: float):
+    def forward(model, batch):
+        words, chars, lengths, tags = batch
+        if model.training and word_dropout > 0:
+            drop = (torch.rand(words.shape) < word_dropout) & (words != PAD)
+            words = words.masked_fill(drop, UNK)
+        scores = model(words, chars, lengths)
+        return scores.reshape(-1, scores.shape[-1]), tags.reshape(-1)
+
+    return forward
+
+
+def _default(path, split, args):
+    if path is not None:
+        return path
+    return ewt_path(split, args.data_root, download=args.download)
+
+
+def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -> Task:
+    train_path = _default(args.train, "train", args)
+    dev_path = _default(args.dev, "dev", args) if args.dev or args.train is None else None
+    test_path = _default(args.test, "test", args) if args.test or args.train is None else None
+    train = read_conllu(train_path, args.field, limit=args.limit)
+    vocab = build_vocab(train, args.min_freq)
+    enc = Encoded(vocab)
+    cfg = TaggerConfig(vocab_size=len(vocab["words"]), char_vocab_size=len(vocab["chars"]),
+                       num_tags=len(vocab["labels"]), encoder=encoder)
+    torch.manual_seed(seed)
+    model = Tagger(cfg)
+    from tqdm.auto import tqdm
+
+    train_x = [enc.sentence(s) for s in tqdm(train, desc="encode train", leave=False)]
+    dev_x = [enc.sentence(s) for s in read_conllu(dev_path, args.field, limit=args.limit)] if dev_path else None
+    test_x = [enc.sentence(s) for s in read_conllu(test_path, args.field, limit=args.limit)] if test_path else None
+    meta = {"model": cfg.to_dict(), **vocab, "field": args.field, "train_file": str(train_path)}
+    return Task(NAME, model, train_x, collate, make_forward(args.word_dropout), dev=dev_x, test=test_x,
+                meta=meta, lengths=[len(s.words) for s in train])
+
+
+def load(folder: Path, meta: dict) -> Tagger:
+    model = Tagger(TaggerConfig.from_dict(meta["model"]))
+    load_weights(folder, model)
+    return model.eval()
+
+
+def task_for(model, meta: dict) -> Task:
+    return Task(NAME, model, [None], collate, make_forward(0.0), meta=meta)
+
+
+def evaluation_data(meta: dict, path, args=None):
+    if path is None:
+        raise ValueError("evaluate: the tagger needs --data FILE.conllu")
+    field = getattr(args, "field", None) or meta.get("field", "upos")
+    enc = Encoded(meta)
+    return [enc.sentence(s) for s in read_conllu(path, field)]
+
+
+@torch.no_grad()
+def tag(model: Tagger, meta: dict, words: list[str], need_weights: bool = False):
+    wid, cid = Encoded(meta).words(words)
+    out = model(wid[None], cid[None], torch.tensor([len(words)]), need_weights=need_weights)
+    scores, attn = out if need_weights else (out, None)
+    tags = [meta["labels"][i] for i in scores[0].argmax(-1).tolist()]
+    return (tags, attn) if need_weights else tags
+
+
+def predict(model: Tagger, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
+    lines = []
+    for k, text in enumerate(inputs):
+        words = text.split()
+        if not words:
+            raise ValueError(f"predict: input {k + 1} is empty")
+        tags, attn = tag(model, meta, words, need_weights=True)
+        lines.append(" ".join(f"{w}/{t}" for w, t in zip(words, tags)))
+        if out_dir is not None:
+            from ..viz import attention_grid
+
+            p = attention_grid(torch.stack([a[0] for a in attn]), Path(out_dir) / f"attention_{k}.png",
+                               tokens=words, title=" ".join(tags))
+            lines.append(f"wrote {p}")
+    return lines
