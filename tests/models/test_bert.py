@@ -1,0 +1,69 @@
+import pytest
+import torch
+
+from attnkit import masks
+from attnkit.models.bert import BertConfig, BertModel
+
+TINY = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=32,
+                  max_position_embeddings=20, type_vocab_size=2)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="divisible"):
+        BertConfig(hidden_size=10, num_attention_heads=3)
+    with pytest.raises(ValueError, match="hidden_act"):
+        BertConfig(hidden_act="swish")
+    with pytest.raises(ValueError, match="num_hidden_layers"):
+        BertConfig(num_hidden_layers=0)
+
+
+def test_from_hf_reads_fields_and_rejects_other_architectures():
+    c = BertConfig.from_hf({"model_type": "bert", "vocab_size": 50, "hidden_size": 16, "num_hidden_layers": 2,
+                            "num_attention_heads": 4, "intermediate_size": 32, "layer_norm_eps": 1e-7,
+                            "hidden_act": "gelu_new", "pad_token_id": None})
+    enc = c.encoder_config()
+    assert (enc.positional, enc.activation, enc.layer_norm_eps, enc.dropout, enc.norm_first) == \
+        ("none", "gelu_tanh", 1e-7, 0.0, False)
+    assert c.pad_token_id == 0 and enc.final_norm is False
+    with pytest.raises(ValueError, match=r"my/config.json: unknown architecture: model_type 'gpt2'"):
+        BertConfig.from_hf({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}, source="my/config.json")
+    with pytest.raises(ValueError, match="missing keys"):
+        BertConfig.from_hf({"model_type": "bert", "vocab_size": 5})
+    with pytest.raises(ValueError, match="position_embedding_type"):
+        BertConfig.from_hf({"model_type": "bert", "position_embedding_type": "relative_key"})
+
+
+def test_forward_shapes_and_padding():
+    model = BertModel(TINY).eval()
+    ids = torch.randint(1, 50, (3, 7))
+    lengths = torch.tensor([7, 4, 2])
+    with torch.no_grad():
+        out = model(ids, lengths=lengths, need_weights=True, output_hidden_states=True)
+        alone = model(ids[1:2, :4])
+        same = model(ids, mask=masks.padding(lengths))
+    assert out.last_hidden_state.shape == (3, 7, 16) and out.pooler_output.shape == (3, 16)
+    assert len(out.hidden_states) == 3 and len(out.attentions) == 2 and out.attentions[0].shape == (3, 4, 7, 7)
+    assert float(out.attentions[0][1, :, :, 4:].abs().max()) == 0.0  # padded keys get no weight
+    torch.testing.assert_close(out.last_hidden_state[1, :4], alone.last_hidden_state[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.last_hidden_state, same.last_hidden_state, atol=1e-6, rtol=0)
+    torch.testing.assert_close(out.hidden_states[-1], out.last_hidden_state)
+
+
+def test_no_padding_runs_without_mask_and_matches_dense_mask():
+    model = BertModel(TINY).eval()
+    ids = torch.randint(1, 50, (2, 5))
+    with torch.no_grad():
+        a = model(ids, lengths=torch.tensor([5, 5])).last_hidden_state
+        b = model(ids, mask=torch.ones(2, 5, 5, dtype=torch.bool)).last_hidden_state
+    torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+def test_bad_inputs():
+    model = BertModel(TINY.__class__(**{**TINY.__dict__, "with_pooler": False}))
+    assert model.pooler is None
+    with pytest.raises(ValueError, match="exceeds max_position_embeddings 20"):
+        model(torch.zeros(1, 21, dtype=torch.long))
+    with pytest.raises(ValueError, match="input_ids"):
+        model(torch.zeros(5, dtype=torch.long))
+    with pytest.raises(ValueError, match="lengths"):
+        model(torch.zeros(2, 3, dtype=torch.long), lengths=torch.tensor([3]))
