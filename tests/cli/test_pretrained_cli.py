@@ -1,0 +1,105 @@
+"""``attnkit embed`` / ``similarity`` / ``attend`` with the built-in all-MiniLM-L6-v2 (loaded once)."""
+
+import argparse
+import io
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from attnkit.cli import pretrained as cli
+from tests.pretrained.test_loader import make_folder
+
+
+@pytest.fixture(scope="module")
+def run():
+    parser = argparse.ArgumentParser(prog="attnkit")
+    cli.add_parser(parser.add_subparsers())
+    model = cli._model(cli.DEFAULT_MODEL)  # cached: every command below reuses it
+
+    def go(*argv):
+        args = parser.parse_args(list(argv))
+        return args.func(args)
+
+    return go, model
+
+
+def test_embed_arguments_to_npy(run, tmp_path, capsys):
+    go, model = run
+    out = tmp_path / "v.npy"
+    assert go("embed", "A man is eating food.", "Grüße 🙂", "--out", str(out)) == 0
+    v = np.load(out)
+    assert v.shape == (2, 384) and v.dtype == np.float32
+    np.testing.assert_allclose(v, model.encode(["A man is eating food.", "Grüße 🙂"]).numpy(), atol=1e-6)
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_embed_file_and_stdin_to_jsonl(run, tmp_path, monkeypatch, capsys):
+    go, model = run
+    src = tmp_path / "texts.txt"
+    src.write_text("first line\n\nsecond line\n", encoding="utf-8")
+    out = tmp_path / "v.jsonl"
+    assert go("embed", "--file", str(src), "--out", str(out)) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["text"] for r in rows] == ["first line", "second line"] and len(rows[0]["embedding"]) == 384
+    np.testing.assert_allclose(rows[1]["embedding"], model.encode(["second line"])[0].numpy(), atol=1e-6)
+    capsys.readouterr()
+    monkeypatch.setattr("sys.stdin", io.StringIO("from stdin\n"))
+    assert go("embed") == 0  # no texts, no --file: stdin, JSON lines on stdout
+    row = json.loads(capsys.readouterr().out.strip())
+    assert row["text"] == "from stdin" and len(row["embedding"]) == 384
+
+
+def test_embed_errors(run, tmp_path):
+    go, _ = run
+    with pytest.raises(FileNotFoundError, match="--file not found"):
+        go("embed", "--file", str(tmp_path / "missing.txt"))
+    with pytest.raises(ValueError, match="must end in .npy or .jsonl"):
+        go("embed", "x", "--out", str(tmp_path / "v.csv"))
+
+
+def test_similarity(run, capsys):
+    go, model = run
+    assert go("similarity", "A man is eating food.", "A man is eating a piece of bread.") == 0
+    value = float(capsys.readouterr().out)
+    a, b = model.encode(["A man is eating food.", "A man is eating a piece of bread."])
+    assert abs(value - float(a @ b)) < 1e-5 and 0.5 < value < 1.0
+    go("similarity", "same", "same")
+    assert abs(float(capsys.readouterr().out) - 1.0) < 1e-5
+
+
+def test_attend_prints_strongest(run, tmp_path, capsys):
+    go, model = run
+    assert go("attend", "I saw a saw", "--no-plots") == 0
+    text = capsys.readouterr().out
+    assert "[CLS] i saw a saw [SEP]" in text
+    lines = [line for line in text.splitlines() if line.startswith("layer ")]
+    assert len(lines) == 6 and all(line.count("->") == 6 for line in lines)
+    res = model.attend("I saw a saw")
+    best = int(res.attentions[2].mean(0)[2].argmax())  # layer 3, query "saw"@2
+    assert f"saw@2->{res.tokens[best]}@{best}" in lines[2]
+
+
+def test_attend_writes_every_layer_and_head(run, tmp_path, capsys):
+    go, _ = run
+    folder = make_folder(tmp_path / "tiny")  # 2 layers x 2 heads: quick to draw
+    out = tmp_path / "png"
+    assert go("attend", "I saw a saw", "--model", str(folder), "--out", str(out), "--each-head") == 0
+    assert "wrote 7 PNG files" in capsys.readouterr().out
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert pngs == ["attention_grid.png", "layer1.png", "layer1_head1.png", "layer1_head2.png", "layer2.png",
+                    "layer2_head1.png", "layer2_head2.png"]
+    assert all((out / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
+
+
+def test_strongest_helper():
+    att = torch.zeros(1, 2, 3, 3)
+    att[0, :, :, 1] = 1.0
+    assert cli.strongest(att, ["a", "b", "c"]) == [[(0, 1, 1.0), (1, 1, 1.0), (2, 1, 1.0)]]
+
+
+def test_registered_in_main():
+    from attnkit.cli.main import COMMAND_MODULES
+
+    assert "pretrained" in COMMAND_MODULES
