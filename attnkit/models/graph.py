@@ -4,7 +4,8 @@ Two forms of the score on an edge s -> t (node t attends to its neighbour s):
 
 - ``additive`` (GAT, Velickovic et al. 2018): e_ts = LeakyReLU(a_dst . W x_t + a_src . W x_s), one
   vector pair (a_src, a_dst) per head; softmax over t's in-edges; out_t = sum_s alpha_ts W x_s.
-  Computed edge by edge: gather, segment softmax, scatter. O(E H C) time and memory.
+  Computed edge by edge with ``attnkit.functional.backends.graph.edge_attention`` (gather, segment
+  softmax, scatter). O(E H C) time and memory.
 - ``dot``: q_t . k_s / sqrt(C) per head with ``attnkit.attention`` and ``masks.graph`` (the graph
   backend runs it on edges only; without it, a dense mask is used).
 
@@ -23,8 +24,9 @@ from torch import Tensor, nn
 
 from .. import masks
 from ..functional import attention
+from ..functional.backends.graph import edge_attention
 
-__all__ = ["GraphAttentionConfig", "GraphAttention", "GAT", "add_self_loops", "edge_softmax", "feature_dropout",
+__all__ = ["GraphAttentionConfig", "GraphAttention", "GAT", "add_self_loops", "feature_dropout",
            "SCORES"]
 
 SCORES = ("additive", "dot")
@@ -90,20 +92,6 @@ def _linear(x: Tensor, weight: Tensor) -> Tensor:
     return x @ weight.t() if x.layout != torch.strided else F.linear(x, weight)
 
 
-def edge_softmax(scores: Tensor, index: Tensor, num_nodes: int) -> Tensor:
-    """Softmax of per-edge scores (E, H) over the edges that share a target ``index`` (E,).
-
-    The per-target max is taken without gradient (softmax does not depend on it). A target with
-    no edge simply gets no weights.
-    """
-    idx = index.unsqueeze(-1).expand_as(scores)  # (E,) -> (E, H)
-    m = scores.new_full((num_nodes, scores.shape[1]), float("-inf"))
-    m = m.scatter_reduce(0, idx, scores.detach(), "amax", include_self=False)  # (N, H)
-    ex = (scores - m.gather(0, idx)).exp()  # (E, H)
-    den = scores.new_zeros((num_nodes, scores.shape[1])).index_add_(0, index, ex)  # (N, H)
-    return ex / den.gather(0, idx)
-
-
 class GraphAttention(nn.Module):
     """One graph-attention layer. x (N, F_in) -> (N, H*C) if ``concat`` else (N, C) (heads averaged).
 
@@ -149,11 +137,9 @@ class GraphAttention(nn.Module):
             a_src = (v * self.att_src).sum(-1)  # (N, H)
             a_dst = (v * self.att_dst).sum(-1)  # (N, H)
             e = F.leaky_relu(a_src.index_select(0, src) + a_dst.index_select(0, dst), self.negative_slope)  # (E, H)
-            alpha = edge_softmax(e, dst, n)  # (E, H)
-            weights = alpha if need_weights else None
-            alpha = F.dropout(alpha, p, self.training)
-            msg = v.index_select(0, src) * alpha.unsqueeze(-1)  # (E, H, C)
-            out = v.new_zeros(n, h, c).index_add_(0, dst, msg)  # (N, H, C)
+            # segment softmax over each target's in-edges, dropout, weighted scatter of v[src]: (N, H, C)
+            res = edge_attention(e, v, edge_index, n, dropout_p=p, return_weights=need_weights)
+            out, weights = res if need_weights else (res, None)
         else:
             q, k = _linear(x, self.qk.weight).view(n, 2, h, c).unbind(1)  # (N, 2*H*C) -> 2 x (N, H, C)
             out = attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),  # (H, N, C) each
