@@ -29,7 +29,7 @@ from . import Backend, register_backend
 
 __all__ = ["local_attention", "window_parts"]
 
-_CHUNK_ELEMS = 1 << 21  # scores per chunk (N * n * bq * W), ~8 MB in float32
+_CHUNK_ELEMS = 1 << 17  # scores per chunk (N * n * bq * W): 512 KB in float32, stays in cache
 
 
 def window_parts(mask: Mask | None) -> tuple[int, int, Tensor | None] | None:
@@ -104,8 +104,9 @@ class _Geometry:
 
 
 def _block_size(band: int) -> int:
-    """Query block: 64 for narrow windows, 128 otherwise (bigger tiles, better GEMM speed)."""
-    return 64 if band <= 96 else 128
+    """Query block rows: small tiles waste less of the band, large tiles run faster GEMMs.
+    (Measured on 2 AVX-512 cores: 64 beat 32 and 128 for a 257-wide window.)"""
+    return 32 if band <= 32 else 64 if band <= 512 else 128
 
 
 def _bands(x: Tensor, b0: int, b1: int, m: int) -> Tensor:
@@ -127,6 +128,47 @@ def _scores(g, qb, kb, kbias, band, b0, b1):
     return s
 
 
+def _dirty_blocks(g: _Geometry, kbias: Tensor) -> list[bool]:
+    """Per query block: does its band touch a hidden key (edge of the sequence or padding)?"""
+    bad = (kbias == float("-inf")).flatten(2).any(-1).any(0).long()  # (nb + m - 1,) blocks with a hidden key
+    csum = torch.cat((bad.new_zeros(1), bad.cumsum(0)))  # (nb + m,)
+    return ((csum[g.m:g.m + g.nb] - csum[:g.nb]) > 0).tolist()  # any hidden key in blocks b .. b + m - 1
+
+
+def _forward(g: _Geometry, qb, kb, vb, kbias, band, want_lse: bool):
+    """Band attention of every query block: out (N, nb, bq, dv) and, if asked, lse (N, nb, bq).
+
+    Blocks whose band holds only real keys need one mask add; the others also add the key mask
+    and handle rows with no key at all (output 0, lse = +inf so the backward gives P = 0).
+    """
+    n_rows = qb.shape[0]
+    out = qb.new_empty(n_rows, g.nb, g.bq, vb.shape[-1])  # (N, nb, bq, dv)
+    lse = qb.new_empty(n_rows, g.nb, g.bq) if want_lse else None  # (N, nb, bq)
+    dirty = _dirty_blocks(g, kbias)
+    for b0, b1 in _chunks(g, n_rows):
+        s = qb[:, b0:b1] @ _bands(kb, b0, b1, g.m).transpose(-1, -2)  # (N, n, bq, W)
+        s += band  # (bq, W)
+        if any(dirty[b0:b1]):
+            s += _bands(kbias, b0, b1, g.m).reshape(kbias.shape[0], b1 - b0, 1, g.W)
+            mx = s.amax(-1, keepdim=True)  # (N, n, bq, 1)
+            empty = mx == float("-inf")
+            has_empty = bool(empty.any())
+            if has_empty:
+                s.masked_fill_(empty, 0.0)  # harmless row, zeroed below
+        else:
+            mx, has_empty = (s.amax(-1, keepdim=True) if want_lse else None), False
+        p = s.softmax(-1)  # (N, n, bq, W)
+        if has_empty:
+            p.masked_fill_(empty, 0.0)
+        if want_lse:
+            lse_c = mx - p.amax(-1, keepdim=True).log()  # max(p) = exp(mx - lse)
+            if has_empty:
+                lse_c.masked_fill_(empty, float("inf"))
+            lse[:, b0:b1] = lse_c.squeeze(-1)
+        torch.matmul(p, _bands(vb, b0, b1, g.m), out=out[:, b0:b1])  # (N, n, bq, dv)
+    return out, lse
+
+
 class _LocalFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, lengths, left, right, scale):
@@ -135,18 +177,7 @@ class _LocalFn(torch.autograd.Function):
         qb = g.pad_queries(q * scale)  # (N, nb, bq, d)
         kb, vb = g.pad_keys(k), g.pad_keys(v)  # (N, nb + m - 1, bq, d | dv)
         kbias, band = g.key_bias(lengths, q.device), g.band_bias(q.device)
-        out = q.new_empty(q.shape[0], g.nb, g.bq, v.shape[-1])  # (N, nb, bq, dv)
-        lse = q.new_empty(q.shape[0], g.nb, g.bq)  # (N, nb, bq)
-        for b0, b1 in _chunks(g, q.shape[0]):
-            s = _scores(g, qb, kb, kbias, band, b0, b1)  # (N, n, bq, W)
-            mx = s.amax(-1, keepdim=True)  # (N, n, bq, 1) row max
-            p = s.softmax(-1)  # (N, n, bq, W); NaN on rows with no key
-            lse[:, b0:b1] = (mx - p.amax(-1, keepdim=True).log()).squeeze(-1)  # max(p) = exp(mx - lse)
-            empty = mx == float("-inf")
-            if bool(empty.any()):
-                p = p.masked_fill_(empty, 0.0)
-                lse[:, b0:b1].masked_fill_(empty.squeeze(-1), float("inf"))  # backward: P = exp(-inf) = 0
-            torch.matmul(p, _bands(vb, b0, b1, g.m), out=out[:, b0:b1])  # (N, n, bq, dv)
+        out, lse = _forward(g, qb, kb, vb, kbias, band, want_lse=any(ctx.needs_input_grad[:3]))
         out = out.view(q.shape[0], g.nb * g.bq, -1)[:, :g.lq]  # (N, Lq, dv)
         ctx.save_for_backward(q, k, v, out, lse, lengths)
         ctx.conf = (left, right, scale)

@@ -31,6 +31,15 @@ def test_matches_math(lead, lq, dl, left, right, causal, pad, d, seed):
     compare(q, k, v, mask, "local")
 
 
+@pytest.mark.parametrize("mask", [M.window(5, 9), M.window(5, 9) & M.padding([100, 0]), M.window(50, 0) & M.causal(),
+                                  M.window(300, 2) & M.causal()])
+def test_inference_path_matches_math(mask):
+    q, k, v = (rand(2, 3, 300, 8, dtype=torch.float32, seed=s).detach() for s in range(3))
+    with torch.no_grad():
+        out = attnkit.attention(q, k, v, mask, backend="local")
+        torch.testing.assert_close(out, attnkit.attention(q, k, v, mask, backend="math"), atol=2e-6, rtol=1e-5)
+
+
 def test_float32_long_and_not_multiple_of_block():
     q, k, v = (rand(1, 2, 1000, 16, dtype=torch.float32, seed=s) for s in range(3))
     compare(q, k, v, M.window(37, 5) & M.causal(), "local", atol=2e-5, rtol=1e-4)
