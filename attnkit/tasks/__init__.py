@@ -19,6 +19,7 @@ import importlib
 
 TASKS = {
     "tagger": "attnkit.tasks.tagger",
+    "classifier": "attnkit.tasks.classifier",
     "image": "attnkit.tasks.image",
 }
 

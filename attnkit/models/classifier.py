@@ -1,0 +1,81 @@
+"""Sequence classification: one label per sequence (sentiment, speaker).
+
+Token embeddings -> Transformer encoder (``attnkit.nn.Encoder``) -> pooled over the real tokens
+(``mean``, ``max``, or both concatenated: ``meanmax``) -> dropout -> linear scores per class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from .. import masks
+from ..nn import Encoder, TransformerConfig
+
+__all__ = ["ClassifierConfig", "SequenceClassifier", "pool"]
+
+
+def _default_encoder() -> TransformerConfig:
+    return TransformerConfig(d_model=128, num_heads=4, d_ff=256, num_encoder_layers=2, dropout=0.2,
+                             norm_first=True, positional="rope")
+
+
+@dataclass(frozen=True)
+class ClassifierConfig:
+    vocab_size: int
+    num_classes: int
+    pooling: Literal["mean", "max", "meanmax"] = "meanmax"
+    encoder: TransformerConfig = field(default_factory=_default_encoder)
+
+    def __post_init__(self):
+        for name in ("vocab_size", "num_classes"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ValueError(f"ClassifierConfig: `{name}` must be a positive integer, got {v!r}")
+        if self.pooling not in ("mean", "max", "meanmax"):
+            raise ValueError(f"ClassifierConfig: `pooling` must be mean, max or meanmax, got {self.pooling!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ClassifierConfig:
+        d = dict(d)
+        d["encoder"] = TransformerConfig.from_dict(d["encoder"])
+        return cls(**d)
+
+
+def pool(h: Tensor, lengths: Tensor, how: str) -> Tensor:
+    """h (B, L, d), lengths (B,) -> (B, d) or (B, 2d) for ``meanmax``; padding positions ignored."""
+    keep = (torch.arange(h.shape[1], device=h.device)[None, :] < lengths[:, None]).unsqueeze(-1)  # (B, L, 1)
+    mean = (h * keep).sum(1) / keep.sum(1).clamp(min=1)
+    if how == "mean":
+        return mean
+    mx = h.masked_fill(~keep, float("-inf")).max(1).values
+    return mx if how == "max" else torch.cat((mean, mx), dim=-1)
+
+
+class SequenceClassifier(nn.Module):
+    """tokens (B, L), lengths (B,) -> class scores (B, num_classes)."""
+
+    def __init__(self, config: ClassifierConfig):
+        super().__init__()
+        self.config = config
+        d = config.encoder.d_model
+        self.embed = nn.Embedding(config.vocab_size, d, padding_idx=0)
+        nn.init.normal_(self.embed.weight, std=d ** -0.5)
+        self.encoder = Encoder(config.encoder)
+        self.dropout = nn.Dropout(config.encoder.dropout)
+        self.out = nn.Linear(2 * d if config.pooling == "meanmax" else d, config.num_classes)
+
+    def forward(self, tokens: Tensor, lengths: Tensor, *, need_weights: bool = False):
+        if tokens.dim() != 2 or lengths.shape != tokens.shape[:1]:
+            raise ValueError(f"SequenceClassifier: `tokens` (B, L) and `lengths` (B,) expected, got "
+                             f"{tuple(tokens.shape)} and {tuple(lengths.shape)}")
+        x = self.embed(tokens) * self.config.encoder.d_model ** 0.5  # (B, L, d)
+        out = self.encoder(x, masks.padding(lengths), need_weights=need_weights)
+        scores = self.out(self.dropout(pool(out.last_hidden_state, lengths, self.config.pooling)))
+        return (scores, out.attentions) if need_weights else scores

@@ -1,0 +1,132 @@
+"""Sequence classification from two-column TSV (SST-2 by default): a Transformer classifier from scratch."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from ..data.sst2 import LabelledText, read_tsv, sst2_path
+from ..models.classifier import ClassifierConfig, SequenceClassifier
+from ..nn import TransformerConfig
+from ..train import Task
+from ..train.checkpoint import load_weights
+
+NAME = "classifier"
+HELP = "sequence classification (one label per sentence) from TSV: SST-2 sentiment"
+ENCODER_DEFAULTS = dict(d_model=128, num_heads=4, d_ff=256, num_encoder_layers=2, dropout=0.3,
+                        norm_first=True, positional="rope")
+TRAIN_DEFAULTS = dict(epochs=4, batch_size=64, lr=5e-4, warmup_steps=300, weight_decay=0.05,
+                      schedule="linear", eval_batch_size=256)
+PAD, UNK = 0, 1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--train", type=Path, default=None, help="TSV text<TAB>label (default: SST-2 train)")
+    p.add_argument("--dev", type=Path, default=None, help="TSV dev file (default: SST-2 dev)")
+    p.add_argument("--test", type=Path, default=None, help="TSV test file with labels (optional)")
+    p.add_argument("--data-root", type=Path, default=None,
+                   help="datasets root (default $ATTNKIT_DATA or ../shared/data)")
+    p.add_argument("--download", action="store_true", help="fetch SST-2 from GLUE if missing")
+    p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--min-freq", type=int, default=1)
+    p.add_argument("--word-dropout", type=float, default=0.1, help="replace tokens by <unk> while training")
+    p.add_argument("--pooling", choices=("mean", "max", "meanmax"), default="meanmax")
+    p.add_argument("--max-tokens", type=int, default=128, help="truncate longer texts")
+    p.add_argument("--limit", type=int, default=None, help="use only the first N rows of each file")
+
+
+def tokenize(text: str, meta: dict) -> list[str]:
+    toks = (text.lower() if meta.get("lowercase", True) else text).split()
+    return toks[: meta.get("max_tokens", 128)] or ["<unk>"]
+
+
+class Encoded:
+    def __init__(self, meta: dict):
+        self.meta = meta
+        self.w = {w: i for i, w in enumerate(meta["words"])}
+        self.c = {c: i for i, c in enumerate(meta["labels"])}
+
+    def tokens(self, text: str) -> torch.Tensor:
+        return torch.tensor([self.w.get(t, UNK) for t in tokenize(text, self.meta)])
+
+    def row(self, r: LabelledText):
+        if r.label not in self.c:
+            raise ValueError(f"{r.source}:{r.line}: label {r.label!r} is not in the model's label set "
+                             f"{self.meta['labels']}")
+        return self.tokens(r.text), self.c[r.label]
+
+
+def collate(examples):
+    lengths = torch.tensor([len(e[0]) for e in examples])
+    tokens = torch.zeros(len(examples), int(lengths.max()), dtype=torch.long)
+    for i, (t, _) in enumerate(examples):
+        tokens[i, :len(t)] = t
+    return tokens, lengths, torch.tensor([e[1] for e in examples])
+
+
+def make_forward(word_dropout: float):
+    def forward(model, batch):
+        tokens, lengths, labels = batch
+        if model.training and word_dropout > 0:
+            tokens = tokens.masked_fill((torch.rand(tokens.shape) < word_dropout) & (tokens != PAD), UNK)
+        return model(tokens, lengths), labels
+
+    return forward
+
+
+def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -> Task:
+    default = args.train is None
+    train = read_tsv(args.train or sst2_path("train", args.data_root, download=args.download), limit=args.limit)
+    dev_path = args.dev or (sst2_path("dev", args.data_root, download=args.download) if default else None)
+    meta = {"lowercase": args.lowercase, "max_tokens": args.max_tokens}
+    counts = Counter(t for r in train for t in tokenize(r.text, meta))
+    meta["words"] = ["<pad>", "<unk>"] + sorted(w for w, n in counts.items() if n >= args.min_freq)
+    meta["labels"] = sorted({r.label for r in train})
+    enc = Encoded(meta)
+    cfg = ClassifierConfig(vocab_size=len(meta["words"]), num_classes=len(meta["labels"]), pooling=args.pooling,
+                           encoder=encoder)
+    torch.manual_seed(seed)
+    model = SequenceClassifier(cfg)
+    train_x = [enc.row(r) for r in train]
+    dev_x = [enc.row(r) for r in read_tsv(dev_path, limit=args.limit)] if dev_path else None
+    test_x = [enc.row(r) for r in read_tsv(args.test, limit=args.limit)] if args.test else None
+    meta["model"] = cfg.to_dict()
+    return Task(NAME, model, train_x, collate, make_forward(args.word_dropout), dev=dev_x, test=test_x, meta=meta,
+                lengths=[len(x[0]) for x in train_x])
+
+
+def load(folder: Path, meta: dict) -> SequenceClassifier:
+    model = SequenceClassifier(ClassifierConfig.from_dict(meta["model"]))
+    load_weights(folder, model)
+    return model.eval()
+
+
+def task_for(model, meta: dict) -> Task:
+    return Task(NAME, model, [None], collate, make_forward(0.0), meta=meta)
+
+
+def evaluation_data(meta: dict, path, args=None):
+    if path is None:
+        raise ValueError("evaluate: the classifier needs --data FILE.tsv")
+    enc = Encoded(meta)
+    return [enc.row(r) for r in read_tsv(path)]
+
+
+@torch.no_grad()
+def predict(model: SequenceClassifier, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
+    enc, lines = Encoded(meta), []
+    for k, text in enumerate(inputs):
+        toks = enc.tokens(text)
+        scores, attn = model(toks[None], torch.tensor([len(toks)]), need_weights=True)
+        p = scores.softmax(-1)[0]
+        lines.append(f"{meta['labels'][int(p.argmax())]} (p={float(p.max()):.3f})\t{text}")
+        if out_dir is not None:
+            from ..viz import attention_grid
+
+            path = attention_grid(torch.stack([a[0] for a in attn]), Path(out_dir) / f"attention_{k}.png",
+                                  tokens=tokenize(text, meta), title=lines[-1].split("\t")[0])
+            lines.append(f"wrote {path}")
+    return lines

@@ -1,0 +1,52 @@
+"""Train the task models on the real datasets, as recorded in bench/results/tasks.md.
+
+    .venv/bin/python bench/train_tasks.py tagger      # UD English EWT UPOS, from scratch
+    .venv/bin/python bench/train_tasks.py classifier  # SST-2, from scratch
+    .venv/bin/python bench/train_tasks.py digits      # scikit-learn 8x8 digits (= attnkit demo)
+    .venv/bin/python bench/train_tasks.py mnist       # MNIST, ViT patches
+
+Each run calls ``attnkit train`` with the arguments below (printed first), writes its run folder
+under runs/bench/<task>, and prints the measured training time and accuracies. Data come from
+``../shared/data`` (or $ATTNKIT_DATA). Times depend on the machine's load: quote them as measured.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from attnkit.cli.main import main
+
+RUNS = {
+    "tagger": ["train", "tagger", "--epochs", "12", "--max-minutes", "20"],
+    "classifier": ["train", "classifier", "--max-minutes", "20"],
+    "digits": ["train", "image", "--dataset", "digits"],
+    "mnist": ["train", "image", "--dataset", "mnist", "--max-minutes", "15"],
+}
+
+
+def run(name: str, extra: list[str]) -> dict:
+    out = Path("runs/bench") / name
+    argv = [*RUNS[name], "--out", str(out), *extra]
+    print("command: attnkit " + " ".join(argv), flush=True)
+    t0 = time.perf_counter()
+    rc = main(argv)
+    wall = time.perf_counter() - t0
+    res = json.loads((out / "result.json").read_text())
+    summary = {"task": name, "rc": rc, "wall_seconds": wall, "train_seconds": res["train_seconds"],
+               "params": res["params"], "steps": res["step"], "dev": res.get("best_dev", res.get("dev")),
+               "test": res.get("test"), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"}
+    print(json.dumps(summary, indent=1), flush=True)
+    return summary
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in RUNS:
+        sys.exit(f"usage: bench/train_tasks.py {{{','.join(RUNS)}}} [extra attnkit train options]")
+    run(sys.argv[1], sys.argv[2:])

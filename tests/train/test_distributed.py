@@ -1,0 +1,46 @@
+"""Two processes under torchrun (gloo on CPU) must train the same model as one process with the
+same global batch: DDP averages the gradients of the two halves of each batch."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+ARGS = ["train", "image", "--dataset", "digits", "--max-steps", "8", "--eval-every", "4", "--d-model", "16",
+        "--num-heads", "2", "--d-ff", "32", "--num-encoder-layers", "1", "--dropout", "0.0", "--no-progress",
+        "--log-every", "2", "--warmup-steps", "2", "--lr", "3e-3", "--threads", "1"]
+
+
+def _weights(out):
+    return load_file(str(out / json.loads((out / "latest.json").read_text())["path"] / "model.safetensors"))
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_match_one_process(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    ddp, single = tmp_path / "ddp", tmp_path / "single"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "attnkit.cli.main", *ARGS, "--batch-size", "8", "--out", str(ddp)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("test accuracy:") == 1  # only rank 0 prints
+    assert "world size: 2" in r.stdout
+    r1 = subprocess.run([sys.executable, "-m", "attnkit.cli.main", *ARGS, "--batch-size", "16", "--out", str(single)],
+                        env=env, capture_output=True, text=True, timeout=300)
+    assert r1.returncode == 0, r1.stderr[-3000:]
+    a, b = _weights(ddp), _weights(single)
+    for k in a:
+        if k.endswith("self_attn.in_proj.bias"):
+            # the key bias has an exactly-zero true gradient (softmax ignores a per-query constant); Adam
+            # scales the float noise of that zero up to full steps, so it is compared without its key part
+            a[k], b[k] = torch.cat((a[k][:16], a[k][32:])), torch.cat((b[k][:16], b[k][32:]))
+        torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-5)
+    res_ddp = json.loads((ddp / "result.json").read_text())
+    res_one = json.loads((single / "result.json").read_text())
+    assert res_ddp["test"]["count"] == res_one["test"]["count"] == 360  # eval shards are summed over ranks
+    assert abs(res_ddp["test"]["accuracy"] - res_one["test"]["accuracy"]) <= 1 / 360
+    assert len(list(ddp.glob("ckpt-*"))) >= 1 and not list(ddp.glob(".tmp-*"))
