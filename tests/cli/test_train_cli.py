@@ -83,3 +83,33 @@ def test_image_digits_train_predict_and_wrong_task(tmp_path, capsys):
 def test_bad_options_are_clear_errors(tmp_path, bad, msg, capsys):
     assert main(["train", "image", "--out", str(tmp_path / "x"), *TINY, *bad]) == 1
     assert msg in capsys.readouterr().err
+
+
+def test_classifier_learns_keywords_and_predicts(tmp_path, capsys):
+    rng = random.Random(0)
+    pos, neg, filler = ["great", "lovely", "superb"], ["awful", "dull", "boring"], ["a", "film", "the", "plot", "is"]
+
+    def tsv(path, n):
+        rows = ["sentence\tlabel"]
+        for _ in range(n):
+            y = rng.random() < 0.5
+            words = rng.sample(filler, 3) + [rng.choice(pos if y else neg)]
+            rng.shuffle(words)
+            rows.append(" ".join(words) + " \t" + str(int(y)))
+        path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+        return path
+
+    tr, dev = tsv(tmp_path / "train.tsv", 200), tsv(tmp_path / "dev.tsv", 40)
+    out = tmp_path / "cls"
+    assert main(["train", "classifier", "--train", str(tr), "--dev", str(dev), "--test", str(dev), "--out", str(out),
+                 "--epochs", "5", "--batch-size", "16", "--lr", "3e-3", "--warmup-steps", "5", "--word-dropout",
+                 "0", *TINY]) == 0
+    assert "test accuracy: 1.0000" in capsys.readouterr().out
+    assert main(["predict", str(out), "the plot is superb", "a dull film"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("1 (p=") and lines[1].startswith("0 (p=")
+    assert main(["evaluate", str(out), "--data", str(dev)]) == 0
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("great film \t2\n", encoding="utf-8")
+    assert main(["evaluate", str(out), "--data", str(bad)]) == 1
+    assert "bad.tsv:1: label '2' is not in the model's label set" in capsys.readouterr().err
