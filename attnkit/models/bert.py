@@ -152,10 +152,10 @@ class BertModel(nn.Module):
 
     def forward(self, input_ids: Tensor, *, lengths: Tensor | None = None, mask: Mask | Tensor | None = None,
                 token_type_ids: Tensor | None = None, need_weights: bool = False,
-                output_hidden_states: bool = False, backend: str | None = None) -> BertOutput:
+                output_hidden_states: bool = False, pool: bool = True, backend: str | None = None) -> BertOutput:
         """input_ids (B, L). ``lengths`` (B,): valid tokens per row (right padding); rows with all L
         tokens valid need no mask at all, so a batch without padding takes the fastest attention path.
-        ``mask`` (True = may attend) is used as given when ``lengths`` is None.
+        ``mask`` (True = may attend) is used as given when ``lengths`` is None. ``pool=False`` skips the pooler.
         """
         if lengths is not None:
             if mask is not None:
@@ -170,5 +170,5 @@ class BertModel(nn.Module):
         x = self.embeddings(input_ids, token_type_ids)  # (B, L, d)
         enc = self.encoder(x, mask, need_weights=need_weights, output_hidden_states=output_hidden_states,
                            backend=backend)
-        pooled = self.pooler(enc.last_hidden_state) if self.pooler is not None else None
+        pooled = self.pooler(enc.last_hidden_state) if pool and self.pooler is not None else None
         return BertOutput(enc.last_hidden_state, pooled, enc.hidden_states, enc.attentions)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..models.bert import BertModel
+from .fast import pack_linears
 from .folder import ModelFolder, Pooling
 
 __all__ = ["SentenceEncoder", "Attended"]
@@ -61,15 +62,17 @@ def pool(hidden: Tensor, lengths: Tensor, pooling: Pooling) -> Tensor:
 class SentenceEncoder:
     """A pretrained BERT-family encoder with its tokenizer and pooling (see ``load_pretrained``)."""
 
-    def __init__(self, model: BertModel, tokenizer, folder: ModelFolder, name: str):
-        self.model = model.eval()
+    def __init__(self, model: BertModel, tokenizer, folder: ModelFolder, name: str, *, fast: bool = True):
+        self.model = model.eval()  # the reference modules: ``attend`` and parity tests use these
+        self.fast = fast
         self.tokenizer = tokenizer  # a ``tokenizers.Tokenizer``, truncation set to max_seq_length
         self.folder = folder
         self.name = name
         self.pooling = folder.pooling
         self.max_seq_length = folder.max_seq_length
         self.pad_id = model.config.pad_token_id
-        self._by_dtype: dict[torch.dtype, BertModel] = {next(model.parameters()).dtype: self.model}
+        self.dtype = next(model.parameters()).dtype
+        self._by_dtype: dict[torch.dtype, BertModel] = {}
 
     def __repr__(self) -> str:
         c = self.model.config
@@ -86,12 +89,15 @@ class SentenceEncoder:
     def config(self):
         return self.model.config
 
-    def model_for(self, dtype: torch.dtype) -> BertModel:
-        """The model in ``dtype`` (a converted copy is made once and kept)."""
+    def model_for(self, dtype: torch.dtype | None = None) -> BertModel:
+        """The inference copy of the model in ``dtype`` (made once and kept): converted, and with
+        oneDNN pre-packed linear layers when ``fast`` (see ``attnkit.pretrained.fast``)."""
+        dtype = self.dtype if dtype is None else dtype
         if dtype not in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
             raise ValueError(f"encode: `dtype` must be a floating torch dtype, got {dtype!r}")
         if dtype not in self._by_dtype:
-            self._by_dtype[dtype] = copy.deepcopy(self.model).to(dtype).eval()
+            model = copy.deepcopy(self.model).to(dtype).eval()
+            self._by_dtype[dtype] = pack_linears(model) if self.fast and dtype != torch.float64 else model
         return self._by_dtype[dtype]
 
     def tokenize(self, texts: Sequence[str], *, warn: bool = True) -> list:
@@ -121,11 +127,12 @@ class SentenceEncoder:
         return torch.from_numpy(ids), torch.from_numpy(lengths)
 
     def encode(self, sentences: Sequence[str] | str, batch_size: int = 64, *,
-               dtype: torch.dtype = torch.float32, normalize: bool | None = None) -> Tensor:
+               dtype: torch.dtype | None = None, normalize: bool | None = None) -> Tensor:
         """Sentence vectors, float32 (n, dim), in the order given; an empty list gives (0, dim).
 
-        ``dtype``: the compute dtype (``torch.bfloat16`` is much faster on CPUs with AVX-512 BF16;
-        outputs are still float32). ``normalize`` overrides the folder's L2 normalisation.
+        ``dtype``: the compute dtype, default the loaded weights' (``torch.bfloat16`` is faster on CPUs
+        with AVX-512 BF16, cosine >= 0.999 to float32; outputs are float32 either way).
+        ``normalize`` overrides the folder's L2 normalisation.
         """
         if isinstance(sentences, str):
             sentences = [sentences]
@@ -142,11 +149,11 @@ class SentenceEncoder:
             for start in range(0, len(order), batch_size):
                 idx = order[start:start + batch_size]
                 ids, lengths = self._batch([encodings[i] for i in idx])
-                hidden = model(ids, lengths=lengths).last_hidden_state  # (B, L, d)
+                hidden = model(ids, lengths=lengths, pool=False).last_hidden_state  # (B, L, d)
                 out[torch.as_tensor(idx)] = pool(hidden.float(), lengths, pooling)
         return out
 
-    def similarity(self, a: str, b: str, *, dtype: torch.dtype = torch.float32) -> float:
+    def similarity(self, a: str, b: str, *, dtype: torch.dtype | None = None) -> float:
         """Cosine similarity of two texts' vectors."""
         va, vb = self.encode([a, b], dtype=dtype)
         return float(F.cosine_similarity(va, vb, dim=0))

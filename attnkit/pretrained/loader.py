@@ -77,13 +77,15 @@ def load_tokenizer(folder: ModelFolder):
 
 
 def load_pretrained(name_or_path: str | Path = "all-MiniLM-L6-v2", *,
-                    dtype: torch.dtype = torch.float32) -> SentenceEncoder:
+                    dtype: torch.dtype = torch.float32, fast: bool = True) -> SentenceEncoder:
     """Load a BERT-family sentence encoder onto attnkit's own modules.
 
     ``name_or_path``: a built-in name ("all-MiniLM-L6-v2") or a folder with ``config.json``,
     ``model.safetensors`` or ``pytorch_model.bin``, and ``tokenizer.json`` (plus the
     sentence-transformers files ``modules.json``, ``1_Pooling/config.json``,
-    ``sentence_bert_config.json`` when present). ``dtype``: the weights' dtype.
+    ``sentence_bert_config.json`` when present). ``dtype``: the weights' dtype (``torch.bfloat16``
+    for fast CPU inference). ``fast``: ``encode`` runs an inference copy with oneDNN pre-packed
+    linear layers (same outputs to float rounding); ``attend`` always uses the plain modules.
 
     Raises FileNotFoundError for a missing folder or file, ValueError (naming the file) for an
     unknown architecture, missing / unexpected weights or shapes that disagree with the config.
@@ -102,4 +104,4 @@ def load_pretrained(name_or_path: str | Path = "all-MiniLM-L6-v2", *,
     with torch.device("meta"):
         model = BertModel(config, dtype=dtype)
     model.load_state_dict(mapped, strict=True, assign=True)
-    return SentenceEncoder(model.eval(), tokenizer, folder, name)
+    return SentenceEncoder(model.eval(), tokenizer, folder, name, fast=fast)
