@@ -27,7 +27,7 @@ def run(out: Path, epochs: int = 60, seed: int = 0, progress: bool = True, max_m
                               shift=0, limit=None)
     task = image.build(args, TransformerConfig(**image.ENCODER_DEFAULTS), seed=seed)
     cfg = TrainConfig(**{**image.TRAIN_DEFAULTS, "epochs": epochs, "seed": seed, "progress": progress,
-                         "max_minutes": max_minutes})
+                         "max_minutes": max_minutes, "eval_every": 105})
     n_params = sum(p.numel() for p in task.model.parameters())
     print(f"digits: {len(task.train)} train / {len(task.dev)} dev / {len(task.test)} test images of 8x8; "
           f"each = 16 patch vectors + a class token; model {n_params} parameters")

@@ -59,7 +59,7 @@ class TrainConfig:
     log_every: int = 20
     eval_batch_size: int = 128
     keep: int = 2
-    max_minutes: float = 0.0
+    max_minutes: float = 0.0  # stop after this much training time; the schedule then decays by the clock
     progress: bool = True
 
     def __post_init__(self):
@@ -209,7 +209,13 @@ class Trainer:
         steps_per_epoch = len(self.epoch_batches(0))
         total = cfg.max_steps or cfg.epochs * steps_per_epoch
         opt = self.optimizer = self._optimizer(model)
-        sched = make_scheduler(opt, cfg.schedule, cfg.warmup_steps, total)
+        clock = {"seconds": 0.0, "start": time.perf_counter()}
+
+        def budget_used() -> float:  # with --max-minutes the schedule also follows the clock
+            return (clock["seconds"] + time.perf_counter() - clock["start"]) / (60 * cfg.max_minutes)
+
+        sched = make_scheduler(opt, cfg.schedule, cfg.warmup_steps, total,
+                               progress=budget_used if cfg.max_minutes else None)
         step, pos, best, seconds, last_eval = 0, (0, 0), None, 0.0, {}
         log = MetricsLog(out / "metrics.jsonl", enabled=dist.is_main())
         if resume:
@@ -239,6 +245,7 @@ class Trainer:
         bar = _tqdm(total=total, initial=step, desc=f"train {task.name}",
                     disable=not (cfg.progress and dist.is_main()))
         t_start, t_log, items, loss_acc, n_acc = time.perf_counter(), time.perf_counter(), 0, 0.0, 0
+        clock.update(seconds=seconds, start=t_start)
         saved_at = step if resume else -1
         try:
             while step < total:

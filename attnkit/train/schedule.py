@@ -40,9 +40,19 @@ def paper_lr(d_model: int, warmup: int) -> float:
     return d_model ** -0.5 * warmup ** -0.5
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, warmup: int,
-                   total: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """A ``LambdaLR`` stepping once per optimiser step; its state_dict goes into checkpoints."""
+def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, warmup: int, total: int,
+                   progress=None) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` stepping once per optimiser step; its state_dict goes into checkpoints.
+
+    ``progress``: optional callable returning a fraction in [0, 1] of a time budget used so far; the
+    schedule then runs at ``max(step, progress() * total)``, so a time-limited run still decays fully.
+    """
     if kind not in SCHEDULES:
         raise ValueError(f"make_scheduler: `kind` must be one of {SCHEDULES}, got {kind!r}")
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(kind, step, warmup, total))
+
+    def factor(step: int) -> float:
+        if progress is not None:
+            step = max(step, min(total - 1, int(progress() * total)))
+        return lr_factor(kind, step, warmup, total)
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
