@@ -25,7 +25,8 @@ from torch import Tensor
 
 from .download import cache_dir, data_root, fetch
 
-__all__ = ["PlanetoidGraph", "load_planetoid", "RestrictedUnpickler", "load_pickle", "NAMES", "SOURCE_URL"]
+__all__ = ["PlanetoidGraph", "load_planetoid", "RestrictedUnpickler", "ForbiddenGlobal", "load_pickle", "NAMES",
+           "SOURCE_URL"]
 
 NAMES = ("cora", "citeseer", "pubmed")
 PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")
@@ -59,6 +60,17 @@ SHA256 = {
 }
 
 
+class ForbiddenGlobal(pickle.UnpicklingError):
+    """A Planetoid pickle referred to a global outside the allow-list."""
+
+
+def _latin1_encode(text: str, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+    """What Python 3's protocol-2 pickles of bytes call (``_codecs.encode(s, "latin1")``); only latin-1."""
+    if encoding not in ("latin1", "latin-1"):
+        raise ForbiddenGlobal(f"_codecs.encode with encoding {encoding!r} is not allowed")
+    return text.encode("latin-1", errors)
+
+
 def _allowed() -> dict[tuple[str, str], object]:
     import scipy.sparse as sp
 
@@ -74,6 +86,7 @@ def _allowed() -> dict[tuple[str, str], object]:
         ("scipy.sparse.csr", "csr_matrix"): sp.csr_matrix,
         ("scipy.sparse._csr", "csr_matrix"): sp.csr_matrix,
         ("collections", "defaultdict"): collections.defaultdict,
+        ("_codecs", "encode"): _latin1_encode,  # numpy arrays pickled by Python 3 with protocol 2
         ("__builtin__", "list"): list,
         ("builtins", "list"): list,
     }
@@ -85,22 +98,22 @@ class RestrictedUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         obj = _allowed().get((module, name))
         if obj is None:
-            raise pickle.UnpicklingError(f"global '{module}.{name}' is not allowed in a Planetoid file")
+            raise ForbiddenGlobal(f"global '{module}.{name}' is not allowed in a Planetoid file")
         return obj
 
 
 def load_pickle(path: str | os.PathLike):
     """Unpickle one Planetoid file safely. Raises ValueError naming the file if it does not parse
-    or refers to anything but ndarray / dtype / csr_matrix / defaultdict / list."""
+    or refers to anything but ndarray / dtype / csr_matrix / defaultdict / list (and latin-1 bytes)."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
             return RestrictedUnpickler(f, encoding="latin1").load()
     except FileNotFoundError:
         raise
-    except pickle.UnpicklingError as e:
+    except ForbiddenGlobal as e:
         raise ValueError(f"planetoid: refused to load {path}: {e}") from e
-    except Exception as e:  # truncated / corrupt pickles raise EOFError, KeyError, TypeError, ...
+    except Exception as e:  # corrupt pickles raise UnpicklingError, EOFError, KeyError, TypeError, ...
         raise ValueError(f"planetoid: {path} does not parse as a Planetoid pickle "
                          f"({type(e).__name__}: {e})") from e
 
@@ -127,7 +140,7 @@ class PlanetoidGraph:
     y: Tensor  # (N,) int64 class ids
     edge_index: Tensor  # (2, E) int64, (source, target)
     train_idx: Tensor  # (n_train,) int64
-    val_idx: Tensor  # (500,)
+    val_idx: Tensor  # (500,) (fewer only for graphs with under 500 unlabelled training rows)
     test_idx: Tensor  # (1000,)
     num_classes: int
 
@@ -224,5 +237,5 @@ def load_planetoid(name: str, root: str | os.PathLike | None = None, *, normaliz
     edge_index = _edges_from_dict(obj["graph"], n, f["graph"])
     return PlanetoidGraph(
         name=name, x=torch.from_numpy(x), y=torch.from_numpy(labels).long(), edge_index=edge_index,
-        train_idx=torch.arange(n_train), val_idx=torch.arange(n_train, n_train + 500),
+        train_idx=torch.arange(n_train), val_idx=torch.arange(n_train, min(n_train + 500, lo)),
         test_idx=torch.from_numpy(order), num_classes=int(ally.shape[1]))
