@@ -79,3 +79,19 @@ class SequenceClassifier(nn.Module):
         out = self.encoder(x, masks.padding(lengths), need_weights=need_weights)
         scores = self.out(self.dropout(pool(out.last_hidden_state, lengths, self.config.pooling)))
         return (scores, out.attentions) if need_weights else scores
+
+
+class PretrainedClassifier(nn.Module):
+    """A pretrained BERT-family encoder (e.g. MiniLM from ``attnkit.load_pretrained``), mean-pooled,
+    then dropout and a linear layer: fine-tuned end to end. ids (B, L), lengths (B,) -> (B, classes)."""
+
+    def __init__(self, bert: nn.Module, num_classes: int, dropout: float = 0.1):
+        super().__init__()
+        self.bert = bert
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(bert.config.hidden_size, num_classes)
+
+    def forward(self, tokens: Tensor, lengths: Tensor, *, need_weights: bool = False):
+        out = self.bert(tokens, lengths=lengths, need_weights=need_weights)
+        scores = self.out(self.dropout(pool(out.last_hidden_state, lengths, "mean")))
+        return (scores, out.attentions) if need_weights else scores

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import copy
 from collections import Counter
 from pathlib import Path
 
 import torch
 
 from ..data.sst2 import LabelledText, read_tsv, sst2_path
-from ..models.classifier import ClassifierConfig, SequenceClassifier
+from ..models.classifier import ClassifierConfig, PretrainedClassifier, SequenceClassifier
 from ..nn import TransformerConfig
 from ..train import Task
 from ..train.checkpoint import load_weights
@@ -36,9 +37,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pooling", choices=("mean", "max", "meanmax"), default="meanmax")
     p.add_argument("--max-tokens", type=int, default=128, help="truncate longer texts")
     p.add_argument("--limit", type=int, default=None, help="use only the first N rows of each file")
+    p.add_argument("--pretrained", default=None, metavar="NAME",
+                   help="fine-tune a pretrained encoder (e.g. all-MiniLM-L6-v2) instead of training from scratch")
+
+
+_PRETRAINED: dict = {}
+
+
+def pretrained(name: str):
+    """``attnkit.load_pretrained(name)``, loaded once per process."""
+    if name not in _PRETRAINED:
+        from ..pretrained import load_pretrained
+
+        _PRETRAINED[name] = load_pretrained(name, fast=False)
+    return _PRETRAINED[name]
 
 
 def tokenize(text: str, meta: dict) -> list[str]:
+    if meta.get("pretrained"):
+        enc = pretrained(meta["pretrained"])
+        return enc.tokenizer.encode(text.lower() if enc.folder.do_lower_case else text).tokens
     toks = (text.lower() if meta.get("lowercase", True) else text).split()
     return toks[: meta.get("max_tokens", 128)] or ["<unk>"]
 
@@ -50,6 +68,9 @@ class Encoded:
         self.c = {c: i for i, c in enumerate(meta["labels"])}
 
     def tokens(self, text: str) -> torch.Tensor:
+        if self.meta.get("pretrained"):
+            enc = pretrained(self.meta["pretrained"])
+            return torch.tensor(enc.tokenizer.encode(text.lower() if enc.folder.do_lower_case else text).ids)
         return torch.tensor([self.w.get(t, UNK) for t in tokenize(text, self.meta)])
 
     def row(self, r: LabelledText):
@@ -81,25 +102,34 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     default = args.train is None
     train = read_tsv(args.train or sst2_path("train", args.data_root, download=args.download), limit=args.limit)
     dev_path = args.dev or (sst2_path("dev", args.data_root, download=args.download) if default else None)
-    meta = {"lowercase": args.lowercase, "max_tokens": args.max_tokens}
-    counts = Counter(t for r in train for t in tokenize(r.text, meta))
-    meta["words"] = ["<pad>", "<unk>"] + sorted(w for w, n in counts.items() if n >= args.min_freq)
+    meta = {"lowercase": args.lowercase, "max_tokens": args.max_tokens, "pretrained": args.pretrained}
     meta["labels"] = sorted({r.label for r in train})
-    enc = Encoded(meta)
-    cfg = ClassifierConfig(vocab_size=len(meta["words"]), num_classes=len(meta["labels"]), pooling=args.pooling,
-                           encoder=encoder)
     torch.manual_seed(seed)
-    model = SequenceClassifier(cfg)
+    if args.pretrained:
+        meta["words"] = []
+        model = PretrainedClassifier(copy.deepcopy(pretrained(args.pretrained).model).train(), len(meta["labels"]))
+        cfg = None
+    else:
+        counts = Counter(t for r in train for t in tokenize(r.text, meta))
+        meta["words"] = ["<pad>", "<unk>"] + sorted(w for w, n in counts.items() if n >= args.min_freq)
+        cfg = ClassifierConfig(vocab_size=len(meta["words"]), num_classes=len(meta["labels"]),
+                               pooling=args.pooling, encoder=encoder)
+        model = SequenceClassifier(cfg)
+    enc = Encoded(meta)
     train_x = [enc.row(r) for r in train]
     dev_x = [enc.row(r) for r in read_tsv(dev_path, limit=args.limit)] if dev_path else None
     test_x = [enc.row(r) for r in read_tsv(args.test, limit=args.limit)] if args.test else None
-    meta["model"] = cfg.to_dict()
-    return Task(NAME, model, train_x, collate, make_forward(args.word_dropout), dev=dev_x, test=test_x, meta=meta,
+    meta["model"] = cfg.to_dict() if cfg is not None else None
+    word_dropout = 0.0 if args.pretrained else args.word_dropout
+    return Task(NAME, model, train_x, collate, make_forward(word_dropout), dev=dev_x, test=test_x, meta=meta,
                 lengths=[len(x[0]) for x in train_x])
 
 
-def load(folder: Path, meta: dict) -> SequenceClassifier:
-    model = SequenceClassifier(ClassifierConfig.from_dict(meta["model"]))
+def load(folder: Path, meta: dict):
+    if meta.get("pretrained"):
+        model = PretrainedClassifier(copy.deepcopy(pretrained(meta["pretrained"]).model), len(meta["labels"]))
+    else:
+        model = SequenceClassifier(ClassifierConfig.from_dict(meta["model"]))
     load_weights(folder, model)
     return model.eval()
 
@@ -116,7 +146,7 @@ def evaluation_data(meta: dict, path, args=None):
 
 
 @torch.no_grad()
-def predict(model: SequenceClassifier, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
+def predict(model, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
     enc, lines = Encoded(meta), []
     for k, text in enumerate(inputs):
         toks = enc.tokens(text)
