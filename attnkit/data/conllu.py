@@ -18,9 +18,11 @@ from pathlib import Path
 
 from .download import cache_dir, data_root, fetch
 
-__all__ = ["TaggedSentence", "read_conllu", "ewt_path", "EWT_FILES", "FIELDS"]
+__all__ = ["TaggedSentence", "read_conllu", "ewt_path", "EWT_FILES", "FIELDS", "UPOS"]
 
 FIELDS = ("upos", "xpos")
+UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
+        "SCONJ", "SYM", "VERB", "X")  # the 17 universal POS tags
 _ID = re.compile(r"^(\d+)$|^(\d+)-(\d+)$|^(\d+)\.(\d+)$")
 EWT_URL = "https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/r2.16/"
 # split -> (file name, sha256 of the uncompressed file, from ../shared/data/ud_english_ewt/SOURCE.md)

@@ -96,3 +96,19 @@ class Tagger(nn.Module):
         out = self.encoder(x, masks.padding(lengths), need_weights=need_weights)
         scores = self.out(out.last_hidden_state)
         return (scores, out.attentions) if need_weights else scores
+
+
+class PretrainedTagger(nn.Module):
+    """A pretrained BERT-family encoder (e.g. MiniLM) + a linear layer on every subword; trained with
+    first-subword labelling (the other subwords of a word are not scored). ids (B, S), lengths (B,)."""
+
+    def __init__(self, bert: nn.Module, num_tags: int, dropout: float = 0.1):
+        super().__init__()
+        self.bert = bert
+        self.dropout = nn.Dropout(dropout)
+        self.out = nn.Linear(bert.config.hidden_size, num_tags)
+
+    def forward(self, ids: Tensor, lengths: Tensor, *, need_weights: bool = False):
+        out = self.bert(ids, lengths=lengths, need_weights=need_weights)
+        scores = self.out(self.dropout(out.last_hidden_state))  # (B, S, T)
+        return (scores, out.attentions) if need_weights else scores

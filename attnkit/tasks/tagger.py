@@ -8,11 +8,12 @@ from pathlib import Path
 
 import torch
 
-from ..data.conllu import FIELDS, TaggedSentence, ewt_path, read_conllu
-from ..models.tagger import Tagger, TaggerConfig
+from ..data.conllu import FIELDS, UPOS, TaggedSentence, ewt_path, read_conllu
+from ..models.tagger import PretrainedTagger, Tagger, TaggerConfig
 from ..nn import TransformerConfig
 from ..train import IGNORE, Task
 from ..train.checkpoint import load_weights
+from . import subword
 
 NAME = "tagger"
 HELP = "sequence labelling (one label per word) from CoNLL-U: part-of-speech tagging"
@@ -36,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-freq", type=int, default=2, help="words seen fewer times are <unk> (chars still help)")
     p.add_argument("--word-dropout", type=float, default=0.05, help="replace words by <unk> while training")
     p.add_argument("--limit", type=int, default=None, help="use only the first N sentences of each file")
+    p.add_argument("--pretrained", default=None, metavar="NAME",
+                   help="fine-tune a pretrained encoder (e.g. all-MiniLM-L6-v2), first-subword labelling")
 
 
 def build_vocab(sents: list[TaggedSentence], min_freq: int) -> dict:
@@ -58,6 +61,7 @@ class Encoded:
         self.c = {c: i for i, c in enumerate(meta["chars"])}
         self.t = {t: i for i, t in enumerate(meta["labels"])}
         self.labels = meta["labels"]
+        self.pretrained = meta.get("pretrained")
 
     def words(self, words) -> tuple[torch.Tensor, torch.Tensor]:
         wid = torch.tensor([self.w.get(w.lower(), UNK) for w in words])
@@ -69,6 +73,12 @@ class Encoded:
         return wid, cid
 
     def sentence(self, s: TaggedSentence):
+        wid, cid, tags = self._sentence(s)
+        if self.pretrained:
+            return subword.example(self.pretrained, s.words, tags)
+        return wid, cid, tags
+
+    def _sentence(self, s: TaggedSentence):
         if not s.words:
             raise ValueError(f"{s.source}:{s.line}: a sentence without words")
         unknown = [i for i, t in enumerate(s.tags) if t not in self.t]
@@ -116,29 +126,41 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     dev_path = _default(args.dev, "dev", args) if args.dev or args.train is None else None
     test_path = _default(args.test, "test", args) if args.test or args.train is None else None
     train = read_conllu(train_path, args.field, limit=args.limit)
-    vocab = build_vocab(train, args.min_freq)
+    dev = read_conllu(dev_path, args.field, limit=args.limit) if dev_path else []
+    vocab = {**build_vocab(train, args.min_freq), "pretrained": args.pretrained}
+    known = set(UPOS) if args.field == "upos" else set()  # UPOS is a fixed set; a tag only in dev is kept too
+    vocab["labels"] = sorted(set(vocab["labels"]) | {t for s in dev for t in s.tags} | known)
     enc = Encoded(vocab)
     cfg = TaggerConfig(vocab_size=len(vocab["words"]), char_vocab_size=len(vocab["chars"]),
                        num_tags=len(vocab["labels"]), encoder=encoder)
     torch.manual_seed(seed)
-    model = Tagger(cfg)
+    if args.pretrained:
+        model = PretrainedTagger(subword.fresh_model(args.pretrained), len(vocab["labels"]))
+        fwd, col = subword.forward, subword.collate
+    else:
+        model, fwd, col = Tagger(cfg), make_forward(args.word_dropout), collate
     from tqdm.auto import tqdm
 
     train_x = [enc.sentence(s) for s in tqdm(train, desc="encode train", leave=False)]
-    dev_x = [enc.sentence(s) for s in read_conllu(dev_path, args.field, limit=args.limit)] if dev_path else None
+    dev_x = [enc.sentence(s) for s in dev] if dev_path else None
     test_x = [enc.sentence(s) for s in read_conllu(test_path, args.field, limit=args.limit)] if test_path else None
     meta = {"model": cfg.to_dict(), **vocab, "field": args.field, "train_file": str(train_path)}
-    return Task(NAME, model, train_x, collate, make_forward(args.word_dropout), dev=dev_x, test=test_x,
-                meta=meta, lengths=[len(s.words) for s in train])
+    return Task(NAME, model, train_x, col, fwd, dev=dev_x, test=test_x, meta=meta,
+                lengths=[len(x[0]) for x in train_x])
 
 
-def load(folder: Path, meta: dict) -> Tagger:
-    model = Tagger(TaggerConfig.from_dict(meta["model"]))
+def load(folder: Path, meta: dict):
+    if meta.get("pretrained"):
+        model = PretrainedTagger(subword.fresh_model(meta["pretrained"]), len(meta["labels"]))
+    else:
+        model = Tagger(TaggerConfig.from_dict(meta["model"]))
     load_weights(folder, model)
     return model.eval()
 
 
 def task_for(model, meta: dict) -> Task:
+    if meta.get("pretrained"):
+        return Task(NAME, model, [None], subword.collate, subword.forward, meta=meta)
     return Task(NAME, model, [None], collate, make_forward(0.0), meta=meta)
 
 
@@ -151,15 +173,21 @@ def evaluation_data(meta: dict, path, args=None):
 
 
 @torch.no_grad()
-def tag(model: Tagger, meta: dict, words: list[str], need_weights: bool = False):
-    wid, cid = Encoded(meta).words(words)
-    out = model(wid[None], cid[None], torch.tensor([len(words)]), need_weights=need_weights)
+def tag(model, meta: dict, words: list[str], need_weights: bool = False):
+    if meta.get("pretrained"):
+        ids, first = subword.split(meta["pretrained"], words)
+        out = model(ids[None], torch.tensor([len(ids)]), need_weights=need_weights)
+    else:
+        wid, cid = Encoded(meta).words(words)
+        out = model(wid[None], cid[None], torch.tensor([len(words)]), need_weights=need_weights)
+        first = list(range(len(words)))
     scores, attn = out if need_weights else (out, None)
-    tags = [meta["labels"][i] for i in scores[0].argmax(-1).tolist()]
+    best = scores[0].argmax(-1).tolist()
+    tags = [meta["labels"][best[p]] for p in first] + ["X"] * (len(words) - len(first))
     return (tags, attn) if need_weights else tags
 
 
-def predict(model: Tagger, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
+def predict(model, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
     lines = []
     for k, text in enumerate(inputs):
         words = text.split()
@@ -167,7 +195,7 @@ def predict(model: Tagger, meta: dict, inputs: list[str], out_dir: Path | None) 
             raise ValueError(f"predict: input {k + 1} is empty")
         tags, attn = tag(model, meta, words, need_weights=True)
         lines.append(" ".join(f"{w}/{t}" for w, t in zip(words, tags)))
-        if out_dir is not None:
+        if out_dir is not None and not meta.get("pretrained"):
             from ..viz import attention_grid
 
             p = attention_grid(torch.stack([a[0] for a in attn]), Path(out_dir) / f"attention_{k}.png",

@@ -247,6 +247,7 @@ class Trainer:
         t_start, t_log, items, loss_acc, n_acc = time.perf_counter(), time.perf_counter(), 0, 0.0, 0
         clock.update(seconds=seconds, start=t_start)
         saved_at = step if resume else -1
+        budget_hit = False
         try:
             while step < total:
                 epoch, first = pos
@@ -277,12 +278,14 @@ class Trainer:
                         t_log, items, loss_acc, n_acc = now, 0, 0.0, 0
                     if self.on_step is not None:
                         self.on_step(self, step, rec)
-                    over = cfg.max_minutes and (seconds + now - t_start) > 60 * cfg.max_minutes
-                    stop = dist.broadcast_flag(self._stop or bool(over)) if dist.world_size() > 1 else \
-                        (self._stop or bool(over))
+                    over = bool(cfg.max_minutes) and (seconds + now - t_start) > 60 * cfg.max_minutes
+                    user = self._stop
+                    if dist.world_size() > 1:  # every rank stops at the same step
+                        over, user = dist.broadcast_flag(over), dist.broadcast_flag(user)
+                    finished = step >= total or over  # the time budget ends a run like its last step
                     due = (cfg.eval_every and step % cfg.eval_every == 0) or \
-                        (not cfg.eval_every and pos[1] == 0) or step == total
-                    if due or stop:  # a stop saves without an extra evaluation: resume stays exact
+                        (not cfg.eval_every and pos[1] == 0) or finished
+                    if due or user:  # a user stop saves without an extra evaluation: resume stays exact
                         elapsed = seconds + time.perf_counter() - t_start
                         is_best = False
                         if due:
@@ -291,9 +294,10 @@ class Trainer:
                             best = last_eval.get("accuracy")
                         extra = {"best": best, "seconds": elapsed}
                         self._save(out, dmodel, opt, sched, step, pos, is_best, last_eval, extra,
-                                   final=stop or step >= total)
+                                   final=user or finished)
                         saved_at = step
-                    if stop or step >= total:
+                    if user or finished:
+                        budget_hit = over and not user
                         break
                 else:
                     continue
@@ -306,9 +310,11 @@ class Trainer:
         if saved_at != step:  # pragma: no cover - every exit path above saves
             extra = {"best": best, "seconds": seconds}
             self._save(out, dmodel, opt, sched, step, pos, False, last_eval, extra, final=True)
-        result = {"step": step, "train_seconds": seconds, "dev": last_eval, "interrupted": step < total,
+        done = step >= total or budget_hit
+        result = {"step": step, "train_seconds": seconds, "dev": last_eval, "interrupted": not done,
+                  "time_budget_reached": budget_hit,
                   "params": sum(p.numel() for p in model.parameters())}
-        if task.test is not None and step >= total:
+        if task.test is not None and done:
             if task.dev is not None and (out / "best.json").exists():
                 folder, meta = load_meta(out, which="best")
                 load_weights(folder, model)
