@@ -87,6 +87,7 @@ def main(argv=None) -> int:
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer", "pubmed"])
     p.add_argument("--scores", nargs="+", default=["additive", "dot"], choices=["additive", "dot"])
     p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--max-epochs", type=int, default=1000)
     p.add_argument("--patience", type=int, default=100)
     p.add_argument("--data-root", default=None, help="folder with ind.* files (default $ATTNKIT_DATA/planetoid "
@@ -109,9 +110,13 @@ def main(argv=None) -> int:
             print(f"| {name} | - | 0 | not measured: {e} | | | | | |")
             continue
         for score in args.scores:
-            runs = [train_one(g, score, s, max_epochs=args.max_epochs, patience=args.patience,
-                          dense=args.dense_features)
-                    for s in range(args.seeds)]
+            runs = []
+            for s in range(args.first_seed, args.first_seed + args.seeds):
+                runs.append(train_one(g, score, s, max_epochs=args.max_epochs, patience=args.patience,
+                                      dense=args.dense_features))
+                r = runs[-1]
+                print(f"  {name} {score} seed {s}: test {100 * r['test']:.1f} val {100 * r['val']:.1f} "
+                      f"epochs {r['epochs']} {r['seconds']:.0f} s", flush=True)
             acc = [100 * r["test"] for r in runs]
             sd = statistics.stdev(acc) if len(acc) > 1 else 0.0
             print(f"| {name} | {score} | {len(runs)} | {statistics.mean(acc):.2f} ± {sd:.2f} | {min(acc):.1f} | "

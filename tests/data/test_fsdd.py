@@ -16,6 +16,15 @@ from attnkit.data.download import data_root
 from attnkit.data.fsdd import content_digest, load_fsdd, official_split, speaker_split
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: one thread avoids OpenMP hand-offs that stall on a busy shared machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def tone(freq: float, seconds: float = 0.3, rate: int = 8000) -> np.ndarray:
     t = np.arange(int(seconds * rate)) / rate
     return 0.5 * np.sin(2 * np.pi * freq * t)

@@ -1,0 +1,116 @@
+"""GAT layers against dense references, sparse vs dense features, and a tiny graph that it learns."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnkit import attention, masks
+from attnkit.models.graph import GAT, GraphAttention, GraphAttentionConfig, add_self_loops, feature_dropout
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: one thread avoids OpenMP hand-offs that stall on a busy shared machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def ring(n: int) -> torch.Tensor:
+    src = torch.arange(n)
+    ei = torch.cat([torch.stack([src, (src + 1) % n]), torch.stack([(src + 1) % n, src])], dim=1)
+    return add_self_loops(ei, n)
+
+
+def test_add_self_loops_sorted_unique():
+    ei = torch.tensor([[0, 1, 1, 2, 2], [1, 0, 0, 2, 0]])  # a duplicate (1->0) and a loop (2->2)
+    out = add_self_loops(ei, 3)
+    assert out.tolist() == [[0, 1, 2, 0, 1, 2], [0, 0, 0, 1, 1, 2]]  # sorted by target, then source
+
+
+def test_additive_layer_matches_dense_gat_formula():
+    n, f, h, c = 7, 5, 3, 4
+    ei = ring(n)
+    layer = GraphAttention(f, c, h, score="additive").eval()
+    x = torch.randn(n, f)
+    out, w = layer(x, ei, need_weights=True)
+    # dense reference: e[t, s] = LeakyReLU(a_dst . Wx_t + a_src . Wx_s), softmax over the neighbours s of t
+    v = (x @ layer.lin.weight.T).view(n, h, c)
+    a_s, a_d = (v * layer.att_src).sum(-1), (v * layer.att_dst).sum(-1)  # (N, H)
+    e = F.leaky_relu(a_d.T[:, :, None] + a_s.T[:, None, :], 0.2)  # (H, N_t, N_s)
+    adj = masks.graph(ei, n).materialize(n, n, 2)  # (N_t, N_s)
+    alpha = e.masked_fill(~adj, float("-inf")).softmax(-1)  # (H, N, N)
+    ref = torch.einsum("hts,shc->thc", alpha, v).reshape(n, h * c) + layer.bias
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(w, alpha[:, ei[1], ei[0]].T, atol=1e-6, rtol=1e-5)  # per-edge weights (E, H)
+
+
+def test_dot_layer_matches_math_backend():
+    n, f, h, c = 9, 6, 2, 4
+    ei = ring(n)
+    layer = GraphAttention(f, c, h, score="dot", concat=False).eval()
+    x = torch.randn(n, f)
+    out, _ = layer(x, ei)
+    q, k = (x @ layer.qk.weight.T).view(n, 2, h, c).unbind(1)
+    v = (x @ layer.lin.weight.T).view(n, h, c)
+    ref = attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), masks.graph(ei, n), backend="math")
+    torch.testing.assert_close(out, ref.mean(0) + layer.bias, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("score", ["additive", "dot"])
+def test_sparse_features_equal_dense(score):
+    n = 8
+    x = (torch.rand(n, 20) < 0.2).float()
+    model = GAT(GraphAttentionConfig(20, 3, hidden=4, heads=2, score=score)).eval()
+    ei = ring(n)
+    dense = model(x, ei)
+    for sparse in (x.to_sparse(), x.to_sparse_csr()):
+        torch.testing.assert_close(model(sparse, ei), dense, atol=1e-5, rtol=1e-5)
+    dense.sum().backward()
+    assert model.layer1.lin.weight.grad is not None
+
+
+def test_feature_dropout_sparse_keeps_pattern():
+    x = (torch.rand(50, 40) < 0.3).float() * 2.0
+    for sp in (x.to_sparse(), x.to_sparse_csr()):
+        y = feature_dropout(sp, 0.5, True).to_dense()
+        kept = y != 0
+        assert not (kept & (x == 0)).any()  # zeros stay zero
+        torch.testing.assert_close(y[kept], x[kept] * 2.0)  # survivors scaled by 1 / (1 - p)
+        assert 0.3 < kept.sum() / (x != 0).sum() < 0.7
+    assert feature_dropout(x, 0.5, False) is x
+
+
+def test_learns_two_communities():
+    torch.manual_seed(0)
+    n = 40
+    y = (torch.arange(n) >= n // 2).long()
+    src, dst = torch.randint(0, n, (2, 400))
+    same = y[src] == y[dst]
+    ei = add_self_loops(torch.stack([src[same], dst[same]]), n)  # edges only inside a community
+    x = torch.randn(n, 8) + y[:, None] * 0.5  # weak signal per node, strong signal from neighbours
+    train = torch.tensor([0, 1, 2, 20, 21, 22])
+    model = GAT(GraphAttentionConfig(8, 2, hidden=4, heads=2, dropout=0.1, attention_dropout=0.1))
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    for _ in range(25):
+        opt.zero_grad()
+        F.cross_entropy(model(x, ei)[train], y[train]).backward()
+        opt.step()
+    model.eval()
+    acc = (model(x, ei).argmax(1) == y).float().mean()
+    assert acc >= 0.9
+
+
+def test_config_and_input_errors():
+    with pytest.raises(ValueError, match="`score` must be one of"):
+        GraphAttentionConfig(4, 2, score="cosine")
+    with pytest.raises(ValueError, match="`dropout` must be in"):
+        GraphAttentionConfig(4, 2, dropout=1.0)
+    model = GAT(GraphAttentionConfig(4, 2))
+    with pytest.raises(ValueError, match=r"`x` must have shape \(N, 4\)"):
+        model(torch.randn(3, 5), ring(3))
+    with pytest.raises(ValueError, match=r"`edge_index` must have shape \(2, E\)"):
+        model(torch.randn(3, 4), torch.zeros(3, 2, dtype=torch.long))
