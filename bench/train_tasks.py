@@ -38,6 +38,9 @@ RUNS = {
 
 def run(name: str, extra: list[str]) -> dict:
     out = Path("runs/bench") / name
+    if "--out" in extra:  # another run folder for a variant: --out runs/bench/tagger-b
+        i = extra.index("--out")
+        out, extra = Path(extra[i + 1]), extra[:i] + extra[i + 2:]
     argv = [*RUNS[name], "--out", str(out), *extra]
     print("command: attnkit " + " ".join(argv), flush=True)
     t0 = time.perf_counter()

@@ -45,10 +45,10 @@ def test_tagger_train_evaluate_predict_resume(tmp_path, capsys):
     assert "accuracy: 1.0000" in capsys.readouterr().out
     # an unknown label at evaluation: a clear message naming the file and line
     bad = tmp_path / "bad.conllu"
-    bad.write_text(dev.read_text().replace("\tNOUN\t", "\tPROPN\t", 1), encoding="utf-8")
+    bad.write_text(dev.read_text().replace("\tNOUN\t", "\tNOTATAG\t", 1), encoding="utf-8")
     assert main(["evaluate", str(out), "--data", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert "bad.conllu:5: label 'PROPN' is not in the model's label set" in err
+    assert "bad.conllu:5: label 'NOTATAG' is not in the model's label set" in err
     # resuming a finished run is a no-op that reports the same result
     assert main([*args, "--resume"]) == 0
 

@@ -31,7 +31,7 @@ def test_fit_learns_and_writes_run_folder(tmp_path):
         load_meta(tmp_path, task="tagger")
 
 
-@pytest.mark.parametrize("stop_at", [5, 9, 20])
+@pytest.mark.parametrize("stop_at", [9, 20])  # at an epoch boundary, mid-epoch
 def test_resume_matches_uninterrupted_run(tmp_path, stop_at):
     full = toy_task()
     res_full = Trainer(full, CFG).fit(tmp_path / "full")
@@ -80,3 +80,24 @@ def test_schedules():
     assert lr_factor("inverse_sqrt", 15, 4, 100) == pytest.approx(0.5)
     assert lr_factor("inverse_sqrt", 0, 4, 100) == pytest.approx(0.25)
     assert lr_factor("cosine", 54, 10, 100) == pytest.approx(0.5)
+
+
+def test_ctrl_c_saves_and_stops_cleanly(tmp_path):
+    import os
+    import signal
+
+    def press_ctrl_c(trainer, step, rec):
+        if step == 7:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    res = Trainer(toy_task(), CFG, on_step=press_ctrl_c).fit(tmp_path)
+    assert res["interrupted"] and res["step"] == 7 and "test" not in res
+    assert json.loads((tmp_path / "latest.json").read_text())["step"] == 7
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+
+
+def test_time_budget_finishes_the_run(tmp_path):
+    cfg = TrainConfig(**{**CFG.__dict__, "max_minutes": 1e-6})
+    res = Trainer(toy_task(), cfg).fit(tmp_path)
+    assert res["step"] == 1 and res["time_budget_reached"] and not res["interrupted"]
+    assert res["test"]["count"] == 24
