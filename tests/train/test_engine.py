@@ -101,3 +101,9 @@ def test_time_budget_finishes_the_run(tmp_path):
     res = Trainer(toy_task(), cfg).fit(tmp_path)
     assert res["step"] == 1 and res["time_budget_reached"] and not res["interrupted"]
     assert res["test"]["count"] == 24
+
+
+def test_bfloat16_autocast_and_inverse_sqrt_schedule(tmp_path):
+    cfg = TrainConfig(**{**CFG.__dict__, "bf16": True, "schedule": "inverse_sqrt", "label_smoothing": 0.1})
+    res = Trainer(toy_task(), cfg).fit(tmp_path)
+    assert res["test"]["accuracy"] >= 0.75 and res["step"] == 36
