@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import masks
@@ -91,9 +92,9 @@ class SpeechClassifier(nn.Module):
         self.config = config
         d, s = config.encoder.d_model, config.subsample
         fk = {"device": device, "dtype": dtype}
-        self.front = nn.Sequential(  # (B, n_mels, T) -> (B, d, T // s)
-            nn.Conv1d(config.n_mels, d, kernel_size=3, padding=1, **fk), nn.GELU(),
-            nn.Conv1d(d, d, kernel_size=max(3, s + 1), stride=s, padding=max(3, s + 1) // 2, **fk), nn.GELU())
+        k = max(3, s + 1)
+        self.conv1 = nn.Conv1d(config.n_mels, d, kernel_size=3, padding=1, **fk)  # (B, n_mels, T) -> (B, d, T)
+        self.conv2 = nn.Conv1d(d, d, kernel_size=k, stride=s, padding=k // 2, **fk)  # -> (B, d, T')
         self.encoder = Encoder(config.encoder, device=device, dtype=dtype)
         self.head = nn.Linear(d, config.num_classes, **fk)
 
@@ -102,6 +103,14 @@ class SpeechClassifier(nn.Module):
         s = self.config.subsample
         k = max(3, s + 1)
         return torch.div(lengths + 2 * (k // 2) - k, s, rounding_mode="floor") + 1
+
+    def frontend(self, frames: Tensor, lengths: Tensor) -> Tensor:
+        """Two convolutions (the second with stride ``subsample``); frames past each length are zeroed
+        before each one, so padding never leaks into a valid frame. (B, T, n_mels) -> (B, T', d)."""
+        keep = (torch.arange(frames.shape[1], device=frames.device) < lengths.unsqueeze(1)).unsqueeze(1)  # (B,1,T)
+        h = F.gelu(self.conv1(frames.transpose(1, 2) * keep))  # (B, T, F) -> (B, F, T) -> (B, d, T)
+        h = F.gelu(self.conv2(h * keep))  # (B, d, T')
+        return h.transpose(1, 2)  # (B, d, T') -> (B, T', d)
 
     def mask(self, lengths: Tensor) -> masks.Mask:
         pad = masks.padding(lengths)
@@ -117,7 +126,7 @@ class SpeechClassifier(nn.Module):
         if lengths.shape != frames.shape[:1]:
             raise ValueError(f"SpeechClassifier: `lengths` must have shape ({frames.shape[0]},), "
                              f"got {tuple(lengths.shape)}")
-        h = self.front(frames.transpose(1, 2)).transpose(1, 2)  # (B, T, F) -> (B, F, T) -> (B, T', d)
+        h = self.frontend(frames, lengths)  # (B, T', d)
         lens = self.out_lengths(lengths).clamp(1, h.shape[1])  # (B,)
         out = self.encoder(h, self.mask(lens), need_weights=need_weights, backend=backend)
         keep = (torch.arange(h.shape[1], device=h.device) < lens.unsqueeze(1)).unsqueeze(-1)  # (B, T', 1)
