@@ -140,6 +140,8 @@ class SentenceEncoder:
                dtype: torch.dtype | None = None, normalize: bool | None = None) -> Tensor:
         """Sentence vectors, float32 (n, dim), in the order given; an empty list gives (0, dim).
 
+        Texts longer than ``max_seq_length`` word pieces are truncated to it, with a ``UserWarning``.
+
         ``dtype``: the compute dtype, default the loaded weights' (``torch.bfloat16`` is faster on CPUs
         with AVX-512 BF16, cosine >= 0.999 to float32; outputs are float32 either way).
         ``normalize`` overrides the folder's L2 normalisation.
