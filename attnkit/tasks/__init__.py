@@ -21,6 +21,8 @@ TASKS = {
     "tagger": "attnkit.tasks.tagger",
     "classifier": "attnkit.tasks.classifier",
     "image": "attnkit.tasks.image",
+    "speech": "attnkit.tasks.speech",
+    "graph": "attnkit.tasks.graph",
 }
 
 

@@ -1,0 +1,136 @@
+"""Task glue for ``attnkit train graph``: Planetoid node classification with graph attention (GAT).
+
+The whole graph is one example: an "epoch" is one full-batch step. The targets are the labels of
+the split's nodes (train / val / test of the public split); every other node is ``IGNORE``.
+Encoder options map onto the GAT: ``--num-heads`` heads of ``--d-model / --num-heads`` hidden units,
+``--dropout`` on inputs, ``--attention-dropout`` on the edge weights. The GAT paper's weight decay is an
+L2 term in the gradient (``--l2``, like ``torch.optim.Adam(weight_decay=...)``); the engine's decoupled
+``--weight-decay`` defaults to 0 here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from pathlib import Path
+
+import torch
+
+from ..data.planetoid import NAMES, PlanetoidGraph, load_planetoid
+from ..models.graph import GAT, GraphAttentionConfig, add_self_loops
+from ..nn import TransformerConfig
+from ..train import Task
+from ..train.checkpoint import load_weights
+from ..train.metrics import IGNORE
+
+NAME = "graph"
+HELP = "node classification on Planetoid citation graphs (Cora, CiteSeer, PubMed) with edge-only attention"
+ENCODER_DEFAULTS = dict(d_model=64, num_heads=8, dropout=0.6, attention_dropout=0.6)
+TRAIN_DEFAULTS = dict(epochs=300, batch_size=1, lr=0.005, weight_decay=0.0, schedule="constant", warmup_steps=0,
+                      clip_norm=0.0, eval_batch_size=1, log_every=10)
+SPLITS = ("train", "dev", "test")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", choices=NAMES, default="cora")
+    p.add_argument("--data-root", type=Path, default=None,
+                   help="folder with the ind.* files (default $ATTNKIT_DATA/planetoid or ../shared/data/planetoid)")
+    p.add_argument("--download", action="store_true", help="fetch missing files from kimiyoung/planetoid")
+    p.add_argument("--score", choices=("additive", "dot"), default="additive",
+                   help="additive: GAT's LeakyReLU(a.[Wh_t, Wh_s]); dot: scaled q.k with masks.graph")
+    p.add_argument("--out-heads", type=int, default=None, help="output heads, averaged (default 1; PubMed 8)")
+    p.add_argument("--l2", type=float, default=None, help="L2 on all weights (default 5e-4; PubMed 1e-3)")
+    p.add_argument("--dense-features", action="store_true", help="keep x dense (default: sparse CSR)")
+
+
+def _features(g: PlanetoidGraph, dense: bool) -> torch.Tensor:
+    if dense:
+        return g.x
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return g.x.to_sparse_csr()
+
+
+def _targets(g: PlanetoidGraph, split: str) -> torch.Tensor:
+    idx = {"train": g.train_idx, "dev": g.val_idx, "test": g.test_idx}[split]
+    t = torch.full((g.num_nodes,), IGNORE, dtype=torch.long)
+    t[idx] = g.y[idx]
+    return t
+
+
+def make_forward(g: PlanetoidGraph, dense: bool = False):
+    x, ei = _features(g, dense), add_self_loops(g.edge_index, g.num_nodes)
+    targets = {s: _targets(g, s) for s in SPLITS}
+
+    def forward(model, split):
+        return model(x, ei), targets[split]  # (N, C), (N,) with IGNORE outside the split
+
+    return forward
+
+
+def collate(examples: list[str]) -> str:
+    if len(examples) != 1:
+        raise ValueError(f"graph: one graph per batch, got {len(examples)} examples; use --batch-size 1")
+    return examples[0]
+
+
+def add_l2(model: torch.nn.Module, l2: float) -> None:
+    """grad += l2 * w for every parameter (coupled L2, as the GAT paper's Adam with weight decay)."""
+    if l2 > 0:
+        for p in model.parameters():
+            p.register_hook(lambda grad, p=p: grad + l2 * p.detach())
+
+
+def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -> Task:
+    g = load_planetoid(args.dataset, args.data_root, download=args.download)
+    pubmed = args.dataset == "pubmed"
+    out_heads = args.out_heads or (8 if pubmed else 1)
+    l2 = args.l2 if args.l2 is not None else (1e-3 if pubmed else 5e-4)
+    cfg = GraphAttentionConfig(g.num_features, g.num_classes, hidden=encoder.head_dim, heads=encoder.num_heads,
+                               out_heads=out_heads, score=args.score, dropout=encoder.dropout,
+                               attention_dropout=encoder.attention_dropout)
+    torch.manual_seed(seed)
+    model = GAT(cfg)
+    add_l2(model, l2)
+    meta = {"model": cfg.to_dict(), "dataset": args.dataset, "l2": l2, "dense_features": args.dense_features,
+            "labels": [str(i) for i in range(g.num_classes)]}
+    return Task(NAME, model, ["train"], collate, make_forward(g, args.dense_features), dev=["dev"], test=["test"],
+                meta=meta)
+
+
+def load(folder: Path, meta: dict) -> GAT:
+    model = GAT(GraphAttentionConfig(**meta["model"]))
+    load_weights(folder, model)
+    return model.eval()
+
+
+def _graph(meta: dict, root=None) -> PlanetoidGraph:
+    return load_planetoid(meta["dataset"], root)
+
+
+def task_for(model, meta: dict, root=None) -> Task:
+    return Task(NAME, model, ["train"], collate, make_forward(_graph(meta, root), meta.get("dense_features", False)),
+                meta=meta)
+
+
+def evaluation_data(meta: dict, path: str | None, args=None):
+    """``--data train|dev|test`` (default test): that split of the checkpoint's graph."""
+    split = path or "test"
+    if split not in SPLITS:
+        raise ValueError(f"graph: --data must be one of {SPLITS}, got {path!r}")
+    return [split]
+
+
+@torch.no_grad()
+def predict(model: GAT, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
+    """Inputs are node ids of the checkpoint's graph; prints the predicted and the true class."""
+    g = _graph(meta)
+    logits = model(_features(g, meta.get("dense_features", False)), add_self_loops(g.edge_index, g.num_nodes))
+    lines = []
+    for spec in inputs:
+        if not spec.isdigit() or int(spec) >= g.num_nodes:
+            raise ValueError(f"graph: predict takes node ids in [0, {g.num_nodes}), got {spec!r}")
+        i = int(spec)
+        p = logits[i].softmax(-1)
+        lines.append(f"node {i}: class {int(p.argmax())} (p={float(p.max()):.3f}), true class {int(g.y[i])}")
+    return lines
