@@ -110,3 +110,15 @@ def test_bad_edge_index():
     with pytest.raises(ValueError, match="graph"):
         q = torch.zeros(4, 2)
         attnkit.attention(q, q, q, M.window(1, 1), backend="graph")
+
+
+def test_dense_and_structured_biases_read_at_the_edges():
+    from attnkit.functional.bias import ALiBiBias
+    from attnkit.functional.positional import alibi_slopes
+
+    ei = torch.tensor([[0, 1, 2, 2, 3, 5, 5, 8, 0], [1, 1, 3, 3, 4, 4, 0, 8, 1]])
+    for lead, bias in [((2, 3), rand(3, 9, 9, seed=7)), ((), rand(9, 9, seed=8)),
+                       ((2, 3), ALiBiBias(alibi_slopes(3).double()))]:
+        q, k, v = (rand(*lead, 9, 4, seed=s) for s in range(3))
+        extra = (bias,) if isinstance(bias, torch.Tensor) else ()
+        compare(q, k, v, M.graph(ei, 9), "graph", bias=bias, extra=extra)
