@@ -116,7 +116,10 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
                                pooling=args.pooling, encoder=encoder)
         model = SequenceClassifier(cfg)
     enc = Encoded(meta)
-    train_x = [enc.row(r) for r in train]
+    from tqdm.auto import tqdm
+
+    train_x = [enc.row(r) for r in tqdm(train, desc="encode train", leave=False,
+                                        disable=not getattr(args, "progress", True))]
     dev_x = [enc.row(r) for r in read_tsv(dev_path, limit=args.limit)] if dev_path else None
     test_x = [enc.row(r) for r in read_tsv(args.test, limit=args.limit)] if args.test else None
     meta["model"] = cfg.to_dict() if cfg is not None else None

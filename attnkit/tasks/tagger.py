@@ -141,7 +141,8 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
         model, fwd, col = Tagger(cfg), make_forward(args.word_dropout), collate
     from tqdm.auto import tqdm
 
-    train_x = [enc.sentence(s) for s in tqdm(train, desc="encode train", leave=False)]
+    train_x = [enc.sentence(s) for s in tqdm(train, desc="encode train", leave=False,
+                                             disable=not getattr(args, "progress", True))]
     dev_x = [enc.sentence(s) for s in dev] if dev_path else None
     test_x = [enc.sentence(s) for s in read_conllu(test_path, args.field, limit=args.limit)] if test_path else None
     meta = {"model": cfg.to_dict(), **vocab, "field": args.field, "train_file": str(train_path)}
