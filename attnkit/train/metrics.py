@@ -73,7 +73,7 @@ def plot_curves(metrics_path: str | os.PathLike, png_path: str | os.PathLike, ti
         rs = [r for r in evals if r["split"] == split]
         if "loss" in rs[0]:
             ax1.plot([r["step"] for r in rs], [r["loss"] for r in rs], marker="o", label=f"{split} loss")
-        for key in sorted(k for k in rs[0] if k not in ("step", "epoch", "split", "loss", "time", "seconds")):
+        for key in sorted(k for k in rs[0] if k not in ("step", "epoch", "split", "loss", "time", "seconds", "count")):
             ax2.plot([r["step"] for r in rs], [r[key] for r in rs], marker="o", label=f"{split} {key}")
     ax1.set_xlabel("step")
     ax1.set_ylabel("loss")
