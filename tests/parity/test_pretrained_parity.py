@@ -38,14 +38,14 @@ def _texts(tokenizer) -> list[str]:
     words = [w for w in vocab if w.isalpha() and not w.startswith("[")]
     pieces = [w for w in vocab if w.startswith("##")]
     out = list(SPECIAL)
-    for n in list(range(1, 40)) + list(range(40, 255, 12)) + [254, 253]:  # whole words: ~one piece each
+    for n in list(range(1, 40)) + list(range(40, 255, 24)) + [254]:  # whole words: ~one piece each
         out.append(" ".join(rng.choice(words) for _ in range(n)))
     for n in range(1, 40):  # made-up words: several pieces each
         out.append(" ".join(rng.choice(words) + rng.choice(pieces)[2:] for _ in range(n)))
-    for _ in range(60):  # mixtures of the special texts, some with extra spaces and punctuation
+    for _ in range(72):  # mixtures of the special texts, some with extra spaces and punctuation
         parts = rng.sample(SPECIAL[:36] + SPECIAL[37:], rng.randint(2, 5))
         out.append(rng.choice([" ", "  ", ", ", " - "]).join(parts) + rng.choice(["", ".", " ?", "!!"]))
-    for n in (255, 300, 600):  # longer than the limit: truncated to 256 pieces by both
+    for n in (255, 400):  # longer than the limit: truncated to 256 pieces by both
         out.append(" ".join(rng.choice(words) for _ in range(n)))
     return out
 
