@@ -45,6 +45,7 @@ class GraphAttentionConfig:
     dropout: float = 0.6
     attention_dropout: float = 0.6
     negative_slope: float = 0.2
+    value_dropout: float = 0.0  # dropout on W x before aggregation (the GAT authors' code uses the input rate)
 
     def __post_init__(self):
         for name in ("in_features", "num_classes", "hidden", "heads", "out_heads"):
@@ -53,7 +54,7 @@ class GraphAttentionConfig:
                 raise ValueError(f"GraphAttentionConfig: `{name}` must be a positive integer, got {v!r}")
         if self.score not in SCORES:
             raise ValueError(f"GraphAttentionConfig: `score` must be one of {SCORES}, got {self.score!r}")
-        for name in ("dropout", "attention_dropout"):
+        for name in ("dropout", "attention_dropout", "value_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"GraphAttentionConfig: `{name}` must be in [0, 1), got {getattr(self, name)!r}")
         if self.negative_slope < 0:
@@ -100,13 +101,14 @@ class GraphAttention(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, heads: int, *, concat: bool = True,
                  score: str = "additive", negative_slope: float = 0.2, attention_dropout: float = 0.0,
-                 device=None, dtype=None):
+                 value_dropout: float = 0.0, device=None, dtype=None):
         super().__init__()
         if score not in SCORES:
             raise ValueError(f"GraphAttention: `score` must be one of {SCORES}, got {score!r}")
         fk = {"device": device, "dtype": dtype}
         self.heads, self.out_features, self.concat, self.score = heads, out_features, concat, score
         self.negative_slope, self.attention_dropout = negative_slope, attention_dropout
+        self.value_dropout = value_dropout
         self.lin = nn.Linear(in_features, heads * out_features, bias=False, **fk)  # W (values)
         if score == "additive":
             self.att_src = nn.Parameter(torch.empty(1, heads, out_features, **fk))
@@ -138,7 +140,8 @@ class GraphAttention(nn.Module):
             a_dst = (v * self.att_dst).sum(-1)  # (N, H)
             e = F.leaky_relu(a_src.index_select(0, src) + a_dst.index_select(0, dst), self.negative_slope)  # (E, H)
             # segment softmax over each target's in-edges, dropout, weighted scatter of v[src]: (N, H, C)
-            res = edge_attention(e, v, edge_index, n, dropout_p=p, return_weights=need_weights)
+            vals = F.dropout(v, self.value_dropout, self.training) if self.value_dropout else v
+            res = edge_attention(e, vals, edge_index, n, dropout_p=p, return_weights=need_weights)
             out, weights = res if need_weights else (res, None)
         else:
             q, k = _linear(x, self.qk.weight).view(n, 2, h, c).unbind(1)  # (N, 2*H*C) -> 2 x (N, H, C)
@@ -160,7 +163,7 @@ class GAT(nn.Module):
         super().__init__()
         self.config = c = config
         kw = {"score": c.score, "negative_slope": c.negative_slope, "attention_dropout": c.attention_dropout,
-              "device": device, "dtype": dtype}
+              "value_dropout": c.value_dropout, "device": device, "dtype": dtype}
         self.layer1 = GraphAttention(c.in_features, c.hidden, c.heads, concat=True, **kw)
         self.layer2 = GraphAttention(c.heads * c.hidden, c.num_classes, c.out_heads, concat=False, **kw)
 
