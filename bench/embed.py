@@ -6,7 +6,7 @@ attnkit's ``SentenceEncoder`` (float32, and bfloat16) and with sentence-transfor
 ``--repeats`` times, interleaved; medians are quoted. Prints sentences/s, the ratio to
 sentence-transformers and the worst cosine between the outputs.
 
-    .venv/bin/python bench/embed.py [--n 2000] [--repeats 5] [--out bench/results/embed.md]
+    .venv/bin/python bench/embed.py [--n 2000] [--repeats 5] [--out embed.md]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Train the task models on the real datasets, as recorded in bench/results/tasks.md.
+"""Train the task models on the real datasets, as recorded in BENCHMARKS.md.
 
     .venv/bin/python bench/train_tasks.py tagger      # UD English EWT UPOS, from scratch
     .venv/bin/python bench/train_tasks.py classifier  # SST-2, from scratch
