@@ -9,3 +9,12 @@ settings.load_profile("attnkit")
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny tensors: one thread avoids OpenMP hand-offs that stall on a busy shared machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

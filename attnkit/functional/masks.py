@@ -23,7 +23,7 @@ from torch import Tensor
 
 __all__ = [
     "Mask", "Dense", "Causal", "Window", "Padding", "Graph", "And", "Or",
-    "causal", "window", "padding", "graph", "as_mask", "conjuncts", "for_heads",
+    "causal", "window", "padding", "graph", "as_mask", "conjuncts", "for_heads", "check_edge_index",
 ]
 
 
@@ -52,6 +52,18 @@ class Mask:
 
     def __ror__(self, other: Tensor) -> Mask:
         return Or(as_mask(other), self)
+
+
+def check_edge_index(edge_index: Tensor, num_nodes: int, name: str = "edge_index") -> None:
+    """ValueError naming ``name`` unless it is a (2, E) int32/int64 tensor of ids in [0, num_nodes)."""
+    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:
+        got = tuple(edge_index.shape) if isinstance(edge_index, Tensor) else type(edge_index).__name__
+        raise ValueError(f"graph: `{name}` must have shape (2, E), got {got}")
+    if edge_index.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"graph: `{name}` must be int64 or int32, got {edge_index.dtype}")
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+        raise ValueError(f"graph: `{name}` has node ids in [{int(edge_index.min())}, {int(edge_index.max())}], "
+                         f"outside [0, num_nodes={num_nodes})")
 
 
 def _pad_dims(t: Tensor, ndim: int) -> Tensor:
@@ -161,18 +173,10 @@ class Graph(Mask):
     num_nodes: int
 
     def __post_init__(self):
-        ei, n = self.edge_index, self.num_nodes
+        n = self.num_nodes
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"graph: `num_nodes` must be an integer >= 0, got {n!r}")
-        if not isinstance(ei, Tensor) or ei.dim() != 2 or ei.shape[0] != 2:
-            shape = tuple(ei.shape) if isinstance(ei, Tensor) else type(ei).__name__
-            raise ValueError(f"graph: `edge_index` must have shape (2, E), got {shape}")
-        if ei.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"graph: `edge_index` must be int64 or int32, got {ei.dtype}")
-        if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
-            raise ValueError(
-                f"graph: `edge_index` has node ids in [{int(ei.min())}, {int(ei.max())}], "
-                f"outside [0, num_nodes={n})")
+        check_edge_index(self.edge_index, n)
 
     def validate(self, lq, lk, batch):
         if lq != self.num_nodes or lk != self.num_nodes:

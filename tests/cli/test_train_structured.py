@@ -5,19 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from attnkit.cli.main import main
 from tests.data.test_fsdd import write_set
 from tests.data.test_planetoid import write_tiny
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_train_graph_then_evaluate_and_predict(tmp_path, monkeypatch, capsys):

@@ -15,14 +15,7 @@ from attnkit.data.audio import FeatureConfig, log_mel, read_wav
 from attnkit.data.download import data_root
 from attnkit.data.fsdd import content_digest, load_fsdd, official_split, speaker_split
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one thread avoids OpenMP hand-offs that stall on a busy shared machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tone(freq: float, seconds: float = 0.3, rate: int = 8000) -> np.ndarray:

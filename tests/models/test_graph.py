@@ -9,14 +9,7 @@ import torch.nn.functional as F
 from attnkit import attention, masks
 from attnkit.models.graph import GAT, GraphAttention, GraphAttentionConfig, add_self_loops, feature_dropout
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one thread avoids OpenMP hand-offs that stall on a busy shared machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def ring(n: int) -> torch.Tensor:

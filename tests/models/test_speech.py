@@ -12,14 +12,7 @@ from attnkit import masks
 from attnkit.models.speech import SpeechClassifier, SpeechConfig, spec_augment
 from attnkit.nn import TransformerConfig
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: one thread avoids OpenMP hand-offs that stall on a busy shared machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(window=(1, 1), layers=1, subsample=1, n_mels=8) -> SpeechClassifier:

@@ -21,22 +21,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..bias import Bias, EdgeBias
-from ..masks import Graph, Mask, conjuncts
+from ..masks import Graph, Mask, check_edge_index, conjuncts
 from . import Backend, register_backend
 
 __all__ = ["segment_softmax", "edge_attention", "edge_scores", "graph_attention", "check_edge_index"]
-
-
-def check_edge_index(edge_index: Tensor, num_nodes: int, name: str = "edge_index") -> None:
-    """ValueError naming ``name`` unless it is a (2, E) int32/int64 tensor of ids in [0, num_nodes)."""
-    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:
-        got = tuple(edge_index.shape) if isinstance(edge_index, Tensor) else type(edge_index).__name__
-        raise ValueError(f"`{name}` must have shape (2, E), got {got}")
-    if edge_index.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"`{name}` must be int64 or int32, got {edge_index.dtype}")
-    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
-        raise ValueError(f"`{name}` has node ids in [{int(edge_index.min())}, {int(edge_index.max())}], "
-                         f"outside [0, num_nodes={num_nodes})")
 
 
 def segment_softmax(scores: Tensor, index: Tensor, num_nodes: int) -> Tensor:
