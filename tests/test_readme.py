@@ -1,0 +1,23 @@
+"""The README's tour runs as written, and names only commands the CLI has."""
+
+import re
+from pathlib import Path
+
+from attnkit.cli.main import build_parser
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def test_readme_tour_runs():
+    code = re.search(r"```python\n(.*?)```", README, re.S).group(1)
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert scope["out"].shape == (2, 8, 10, 16) and scope["w"].shape == (2, 8, 10, 10)
+    assert sum(p.numel() for p in scope["model"].parameters()) == 44_138_496
+
+
+def test_readme_commands_exist():
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    named = set(re.findall(r"^\s+attnkit (\w+)", README, re.M)) | set(re.findall(r"`attnkit (\w+)", README))
+    assert named and named <= set(sub.choices), named - set(sub.choices)
+    assert "make demo" in README and "make test" in README
