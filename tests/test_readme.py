@@ -18,6 +18,6 @@ def test_readme_tour_runs():
 
 def test_readme_commands_exist():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
-    named = set(re.findall(r"^\s+attnkit (\w+)", README, re.M)) | set(re.findall(r"`attnkit (\w+)", README))
+    named = set(re.findall(r"^[ \t]+attnkit (\w+)", README, re.M)) | set(re.findall(r"`attnkit (\w+)", README))
     assert named and named <= set(sub.choices), named - set(sub.choices)
     assert "make demo" in README and "make test" in README
