@@ -90,10 +90,15 @@ def test_ctrl_c_saves_and_stops_cleanly(tmp_path):
         if step == 7:
             os.kill(os.getpid(), signal.SIGINT)
 
-    res = Trainer(toy_task(), CFG, on_step=press_ctrl_c).fit(tmp_path)
-    assert res["interrupted"] and res["step"] == 7 and "test" not in res
-    assert json.loads((tmp_path / "latest.json").read_text())["step"] == 7
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    # a process started in the background or under nohup inherits SIGINT ignored: start from a known handler
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        res = Trainer(toy_task(), CFG, on_step=press_ctrl_c).fit(tmp_path)
+        assert res["interrupted"] and res["step"] == 7 and "test" not in res
+        assert json.loads((tmp_path / "latest.json").read_text())["step"] == 7
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_time_budget_finishes_the_run(tmp_path):
