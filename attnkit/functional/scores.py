@@ -14,7 +14,7 @@ from torch import Tensor
 
 __all__ = [
     "dot_scores", "scaled_dot_scores", "additive_scores",
-    "masked_softmax", "masked_relu", "masked_sigmoid", "NORMALIZERS", "SCORES",
+    "masked_softmax", "masked_relu", "masked_sigmoid", "NORMALIZERS",
 ]
 
 
@@ -69,9 +69,4 @@ NORMALIZERS: dict[str, Callable[[Tensor, Tensor | None], Tensor]] = {
     "softmax": masked_softmax,
     "relu": masked_relu,
     "sigmoid": masked_sigmoid,
-}
-
-SCORES: dict[str, Callable[..., Tensor]] = {
-    "dot": lambda q, k, scale: dot_scores(q, k),
-    "scaled_dot": lambda q, k, scale: scaled_dot_scores(q, k, scale),
 }
