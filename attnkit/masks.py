@@ -14,9 +14,10 @@ from attnkit.functional.masks import (  # noqa: F401
     conjuncts,
     for_heads,
     graph,
+    keep_positions,
     padding,
     window,
 )
 
 __all__ = ["Mask", "Dense", "Causal", "Window", "Padding", "Graph", "And", "Or",
-           "causal", "window", "padding", "graph", "as_mask", "conjuncts", "for_heads"]
+           "causal", "window", "padding", "graph", "as_mask", "conjuncts", "for_heads", "keep_positions"]

@@ -23,7 +23,7 @@ from torch import Tensor
 
 __all__ = [
     "Mask", "Dense", "Causal", "Window", "Padding", "Graph", "And", "Or",
-    "causal", "window", "padding", "graph", "as_mask", "conjuncts", "for_heads", "check_edge_index",
+    "causal", "window", "padding", "graph", "as_mask", "conjuncts", "for_heads", "check_edge_index", "keep_positions",
 ]
 
 
@@ -64,6 +64,11 @@ def check_edge_index(edge_index: Tensor, num_nodes: int, name: str = "edge_index
     if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
         raise ValueError(f"graph: `{name}` has node ids in [{int(edge_index.min())}, {int(edge_index.max())}], "
                          f"outside [0, num_nodes={num_nodes})")
+
+
+def keep_positions(lengths: Tensor, length: int) -> Tensor:
+    """(B,) lengths -> (B, length) bool, True at positions j < lengths[b] (the real tokens)."""
+    return torch.arange(length, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
 
 
 def _pad_dims(t: Tensor, ndim: int) -> Tensor:
@@ -159,7 +164,7 @@ class Padding(Mask):
 
     def materialize(self, lq, lk, ndim, device=None):
         lengths = self.lengths.to(device) if device is not None else self.lengths
-        keep = torch.arange(lk, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, Lk)
+        keep = keep_positions(lengths, lk)  # (B, Lk)
         keep = keep.view(keep.shape[0], *([1] * (ndim - 2)), lk)  # (B, 1, ..., 1, Lk)
         return keep
 

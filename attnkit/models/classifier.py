@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import masks
+from ..functional.pooling import masked_max, masked_mean
 from ..nn import Encoder, TransformerConfig
 
 __all__ = ["ClassifierConfig", "SequenceClassifier", "pool"]
@@ -50,12 +51,10 @@ class ClassifierConfig:
 
 def pool(h: Tensor, lengths: Tensor, how: str) -> Tensor:
     """h (B, L, d), lengths (B,) -> (B, d) or (B, 2d) for ``meanmax``; padding positions ignored."""
-    keep = (torch.arange(h.shape[1], device=h.device)[None, :] < lengths[:, None]).unsqueeze(-1)  # (B, L, 1)
-    mean = (h * keep).sum(1) / keep.sum(1).clamp(min=1)
     if how == "mean":
-        return mean
-    mx = h.masked_fill(~keep, float("-inf")).max(1).values
-    return mx if how == "max" else torch.cat((mean, mx), dim=-1)
+        return masked_mean(h, lengths)
+    mx = masked_max(h, lengths)
+    return mx if how == "max" else torch.cat((masked_mean(h, lengths), mx), dim=-1)
 
 
 class SequenceClassifier(nn.Module):

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import masks
+from ..functional.pooling import masked_mean
 from ..nn import Encoder, TransformerConfig
 
 __all__ = ["SpeechConfig", "SpeechClassifier", "spec_augment"]
@@ -107,7 +108,7 @@ class SpeechClassifier(nn.Module):
     def frontend(self, frames: Tensor, lengths: Tensor) -> Tensor:
         """Two convolutions (the second with stride ``subsample``); frames past each length are zeroed
         before each one, so padding never leaks into a valid frame. (B, T, n_mels) -> (B, T', d)."""
-        keep = (torch.arange(frames.shape[1], device=frames.device) < lengths.unsqueeze(1)).unsqueeze(1)  # (B,1,T)
+        keep = masks.keep_positions(lengths, frames.shape[1]).unsqueeze(1)  # (B, 1, T)
         h = F.gelu(self.conv1(frames.transpose(1, 2) * keep))  # (B, T, F) -> (B, F, T) -> (B, d, T)
         h = F.gelu(self.conv2(h * keep))  # (B, d, T')
         return h.transpose(1, 2)  # (B, d, T') -> (B, T', d)
@@ -129,7 +130,6 @@ class SpeechClassifier(nn.Module):
         h = self.frontend(frames, lengths)  # (B, T', d)
         lens = self.out_lengths(lengths).clamp(1, h.shape[1])  # (B,)
         out = self.encoder(h, self.mask(lens), need_weights=need_weights, backend=backend)
-        keep = (torch.arange(h.shape[1], device=h.device) < lens.unsqueeze(1)).unsqueeze(-1)  # (B, T', 1)
-        pooled = (out.last_hidden_state * keep).sum(1) / lens.unsqueeze(1).to(h.dtype)  # (B, d)
+        pooled = masked_mean(out.last_hidden_state, lens)  # (B, T', d) -> (B, d)
         logits = self.head(pooled)
         return (logits, out.attentions) if need_weights else logits

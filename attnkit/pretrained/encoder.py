@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..functional.pooling import masked_max, masked_sum
 from ..models.bert import BertModel
 from .fast import pack_linears
 from .folder import ModelFolder, Pooling
@@ -41,20 +42,15 @@ class Attended(NamedTuple):
 
 def pool(hidden: Tensor, lengths: Tensor, pooling: Pooling) -> Tensor:
     """hidden (B, L, d) float32, lengths (B,) -> (B, d * len(modes)), sentence-transformers' order."""
-    b, l, _ = hidden.shape
-    padded = bool((lengths < l).any())
-    # (B, L, 1): True on real tokens
-    keep = (torch.arange(l).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1) if padded else None
     n = lengths.to(hidden.dtype).clamp(min=1e-9).unsqueeze(1)  # (B, 1)
     parts = []
     for mode in pooling.modes:
         if mode == "cls":
             parts.append(hidden[:, 0])
         elif mode == "max":
-            parts.append((hidden if keep is None else hidden.masked_fill(~keep, float("-inf"))).amax(1))
+            parts.append(masked_max(hidden, lengths))
         else:
-            total = (hidden if keep is None else hidden * keep).sum(1)  # (B, d)
-            parts.append(total / (n if mode == "mean" else n.sqrt()))
+            parts.append(masked_sum(hidden, lengths) / (n if mode == "mean" else n.sqrt()))  # (B, d)
     out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
     return F.normalize(out, p=2, dim=1) if pooling.normalize else out
 
