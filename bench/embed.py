@@ -6,7 +6,7 @@ attnkit's ``SentenceEncoder`` (float32, and bfloat16) and with sentence-transfor
 ``--repeats`` times, interleaved; medians are quoted. Prints sentences/s, the ratio to
 sentence-transformers and the worst cosine between the outputs.
 
-    .venv/bin/python bench/embed.py [--n 2000] [--repeats 5] [--out embed.md]
+    .venv/bin/python bench/embed.py [--n 2000] [--repeats 5] [--threads N] [--out embed.md]
 """
 
 from __future__ import annotations
@@ -64,8 +64,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own choice)")
     ap.add_argument("--out", default=None, help="write a markdown table here")
     args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from sentence_transformers import SentenceTransformer
 

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from ..functional.pooling import masked_max, masked_sum
 from ..models.bert import BertModel
-from .fast import pack_linears
+from .fast import fuse_encoder_layers
 from .folder import ModelFolder, Pooling
 
 __all__ = ["SentenceEncoder", "Attended"]
@@ -103,7 +103,7 @@ class SentenceEncoder:
             raise ValueError(f"encode: `dtype` must be a floating torch dtype, got {dtype!r}")
         if dtype not in self._by_dtype:
             model = copy.deepcopy(self.model).to(dtype).eval()
-            self._by_dtype[dtype] = pack_linears(model) if self.fast and dtype != torch.float64 else model
+            self._by_dtype[dtype] = fuse_encoder_layers(model) if self.fast and dtype != torch.float64 else model
         return self._by_dtype[dtype]
 
     def tokenize(self, texts: Sequence[str], *, warn: bool = True) -> list:

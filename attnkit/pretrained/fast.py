@@ -4,8 +4,11 @@
 oneDNN (``torch.ops.mkldnn._linear_pointwise``, the kernel ``torch.compile`` uses for frozen CPU
 models) takes weights packed once into its blocked layout, and can apply GELU as a post-op of the
 same kernel. ``pack_linears`` swaps every ``nn.Linear`` of a model for a ``PackedLinear`` (and folds
-a FeedForward's exact GELU into its first linear layer). Weights are copied, never trained: use it
-on an inference copy only. Where the oneDNN ops are missing it changes nothing.
+a FeedForward's exact GELU into its first linear layer). ``fuse_encoder_layers`` goes further for
+post-LN encoder layers (BERT's): the residual additions run as a post-op of the output projections
+(``_linear_pointwise.binary``), so each layer is five oneDNN kernels, one attention call and two
+LayerNorms. Weights are copied, never trained: use it on an inference copy only. Where the oneDNN
+ops are missing it changes nothing.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..nn.blocks import FeedForward
+from ..functional.attention import attention
+from ..functional.masks import Mask, for_heads
+from ..nn.blocks import EncoderLayer, FeedForward
 
-__all__ = ["PackedLinear", "pack_linears", "onednn_available"]
+__all__ = ["PackedLinear", "FusedEncoderLayer", "pack_linears", "fuse_encoder_layers", "onednn_available"]
 
 _OK: bool | None = None
 
@@ -27,9 +32,12 @@ def onednn_available() -> bool:
         try:
             ops = torch.ops.mkldnn
             x, w, b = torch.randn(3, 8), torch.randn(4, 8), torch.randn(4)
-            y = ops._linear_pointwise(x, ops._reorder_linear_weight(w, None), b, "none", [], "")
-            _OK = bool(torch.backends.mkldnn.is_available()) and torch.allclose(
-                y, torch.nn.functional.linear(x, w, b), atol=1e-5)
+            packed, other = ops._reorder_linear_weight(w, None), torch.randn(3, 4)
+            y = ops._linear_pointwise(x, packed, b, "none", [], "")
+            z = ops._linear_pointwise.binary(x, other, packed, b, "add")
+            ref = torch.nn.functional.linear(x, w, b)
+            _OK = (bool(torch.backends.mkldnn.is_available()) and torch.allclose(y, ref, atol=1e-5)
+                   and torch.allclose(z, ref + other, atol=1e-5))
         except (AttributeError, RuntimeError):
             _OK = False
     return _OK
@@ -50,6 +58,12 @@ class PackedLinear(nn.Module):
         self.weight = linear.weight.detach()  # kept for code that reads slices of it (e.g. cross-attention)
         self.bias = None if linear.bias is None else linear.bias.detach()
         self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, None)  # oneDNN layout, same dtype
+
+    def add(self, x: Tensor, other: Tensor) -> Tensor:
+        """x W^T + b + other in one kernel (no activation). x (N, in), other (N, out) -> (N, out)."""
+        if self.activation != "none":
+            raise ValueError("PackedLinear.add: only for activation 'none'")
+        return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, self.bias, "add")
 
     def forward(self, x: Tensor) -> Tensor:
         lead = x.shape[:-1]
@@ -82,3 +96,59 @@ def pack_linears(model: nn.Module) -> nn.Module:
             if type(child) is nn.Linear:
                 setattr(module, name, PackedLinear(child))
     return model
+
+
+class FusedEncoderLayer(nn.Module):
+    """Inference form of a post-LN ``EncoderLayer`` (BERT's), same maths, fewer kernels. (B, L, d) -> (B, L, d).
+
+    x1 = LN(x + W^o attention(x W^{qkv}))   (residual added inside the W^o kernel)
+    x2 = LN(x1 + W2 gelu(x1 W1))             (GELU and residual inside the W1 / W2 kernels)
+
+    Attention goes through ``attnkit.attention`` like everywhere else. Weights are not returned.
+    """
+
+    def __init__(self, layer: EncoderLayer):
+        super().__init__()
+        mha, ff = layer.self_attn, layer.ff
+        if layer.attn_block.norm_first or mha.position is not None or not mha.packed:
+            raise ValueError("FusedEncoderLayer: needs a post-LN layer with packed self-attention and no "
+                             "positional module in attention")
+        if ff.activation not in ("gelu", "relu") or not isinstance(ff.linear1, nn.Linear):
+            raise ValueError(f"FusedEncoderLayer: activation {ff.activation!r} is not fused (gelu or relu)")
+        self.num_heads, self.head_dim, self.d_model = mha.num_heads, mha.head_dim, mha.d_model
+        self.in_proj = PackedLinear(mha.in_proj)
+        self.out_proj = PackedLinear(mha.out_proj)
+        self.linear1 = PackedLinear(ff.linear1, "gelu") if ff.activation == "gelu" else ff.linear1
+        self.relu = ff.activation == "relu"
+        self.linear2 = PackedLinear(ff.linear2)
+        self.norm1, self.norm2 = layer.attn_block.norm, layer.ff_block.norm
+
+    def forward(self, x: Tensor, mask: Mask | Tensor | None = None, *, need_weights: bool = False,
+                backend: str | None = None) -> tuple[Tensor, None]:
+        if need_weights:
+            raise ValueError("FusedEncoderLayer: cannot return attention weights; use the reference model")
+        b, l, d = x.shape
+        flat = x.reshape(b * l, d)  # (B, L, d) -> (B*L, d)
+        qkv = self.in_proj(flat).view(b, l, 3, self.num_heads, self.head_dim)  # (B*L, 3d) -> (B, L, 3, H, dh)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, L, dh)
+        o = attention(q, k, v, for_heads(mask), backend=backend)  # (B, H, L, dh)
+        o = o.transpose(1, 2).reshape(b * l, d)  # (B, H, L, dh) -> (B*L, d)
+        h = self.norm1(self.out_proj.add(o, flat))  # (B*L, d)
+        f = self.linear1(h)  # (B*L, d_ff), GELU applied in the kernel
+        if self.relu:
+            f = torch.relu_(f)
+        out = self.norm2(self.linear2.add(f, h))  # (B*L, d)
+        return out.view(b, l, d), None
+
+
+def fuse_encoder_layers(model: nn.Module) -> nn.Module:
+    """Swap (in place) every post-LN ``EncoderLayer`` of ``model`` for a ``FusedEncoderLayer``, then pack
+    the remaining linear layers (``pack_linears``); returns ``model``. No-op when oneDNN is unavailable."""
+    if not onednn_available():
+        return model
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, EncoderLayer) and not child.attn_block.norm_first and child.self_attn.packed \
+                    and child.self_attn.position is None and child.ff.activation in ("gelu", "relu"):
+                setattr(module, name, FusedEncoderLayer(child))
+    return pack_linears(model)

@@ -5,7 +5,15 @@ import torch
 from torch import nn
 
 from attnkit.models.bert import BertConfig, BertModel
-from attnkit.pretrained.fast import PackedLinear, onednn_available, pack_linears
+from attnkit.nn import TransformerConfig
+from attnkit.nn.blocks import EncoderLayer
+from attnkit.pretrained.fast import (
+    FusedEncoderLayer,
+    PackedLinear,
+    fuse_encoder_layers,
+    onednn_available,
+    pack_linears,
+)
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops")
 
@@ -34,3 +42,42 @@ def test_pack_linears_keeps_outputs():
         a, b = model(ids, lengths=lengths), fast(ids, lengths=lengths)
     torch.testing.assert_close(b.last_hidden_state, a.last_hidden_state, atol=1e-5, rtol=0)
     torch.testing.assert_close(b.pooler_output, a.pooler_output, atol=1e-5, rtol=0)
+
+
+def _bert():
+    return BertModel(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=32, max_position_embeddings=12)).eval()
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 6e-2)])
+def test_fused_encoder_layers_keep_outputs(dtype, tol):
+    model = _bert()
+    fast = fuse_encoder_layers(copy.deepcopy(model).to(dtype))
+    assert all(isinstance(layer, FusedEncoderLayer) for layer in fast.encoder.layers)
+    assert not any(type(m) is nn.Linear for m in fast.modules())
+    ids, lengths = torch.randint(1, 40, (3, 9)), torch.tensor([9, 5, 1])
+    for grad in (False, True):  # autograd on: SDPA; inference: grouped math in bfloat16
+        with torch.set_grad_enabled(grad):
+            a, b = model(ids, lengths=lengths), fast(ids, lengths=lengths)
+        torch.testing.assert_close(b.last_hidden_state.float(), a.last_hidden_state, atol=tol, rtol=tol)
+    with pytest.raises(ValueError, match="weights"):
+        fast(ids, lengths=lengths, need_weights=True)
+
+
+def test_residual_add_post_op():
+    lin = nn.Linear(8, 6)
+    x, other = torch.randn(5, 8), torch.randn(5, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(PackedLinear(lin).add(x, other), lin(x) + other, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="activation"):
+        PackedLinear(lin, "gelu").add(x, other)
+
+
+def test_fused_layer_refuses_pre_ln():
+    cfg = TransformerConfig(d_model=16, num_heads=4, d_ff=32, norm_first=True, activation="gelu")
+    with pytest.raises(ValueError, match="post-LN"):
+        FusedEncoderLayer(EncoderLayer(cfg))
+    relu = EncoderLayer(TransformerConfig(d_model=16, num_heads=4, d_ff=32))
+    x = torch.randn(2, 7, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(FusedEncoderLayer(relu.eval())(x)[0], relu(x)[0], atol=1e-5, rtol=1e-5)

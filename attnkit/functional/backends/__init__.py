@@ -52,6 +52,7 @@ def available_backends() -> list[str]:
 
 from . import chunked as _chunked  # noqa: E402,F401  (registers "chunked")
 from . import graph as _graph  # noqa: E402,F401  (registers "graph")
+from . import grouped as _grouped  # noqa: E402,F401  (registers "math_grouped")
 from . import linear as _linear  # noqa: E402,F401  (registers "linear_approx", approximate, never automatic)
 from . import local as _local  # noqa: E402,F401  (registers "local")
 from . import math as _math  # noqa: E402,F401  (registers "math")
