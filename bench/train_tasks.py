@@ -26,13 +26,14 @@ RUNS = {
     "tagger": ["train", "tagger", "--epochs", "12", "--max-minutes", "20"],
     "classifier": ["train", "classifier", "--max-minutes", "20"],
     "digits": ["train", "image", "--dataset", "digits"],
-    "mnist": ["train", "image", "--dataset", "mnist", "--epochs", "8", "--max-minutes", "15", "--batch-size", "128",
-              "--lr", "2e-3", "--warmup-steps", "300"],
-    "tagger-minilm": ["train", "tagger", "--pretrained", "all-MiniLM-L6-v2", "--epochs", "1", "--max-minutes", "20",
-                      "--lr", "1e-4", "--batch-size", "16", "--warmup-steps", "100", "--eval-every", "400"],
-    "classifier-minilm": ["train", "classifier", "--pretrained", "all-MiniLM-L6-v2", "--epochs", "1",
-                          "--max-minutes", "20", "--lr", "5e-5", "--batch-size", "32", "--warmup-steps", "100",
-                          "--eval-every", "200"],
+    "mnist": ["train", "image", "--dataset", "mnist", "--epochs", "24", "--max-minutes", "15", "--batch-size", "128",
+              "--lr", "2e-3", "--warmup-steps", "300", "--patch-size", "7", "--num-encoder-layers", "3",
+              "--d-model", "96", "--d-ff", "192", "--shift", "1", "--threads", "2"],
+    "tagger-minilm": ["train", "tagger", "--pretrained", "all-MiniLM-L6-v2", "--epochs", "2", "--max-minutes", "55",
+                      "--lr", "1e-4", "--batch-size", "16", "--warmup-steps", "100", "--eval-every", "800"],
+    "classifier-minilm": ["train", "classifier", "--pretrained", "all-MiniLM-L6-v2", "--epochs", "2",
+                          "--max-minutes", "60", "--lr", "5e-5", "--batch-size", "32", "--warmup-steps", "100",
+                          "--eval-every", "700"],
 }
 
 

@@ -15,6 +15,7 @@ weights, H heads x C hidden concatenated, ELU, then an output layer of ``out_hea
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -119,12 +120,19 @@ class GraphAttention(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        nn.init.xavier_uniform_(self.lin.weight)
+        """Glorot-uniform per head, as in the GAT authors' code: W as H maps F_in -> C (bound
+        sqrt(6 / (F_in + C))), each attention vector as a map C -> 1 (bound sqrt(6 / (C + 1))).
+        (Glorot over the packed (H*C, F_in) matrix gives smaller weights; on CiteSeer, 6 seeds,
+        that scored 71.77 against 72.45 with the per-head bounds.)"""
+        fan_in, c = self.lin.in_features, self.out_features
+        bound = math.sqrt(6.0 / (fan_in + c))
+        nn.init.uniform_(self.lin.weight, -bound, bound)
         if self.score == "additive":
-            nn.init.xavier_uniform_(self.att_src)
-            nn.init.xavier_uniform_(self.att_dst)
+            att = math.sqrt(6.0 / (c + 1))
+            nn.init.uniform_(self.att_src, -att, att)
+            nn.init.uniform_(self.att_dst, -att, att)
         else:
-            nn.init.xavier_uniform_(self.qk.weight)
+            nn.init.uniform_(self.qk.weight, -bound, bound)
         nn.init.zeros_(self.bias)
 
     def forward(self, x: Tensor, edge_index: Tensor, *, need_weights: bool = False
