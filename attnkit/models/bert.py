@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from ..functional.masks import Mask
 from ..nn import Encoder, TransformerConfig
 
-__all__ = ["BertConfig", "BertEmbeddings", "BertPooler", "BertModel", "BertOutput", "HF_ACTIVATIONS"]
+__all__ = ["BertConfig", "BertEmbeddings", "BertPooler", "BertModel", "BertOutput", "HF_ACTIVATIONS", "set_dropout"]
 
 # Hugging Face ``hidden_act`` -> attnkit activation name.
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -103,6 +103,7 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size, **fk)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size, **fk)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, **fk)
+        self.dropout = nn.Dropout(0.0)  # BERT's embedding dropout; 0 unless set for fine-tuning (set_dropout)
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         if input_ids.dim() != 2:
@@ -119,7 +120,7 @@ class BertEmbeddings(nn.Module):
             x = x + self.token_type_embeddings.weight[0]  # (d,) broadcast
         else:
             x = x + self.token_type_embeddings(token_type_ids)  # (B, L, d)
-        return self.norm(x)
+        return self.dropout(self.norm(x))
 
 
 class BertPooler(nn.Module):
@@ -172,3 +173,19 @@ class BertModel(nn.Module):
                            backend=backend)
         pooled = self.pooler(enc.last_hidden_state) if pool and self.pooler is not None else None
         return BertOutput(enc.last_hidden_state, pooled, enc.hidden_states, enc.attentions)
+
+
+def set_dropout(model: BertModel, hidden: float, attention: float) -> BertModel:
+    """Set (in place) BERT's fine-tuning dropout: ``hidden`` after the embeddings and on every
+    sub-layer's output before its residual addition, ``attention`` on the attention weights
+    (Hugging Face's ``hidden_dropout_prob`` / ``attention_probs_dropout_prob``, 0.1 in BERT's configs).
+    Loaded models start with both at 0 (inference). Returns ``model``."""
+    for name, p in (("hidden", hidden), ("attention", attention)):
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"set_dropout: `{name}` must be in [0, 1), got {p!r}")
+    model.embeddings.dropout.p = hidden
+    for layer in model.encoder.layers:
+        layer.attn_block.dropout.p = hidden
+        layer.ff_block.dropout.p = hidden
+        layer.self_attn.dropout = attention
+    return model

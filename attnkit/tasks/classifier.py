@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ..data.sst2 import LabelledText, read_tsv, sst2_path
+from ..models.bert import set_dropout
 from ..models.classifier import ClassifierConfig, PretrainedClassifier, SequenceClassifier
 from ..nn import TransformerConfig
 from ..train import Task
@@ -39,6 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="use only the first N rows of each file")
     p.add_argument("--pretrained", default=None, metavar="NAME",
                    help="fine-tune a pretrained encoder (e.g. all-MiniLM-L6-v2) instead of training from scratch")
+    p.add_argument("--pretrained-dropout", type=float, default=0.0, metavar="P",
+                   help="with --pretrained: BERT's fine-tuning dropout on hidden states and attention weights "
+                        "(its configs say 0.1; default 0)")
 
 
 _PRETRAINED: dict = {}
@@ -106,8 +110,12 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     meta["labels"] = sorted({r.label for r in train})
     torch.manual_seed(seed)
     if args.pretrained:
+        if not 0.0 <= args.pretrained_dropout < 1.0:
+            raise ValueError(f"train classifier: --pretrained-dropout must be in [0, 1), got {args.pretrained_dropout}")
         meta["words"] = []
-        model = PretrainedClassifier(copy.deepcopy(pretrained(args.pretrained).model).train(), len(meta["labels"]))
+        bert = set_dropout(copy.deepcopy(pretrained(args.pretrained).model), args.pretrained_dropout,
+                           args.pretrained_dropout)
+        model = PretrainedClassifier(bert.train(), len(meta["labels"]))
         cfg = None
     else:
         counts = Counter(t for r in train for t in tokenize(r.text, meta))

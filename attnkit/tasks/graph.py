@@ -40,6 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="additive: GAT's LeakyReLU(a.[Wh_t, Wh_s]); dot: scaled q.k with masks.graph")
     p.add_argument("--out-heads", type=int, default=None, help="output heads, averaged (default 1; PubMed 8)")
     p.add_argument("--l2", type=float, default=None, help="L2 on all weights (default 5e-4; PubMed 1e-3)")
+    p.add_argument("--value-dropout", type=float, default=0.0,
+                   help="dropout on W x before aggregation, as in the GAT authors' code (default 0)")
     p.add_argument("--dense-features", action="store_true", help="keep x dense (default: sparse CSR)")
 
 
@@ -88,7 +90,7 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     l2 = args.l2 if args.l2 is not None else (1e-3 if pubmed else 5e-4)
     cfg = GraphAttentionConfig(g.num_features, g.num_classes, hidden=encoder.head_dim, heads=encoder.num_heads,
                                out_heads=out_heads, score=args.score, dropout=encoder.dropout,
-                               attention_dropout=encoder.attention_dropout)
+                               attention_dropout=encoder.attention_dropout, value_dropout=args.value_dropout)
     torch.manual_seed(seed)
     model = GAT(cfg)
     add_l2(model, l2)

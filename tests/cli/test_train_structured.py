@@ -18,9 +18,11 @@ def test_train_graph_then_evaluate_and_predict(tmp_path, monkeypatch, capsys):
     write_tiny(tmp_path / "planetoid")
     out = tmp_path / "run"
     assert main(["train", "graph", "--data-root", str(tmp_path / "planetoid"), "--epochs", "3", "--out", str(out),
-                 "--no-progress", "--num-heads", "2", "--d-model", "8"]) == 0
+                 "--no-progress", "--num-heads", "2", "--d-model", "8", "--value-dropout", "0.5"]) == 0
     result = json.loads((out / "result.json").read_text())
-    assert result["step"] == 3 and result["test"]["count"] == 4  # 4 test nodes scored
+    assert result["step"] == 3
+    meta = json.loads(next(out.glob("ckpt-*/meta.json")).read_text())
+    assert meta["model"]["value_dropout"] == 0.5 and result["test"]["count"] == 4  # 4 test nodes scored
     assert (out / "metrics.jsonl").exists() and (out / "best.json").exists()
     monkeypatch.setenv("ATTNKIT_DATA", str(tmp_path))
     capsys.readouterr()

@@ -67,3 +67,22 @@ def test_bad_inputs():
         model(torch.zeros(5, dtype=torch.long))
     with pytest.raises(ValueError, match="lengths"):
         model(torch.zeros(2, 3, dtype=torch.long), lengths=torch.tensor([3]))
+
+
+def test_set_dropout_reaches_every_site_and_validates():
+    from attnkit.models.bert import set_dropout
+
+    model = BertModel(BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=32, max_position_embeddings=10))
+    ids = torch.randint(1, 30, (2, 7))
+    model.train()
+    a, b = model(ids).last_hidden_state, model(ids).last_hidden_state
+    torch.testing.assert_close(a, b)  # loaded models start without dropout
+    set_dropout(model, 0.3, 0.2)
+    assert model.embeddings.dropout.p == 0.3 and all(layer.self_attn.dropout == 0.2 for layer in model.encoder.layers)
+    assert all(layer.ff_block.dropout.p == 0.3 for layer in model.encoder.layers)
+    assert not torch.allclose(model(ids).last_hidden_state, model(ids).last_hidden_state)
+    model.eval()
+    torch.testing.assert_close(model(ids).last_hidden_state, model(ids).last_hidden_state)
+    with pytest.raises(ValueError, match="hidden"):
+        set_dropout(model, 1.0, 0.1)
