@@ -1,6 +1,7 @@
 """The README's tour runs as written, and names only commands the CLI has."""
 
 import re
+import shlex
 from pathlib import Path
 
 from attnkit.cli.main import build_parser
@@ -21,3 +22,16 @@ def test_readme_commands_exist():
     named = set(re.findall(r"^[ \t]+attnkit (\w+)", README, re.M)) | set(re.findall(r"`attnkit (\w+)", README))
     assert named and named <= set(sub.choices), named - set(sub.choices)
     assert "make demo" in README and "make test" in README
+
+
+def test_readme_command_lines_parse():
+    """Every indented ``attnkit ...`` line of the README parses with the real CLI (options included)."""
+    parser = build_parser()
+    lines = re.findall(r"^[ \t]+attnkit (.+)$", README, re.M)
+    assert len(lines) >= 10
+    for line in lines:
+        argv = shlex.split(line.split("  #")[0])
+        try:
+            parser.parse_args(argv)
+        except SystemExit as e:
+            raise AssertionError(f"README line does not parse: attnkit {line}") from e
