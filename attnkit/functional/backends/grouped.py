@@ -3,10 +3,11 @@
 For sentence-length inputs in bfloat16 (L up to a few hundred, many sequences), SDPA's flash kernel
 on CPU spends more time per (batch, head) tile than the work is worth. Running the reference maths
 (bfloat16 products, float32 softmax) a few sequences at a time, so each group's float32 scores stay
-in cache (``GROUP_BYTES``), is faster. Measured here with ``bench/attention.py --short`` (forward,
-bfloat16, 12 heads of 32, ~2880 tokens per call, one thread): 1.2-1.6x SDPA for L = 16 to 256,
-slower from L = 512 on, and slower than SDPA in float32 at every length. Hence the automatic rule:
-inference (no autograd), CPU, bfloat16/float16, Lq and Lk <= ``MAX_LEN``, no bias.
+in cache (``GROUP_BYTES``), is faster. Measured with ``bench/attention.py --short`` (forward,
+bfloat16, 12 heads of 32, ~2880 tokens per call, 2 threads, idle machine, 2026-11-22): 1.02-1.50x SDPA
+for L = 24 to 256 (0.93x at L = 16), 0.98x at L = 512; in float32 SDPA was faster at every length
+tried (one thread). Hence the automatic rule: inference (no autograd), CPU, bfloat16/float16,
+Lq and Lk <= ``MAX_LEN``, no bias.
 
 Same signature and results as ``math`` (a query with nothing to attend to outputs zeros).
 """
