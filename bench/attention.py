@@ -4,8 +4,8 @@ and the naive matrix path, 8 heads, d=64, float32, batch 1.
     .venv/bin/python bench/attention.py [--lengths 512 1024 2048 4096] [--repeats 7] [--causal]
 
 ``--short``: the sentence-embedding case instead: inference forward, bfloat16, 12 heads of 32, about
-2880 tokens per batch (B = 2880 // L), L = 16..128: attnkit's automatic choice against SDPA and the
-math backend, to place ``backends.math.SHORT_CPU``.
+2880 tokens per batch (B = 2880 // L), L = 16..128 by default: attnkit's automatic choice against SDPA
+and the math backend, to place ``backends.grouped.MAX_LEN``.
 
     .venv/bin/python bench/attention.py --short [--threads 1]
 """

@@ -107,15 +107,21 @@ class FusedEncoderLayer(nn.Module):
     Attention goes through ``attnkit.attention`` like everywhere else. Weights are not returned.
     """
 
+    @staticmethod
+    def supports(layer: nn.Module) -> bool:
+        """A post-LN ``EncoderLayer`` with packed self-attention, no positional module in attention,
+        and a GELU or ReLU feed-forward made of plain linear layers."""
+        return (isinstance(layer, EncoderLayer) and not layer.attn_block.norm_first and layer.self_attn.packed
+                and layer.self_attn.position is None and layer.ff.activation in ("gelu", "relu")
+                and isinstance(layer.ff.linear1, nn.Linear))
+
     def __init__(self, layer: EncoderLayer):
         super().__init__()
+        if not self.supports(layer):
+            raise ValueError("FusedEncoderLayer: needs a post-LN EncoderLayer with packed self-attention, no "
+                             "positional module in attention, and a GELU or ReLU feed-forward")
         mha, ff = layer.self_attn, layer.ff
-        if layer.attn_block.norm_first or mha.position is not None or not mha.packed:
-            raise ValueError("FusedEncoderLayer: needs a post-LN layer with packed self-attention and no "
-                             "positional module in attention")
-        if ff.activation not in ("gelu", "relu") or not isinstance(ff.linear1, nn.Linear):
-            raise ValueError(f"FusedEncoderLayer: activation {ff.activation!r} is not fused (gelu or relu)")
-        self.num_heads, self.head_dim, self.d_model = mha.num_heads, mha.head_dim, mha.d_model
+        self.num_heads, self.head_dim = mha.num_heads, mha.head_dim
         self.in_proj = PackedLinear(mha.in_proj)
         self.out_proj = PackedLinear(mha.out_proj)
         self.linear1 = PackedLinear(ff.linear1, "gelu") if ff.activation == "gelu" else ff.linear1
@@ -148,7 +154,6 @@ def fuse_encoder_layers(model: nn.Module) -> nn.Module:
         return model
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
-            if isinstance(child, EncoderLayer) and not child.attn_block.norm_first and child.self_attn.packed \
-                    and child.self_attn.position is None and child.ff.activation in ("gelu", "relu"):
+            if FusedEncoderLayer.supports(child):
                 setattr(module, name, FusedEncoderLayer(child))
     return pack_linears(model)
