@@ -10,7 +10,9 @@ Inside the band, the window is one constant (bq, W) pattern (row r sees columns 
 keys outside [0, Lk), past a padding length, or (causal) after the query are masked per column.
 
 Forward and backward are a ``torch.autograd.Function``: the forward keeps only out and the row
-log-sum-exp; the backward recomputes each chunk of scores (flash-attention style), so memory is
+log-sum-exp. For float32/float64 with d == dv it runs torch's fused CPU attention kernel on the
+bands (``_forward_fused``: each query block a "head" whose keys are a strided view of its band);
+otherwise the blocked matmul path (``_forward``). the backward recomputes each chunk of scores (flash-attention style), so memory is
 O(L * d) saved plus one chunk of scores at a time. bfloat16/float16 inputs are computed in float32
 and cast back. ``dropout_p > 0`` uses a plain differentiable version of the same band computation
 (memory O(L * W), still linear in L).
@@ -55,11 +57,11 @@ def window_parts(mask: Mask | None) -> tuple[int, int, Tensor | None] | None:
 class _Geometry:
     """Block layout for Lq queries, Lk keys and a window (left, right)."""
 
-    def __init__(self, lq: int, lk: int, left: int, right: int, bq: int | None = None):
+    def __init__(self, lq: int, lk: int, left: int, right: int, bq: int | None = None, fused: bool = False):
         self.lq, self.lk = lq, lk
         left, right = min(left, lq + lk), min(right, lq + lk)  # wider windows change nothing
         self.left, self.right = left, right
-        self.bq = bq or _block_size(left + right + 1)
+        self.bq = bq or _block_size(left + right + 1, fused)
         self.nb = -(-lq // self.bq)  # query blocks
         self.m = -(-(self.bq + left + right) // self.bq)  # key blocks per band
         self.W = self.m * self.bq  # band width
@@ -70,8 +72,11 @@ class _Geometry:
 
     def pad_keys(self, k: Tensor) -> Tensor:
         """k (N, Lk, d) -> (N, nb + m - 1, bq, d), zero rows outside [0, Lk)."""
-        buf = k.new_zeros(k.shape[0], self.lp, k.shape[-1])  # (N, Lp, d)
-        buf[:, self.lo - self.start:self.hi - self.start] = k[:, self.lo:self.hi]
+        a, b = self.lo - self.start, self.hi - self.start  # where the real keys land
+        buf = k.new_empty(k.shape[0], self.lp, k.shape[-1])  # (N, Lp, d)
+        buf[:, :a].zero_()
+        buf[:, a:b] = k[:, self.lo:self.hi]
+        buf[:, b:].zero_()
         return buf.view(k.shape[0], self.nb + self.m - 1, self.bq, k.shape[-1])
 
     def unpad_keys(self, buf: Tensor) -> Tensor:
@@ -83,7 +88,8 @@ class _Geometry:
 
     def pad_queries(self, x: Tensor) -> Tensor:
         """x (N, Lq, e) -> (N, nb, bq, e), zero rows past Lq."""
-        x = F.pad(x, (0, 0, 0, self.nb * self.bq - self.lq))  # (N, nb * bq, e)
+        if self.nb * self.bq != self.lq:
+            x = F.pad(x, (0, 0, 0, self.nb * self.bq - self.lq))  # (N, nb * bq, e)
         return x.view(x.shape[0], self.nb, self.bq, x.shape[-1])
 
     def key_bias(self, lengths: Tensor | None, device) -> Tensor:
@@ -103,9 +109,12 @@ class _Geometry:
         return torch.zeros(ok.shape, device=device).masked_fill_(~ok, float("-inf"))
 
 
-def _block_size(band: int) -> int:
+def _block_size(band: int, fused: bool = False) -> int:
     """Query block rows: small tiles waste less of the band, large tiles run faster GEMMs.
-    (Measured on 2 AVX-512 cores: 64 beat 32 and 128 for a 257-wide window.)"""
+    Blocked matmuls (measured on 2 AVX-512 cores): 64 beat 32 and 128 for a 257-wide window.
+    Fused kernel: it cuts queries into tiles of 32 anyway, so 32 (16 for narrow bands) wastes least."""
+    if fused:
+        return 16 if band <= 32 else 32
     return 32 if band <= 32 else 64 if band <= 512 else 128
 
 
@@ -169,16 +178,81 @@ def _forward(g: _Geometry, qb, kb, vb, kbias, band, want_lse: bool):
     return out, lse
 
 
+_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # fused CPU kernel: (out, lse)
+_MASK_ELEMS = 1 << 20  # mask elements per call on blocks that need their own mask
+
+
+def _band_view(x: Tensor, b0: int, b1: int, g: _Geometry) -> Tensor:
+    """Blocks (N, nb + m - 1, bq, e) -> overlapping bands of blocks b0..b1-1, no copy: (N, b1 - b0, W, e)."""
+    n, e = x.shape[0], x.shape[-1]
+    return x.as_strided((n, b1 - b0, g.W, e), (x.stride(0), g.bq * e, e, 1), x.storage_offset() + b0 * g.bq * e)
+
+
+def _runs(flags: list[bool]):
+    """Maximal runs of equal flags: yields (flag, start, stop)."""
+    i = 0
+    while i < len(flags):
+        j = i
+        while j < len(flags) and flags[j] == flags[i]:
+            j += 1
+        yield flags[i], i, j
+        i = j
+
+
+def _forward_fused(g: _Geometry, qb, kb, vb, kbias, band, scale: float):
+    """What ``_forward`` computes (with lse), from torch's fused CPU attention kernel: each query block
+    is one "head" whose keys are its band (a strided view, no copy).
+
+    Blocks whose band holds only real keys share the one (bq, W) band mask. If few blocks touch a
+    hidden key (the sequence's two ends), one call covers every block and those few are redone with
+    their own mask; otherwise each run of blocks gets its own call. Rows with no key: out 0, lse +inf.
+    """
+    n_rows = qb.shape[0]
+    band = band.to(qb.dtype)
+
+    def call(b0, b1, dirty):  # -> out (N, n, bq, dv), lse (N, n, bq)
+        mask = band  # (bq, W)
+        if dirty:
+            kb_bias = _bands(kbias, b0, b1, g.m).reshape(kbias.shape[0], b1 - b0, 1, g.W)
+            mask = band + kb_bias.to(qb.dtype)  # (N or 1, n, bq, W)
+        o, lse_c = _flash(qb[:, b0:b1], _band_view(kb, b0, b1, g), _band_view(vb, b0, b1, g),
+                          attn_mask=mask, scale=scale)
+        if dirty:  # the kernel gives such rows out 0 and lse 0
+            lse_c = lse_c.masked_fill((mask == float("-inf")).all(-1).expand_as(lse_c), float("inf"))
+        return o, lse_c
+
+    flags = _dirty_blocks(g, kbias)
+    runs = list(_runs(flags))
+    if 4 * sum(flags) <= len(flags):
+        out, lse = call(0, g.nb, False)  # (N, nb, bq, dv), (N, nb, bq); wrong on the dirty blocks
+        runs = [r for r in runs if r[0]]
+    else:
+        out = qb.new_empty(n_rows, g.nb, g.bq, vb.shape[-1])  # (N, nb, bq, dv)
+        lse = qb.new_empty(n_rows, g.nb, g.bq)  # (N, nb, bq)
+    for dirty, r0, r1 in runs:
+        step = (r1 - r0) if not dirty else max(1, _MASK_ELEMS // (kbias.shape[0] * g.bq * g.W))
+        for b0 in range(r0, r1, step):
+            b1 = min(r1, b0 + step)
+            out[:, b0:b1], lse[:, b0:b1] = call(b0, b1, dirty)
+    return out, lse
+
+
 class _LocalFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, lengths, left, right, scale):
         # q (N, Lq, d), k (N, Lk, d), v (N, Lk, dv), float32; lengths (N,) or None
-        g = _Geometry(q.shape[1], k.shape[1], left, right)
-        qb = g.pad_queries(q * scale)  # (N, nb, bq, d)
+        fused = q.dtype in (torch.float32, torch.float64) and v.shape[-1] == q.shape[-1]  # the kernel's limits
+        g = _Geometry(q.shape[1], k.shape[1], left, right, fused=fused)
         kb, vb = g.pad_keys(k), g.pad_keys(v)  # (N, nb + m - 1, bq, d | dv)
         kbias, band = g.key_bias(lengths, q.device), g.band_bias(q.device)
-        out, lse = _forward(g, qb, kb, vb, kbias, band, want_lse=any(ctx.needs_input_grad[:3]))
+        if fused:
+            out, lse = _forward_fused(g, g.pad_queries(q), kb, vb, kbias, band, scale)
+        else:
+            out, lse = _forward(g, g.pad_queries(q * scale), kb, vb, kbias, band,
+                                want_lse=any(ctx.needs_input_grad[:3]))
         out = out.view(q.shape[0], g.nb * g.bq, -1)[:, :g.lq]  # (N, Lq, dv)
+        if lse is not None:
+            lse = lse.reshape(q.shape[0], g.nb * g.bq)[:, :g.lq]  # (N, Lq): the backward may block differently
         ctx.save_for_backward(q, k, v, out, lse, lengths)
         ctx.conf = (left, right, scale)
         return out
@@ -191,6 +265,7 @@ class _LocalFn(torch.autograd.Function):
         qb = g.pad_queries(q * scale)  # (N, nb, bq, d)
         kb, vb = g.pad_keys(k), g.pad_keys(v)  # (N, nb + m - 1, bq, d | dv)
         kbias, band = g.key_bias(lengths, q.device), g.band_bias(q.device)
+        lse = g.pad_queries(lse.unsqueeze(-1)).squeeze(-1)  # (N, Lq) -> (N, nb, bq); padded rows get 0
         dout = dout.contiguous()
         delta = g.pad_queries((dout * out).sum(-1, keepdim=True))  # (N, nb, bq, 1)
         dob = g.pad_queries(dout)  # (N, nb, bq, dv)

@@ -15,11 +15,12 @@ from attnkit.functional.backends import local
 from ._helpers import compare, rand
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(lead=st.sampled_from([(), (2,), (2, 3), (1, 2, 2)]), lq=st.integers(1, 150), dl=st.integers(-20, 20),
        left=st.integers(0, 40), right=st.integers(0, 40), causal=st.booleans(), pad=st.booleans(),
-       d=st.sampled_from([4, 8]), seed=st.integers(0, 99))
-def test_matches_math(lead, lq, dl, left, right, causal, pad, d, seed):
+       d=st.sampled_from([4, 8]), same_dv=st.booleans(), seed=st.integers(0, 99))
+def test_matches_math(lead, lq, dl, left, right, causal, pad, d, same_dv, seed):
+    """dv == d runs the fused kernel forward (``_forward_fused``), dv != d the blocked matmuls (``_forward``)."""
     lk = max(1, lq + dl)
     mask = M.window(left, right)
     if causal:
@@ -27,7 +28,7 @@ def test_matches_math(lead, lq, dl, left, right, causal, pad, d, seed):
     if pad and lead:
         lengths = torch.randint(0, lk + 1, (lead[0],), generator=torch.Generator().manual_seed(seed))
         mask = mask & M.padding(lengths)
-    q, k, v = rand(*lead, lq, d, seed=seed), rand(*lead, lk, d, seed=seed + 1), rand(*lead, lk, 5, seed=seed + 2)
+    q, k, v = rand(*lead, lq, d, seed=seed), rand(*lead, lk, d, seed=seed + 1), rand(*lead, lk, d if same_dv else 5, seed=seed + 2)
     compare(q, k, v, mask, "local")
 
 
@@ -103,3 +104,17 @@ def test_bad_inputs():
         attnkit.attention(q, q, q, M.causal(), backend="local")
     with pytest.raises(ValueError, match="bias"):
         attnkit.attention(q, q, q, M.window(1, 1), bias=torch.zeros(10, 10), backend="local")
+
+
+def test_fused_and_matmul_forwards_agree(monkeypatch):
+    """The two forward paths give the same out and lse, edges and padding included."""
+    q, k, v = (rand(2, 3, 200, 8, seed=s).detach() for s in range(3))
+    g = local._Geometry(200, 200, 20, 7)
+    kb, vb = g.pad_keys(k.reshape(6, 200, 8)), g.pad_keys(v.reshape(6, 200, 8))
+    kbias, band = g.key_bias(torch.tensor([200, 200, 200, 30, 30, 0]), q.device), g.band_bias(q.device)
+    scale = 8 ** -0.5
+    out1, lse1 = local._forward_fused(g, g.pad_queries(q.reshape(6, 200, 8)), kb, vb, kbias, band.double(), scale)
+    out2, lse2 = local._forward(g, g.pad_queries(q.reshape(6, 200, 8) * scale), kb, vb, kbias, band.double(), True)
+    torch.testing.assert_close(out1, out2)
+    torch.testing.assert_close(lse1, lse2)
+    assert torch.isinf(lse1[5]).all() and (out1[5] == 0).all()  # a sequence of length 0: no key anywhere
