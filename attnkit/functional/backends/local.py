@@ -12,10 +12,10 @@ keys outside [0, Lk), past a padding length, or (causal) after the query are mas
 Forward and backward are a ``torch.autograd.Function``: the forward keeps only out and the row
 log-sum-exp. For float32/float64 with d == dv it runs torch's fused CPU attention kernel on the
 bands (``_forward_fused``: each query block a "head" whose keys are a strided view of its band);
-otherwise the blocked matmul path (``_forward``). the backward recomputes each chunk of scores (flash-attention style), so memory is
-O(L * d) saved plus one chunk of scores at a time. bfloat16/float16 inputs are computed in float32
-and cast back. ``dropout_p > 0`` uses a plain differentiable version of the same band computation
-(memory O(L * W), still linear in L).
+otherwise the blocked matmul path (``_forward``). The backward recomputes each chunk of scores
+(flash-attention style), so memory is O(L * d) saved plus one chunk of scores at a time.
+bfloat16/float16 inputs are computed in float32 and cast back. ``dropout_p > 0`` uses a plain
+differentiable version of the same band computation (memory O(L * W), still linear in L).
 
 Supported masks: ``window`` alone or ``&``-combined with ``causal`` and ``padding``.
 """

@@ -28,7 +28,8 @@ def test_matches_math(lead, lq, dl, left, right, causal, pad, d, same_dv, seed):
     if pad and lead:
         lengths = torch.randint(0, lk + 1, (lead[0],), generator=torch.Generator().manual_seed(seed))
         mask = mask & M.padding(lengths)
-    q, k, v = rand(*lead, lq, d, seed=seed), rand(*lead, lk, d, seed=seed + 1), rand(*lead, lk, d if same_dv else 5, seed=seed + 2)
+    q, k = rand(*lead, lq, d, seed=seed), rand(*lead, lk, d, seed=seed + 1)
+    v = rand(*lead, lk, d if same_dv else 5, seed=seed + 2)
     compare(q, k, v, mask, "local")
 
 
