@@ -31,9 +31,9 @@ RUNS = {
               "--d-model", "96", "--d-ff", "192", "--shift", "1", "--threads", "2"],
     "tagger-minilm": ["train", "tagger", "--pretrained", "all-MiniLM-L6-v2", "--epochs", "2", "--max-minutes", "55",
                       "--lr", "1e-4", "--batch-size", "16", "--warmup-steps", "100", "--eval-every", "800"],
-    "classifier-minilm": ["train", "classifier", "--pretrained", "all-MiniLM-L6-v2", "--epochs", "2",
-                          "--max-minutes", "60", "--lr", "5e-5", "--batch-size", "32", "--warmup-steps", "100",
-                          "--eval-every", "700"],
+    "classifier-minilm": ["train", "classifier", "--pretrained", "all-MiniLM-L6-v2", "--epochs", "1",
+                          "--max-minutes", "25", "--lr", "7e-5", "--batch-size", "16", "--warmup-steps", "200",
+                          "--eval-every", "2000", "--threads", "2"],
 }
 
 

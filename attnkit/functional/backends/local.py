@@ -250,7 +250,7 @@ class _LocalFn(torch.autograd.Function):
         else:
             out, lse = _forward(g, g.pad_queries(q * scale), kb, vb, kbias, band,
                                 want_lse=any(ctx.needs_input_grad[:3]))
-        out = out.view(q.shape[0], g.nb * g.bq, -1)[:, :g.lq]  # (N, Lq, dv)
+        out = out.reshape(q.shape[0], g.nb * g.bq, -1)[:, :g.lq]  # (N, Lq, dv)
         if lse is not None:
             lse = lse.reshape(q.shape[0], g.nb * g.bq)[:, :g.lq]  # (N, Lq): the backward may block differently
         ctx.save_for_backward(q, k, v, out, lse, lengths)
