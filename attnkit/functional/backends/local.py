@@ -22,6 +22,8 @@ Supported masks: ``window`` alone or ``&``-combined with ``causal`` and ``paddin
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -188,15 +190,14 @@ def _band_view(x: Tensor, b0: int, b1: int, g: _Geometry) -> Tensor:
     return x.as_strided((n, b1 - b0, g.W, e), (x.stride(0), g.bq * e, e, 1), x.storage_offset() + b0 * g.bq * e)
 
 
-def _runs(flags: list[bool]):
-    """Maximal runs of equal flags: yields (flag, start, stop)."""
-    i = 0
-    while i < len(flags):
-        j = i
-        while j < len(flags) and flags[j] == flags[i]:
-            j += 1
-        yield flags[i], i, j
-        i = j
+def _runs(flags: list[bool]) -> list[tuple[bool, int, int]]:
+    """Maximal runs of equal flags: [(flag, start, stop), ...]."""
+    runs, start = [], 0
+    for flag, group in itertools.groupby(flags):
+        stop = start + len(list(group))
+        runs.append((flag, start, stop))
+        start = stop
+    return runs
 
 
 def _forward_fused(g: _Geometry, qb, kb, vb, kbias, band, scale: float):
@@ -222,7 +223,7 @@ def _forward_fused(g: _Geometry, qb, kb, vb, kbias, band, scale: float):
         return o, lse_c
 
     flags = _dirty_blocks(g, kbias)
-    runs = list(_runs(flags))
+    runs = _runs(flags)
     if 4 * sum(flags) <= len(flags):
         out, lse = call(0, g.nb, False)  # (N, nb, bq, dv), (N, nb, bq); wrong on the dirty blocks
         runs = [r for r in runs if r[0]]
