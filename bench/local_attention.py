@@ -91,7 +91,7 @@ def make_call(method: str, length: int, a):
             return ((qi - ki) <= w) & ((ki - qi) <= w)
 
         t0 = time.perf_counter()
-        block = create_block_mask(band, None, None, length, length, device="cpu", _compile=True)
+        block = torch.compile(create_block_mask)(band, None, None, length, length, device="cpu")
         make_call.block_mask_s = time.perf_counter() - t0
         compiled = torch.compile(flex_attention, dynamic=False)
         fwd = lambda: compiled(q, k, v, block_mask=block)  # noqa: E731

@@ -7,7 +7,10 @@ Two forms of the score on an edge s -> t (node t attends to its neighbour s):
   Computed edge by edge with ``attnkit.functional.backends.graph.edge_attention`` (gather, segment
   softmax, scatter). O(E H C) time and memory.
 - ``dot``: q_t . k_s / sqrt(C) per head with ``attnkit.attention`` and ``masks.graph`` (the graph
-  backend runs it on edges only; without it, a dense mask is used).
+  backend runs it on edges only; without it, a dense mask is used). ``qk_source="input"`` (default)
+  takes q = W^q x and k = W^k x from the layer's input, as in the lecture; ``"projected"`` takes them
+  from the projected node vector, q = W^q_h (W x)_h with a small C x C map per head, so the scores add
+  2 H C^2 parameters instead of 2 H C F_in (on bag-of-words inputs, F_in is in the thousands).
 
 ``GAT`` stacks two layers as in the paper's transductive setting: dropout on inputs and attention
 weights, H heads x C hidden concatenated, ELU, then an output layer of ``out_heads`` heads averaged.
@@ -28,9 +31,10 @@ from ..functional import attention
 from ..functional.backends.graph import edge_attention
 
 __all__ = ["GraphAttentionConfig", "GraphAttention", "GAT", "add_self_loops", "feature_dropout",
-           "SCORES"]
+           "SCORES", "QK_SOURCES"]
 
 SCORES = ("additive", "dot")
+QK_SOURCES = ("input", "projected")
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class GraphAttentionConfig:
     attention_dropout: float = 0.6
     negative_slope: float = 0.2
     value_dropout: float = 0.0  # dropout on W x before aggregation (the GAT authors' code uses the input rate)
+    qk_source: Literal["input", "projected"] = "input"  # dot form only: q, k from x or from W x
 
     def __post_init__(self):
         for name in ("in_features", "num_classes", "hidden", "heads", "out_heads"):
@@ -55,6 +60,9 @@ class GraphAttentionConfig:
                 raise ValueError(f"GraphAttentionConfig: `{name}` must be a positive integer, got {v!r}")
         if self.score not in SCORES:
             raise ValueError(f"GraphAttentionConfig: `score` must be one of {SCORES}, got {self.score!r}")
+        if self.qk_source not in QK_SOURCES:
+            raise ValueError(f"GraphAttentionConfig: `qk_source` must be one of {QK_SOURCES}, "
+                             f"got {self.qk_source!r}")
         for name in ("dropout", "attention_dropout", "value_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"GraphAttentionConfig: `{name}` must be in [0, 1), got {getattr(self, name)!r}")
@@ -102,20 +110,24 @@ class GraphAttention(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, heads: int, *, concat: bool = True,
                  score: str = "additive", negative_slope: float = 0.2, attention_dropout: float = 0.0,
-                 value_dropout: float = 0.0, device=None, dtype=None):
+                 value_dropout: float = 0.0, qk_source: str = "input", device=None, dtype=None):
         super().__init__()
         if score not in SCORES:
             raise ValueError(f"GraphAttention: `score` must be one of {SCORES}, got {score!r}")
+        if qk_source not in QK_SOURCES:
+            raise ValueError(f"GraphAttention: `qk_source` must be one of {QK_SOURCES}, got {qk_source!r}")
         fk = {"device": device, "dtype": dtype}
         self.heads, self.out_features, self.concat, self.score = heads, out_features, concat, score
         self.negative_slope, self.attention_dropout = negative_slope, attention_dropout
-        self.value_dropout = value_dropout
+        self.value_dropout, self.qk_source = value_dropout, qk_source
         self.lin = nn.Linear(in_features, heads * out_features, bias=False, **fk)  # W (values)
         if score == "additive":
             self.att_src = nn.Parameter(torch.empty(1, heads, out_features, **fk))
             self.att_dst = nn.Parameter(torch.empty(1, heads, out_features, **fk))
-        else:
+        elif qk_source == "input":
             self.qk = nn.Linear(in_features, 2 * heads * out_features, bias=False, **fk)  # W^q; W^k
+        else:  # per head: (W x)_h (C) -> q_h; k_h (2C)
+            self.qk_proj = nn.Parameter(torch.empty(heads, out_features, 2 * out_features, **fk))
         self.bias = nn.Parameter(torch.zeros(heads * out_features if concat else out_features, **fk))
         self.reset_parameters()
 
@@ -131,8 +143,10 @@ class GraphAttention(nn.Module):
             att = math.sqrt(6.0 / (c + 1))
             nn.init.uniform_(self.att_src, -att, att)
             nn.init.uniform_(self.att_dst, -att, att)
-        else:
+        elif self.qk_source == "input":
             nn.init.uniform_(self.qk.weight, -bound, bound)
+        else:
+            nn.init.uniform_(self.qk_proj, -math.sqrt(6.0 / (3 * c)), math.sqrt(6.0 / (3 * c)))
         nn.init.zeros_(self.bias)
 
     def forward(self, x: Tensor, edge_index: Tensor, *, need_weights: bool = False
@@ -152,7 +166,10 @@ class GraphAttention(nn.Module):
             res = edge_attention(e, vals, edge_index, n, dropout_p=p, return_weights=need_weights)
             out, weights = res if need_weights else (res, None)
         else:
-            q, k = _linear(x, self.qk.weight).view(n, 2, h, c).unbind(1)  # (N, 2*H*C) -> 2 x (N, H, C)
+            if self.qk_source == "input":
+                q, k = _linear(x, self.qk.weight).view(n, 2, h, c).unbind(1)  # (N, 2*H*C) -> 2 x (N, H, C)
+            else:
+                q, k = torch.einsum("nhc,hcd->nhd", v, self.qk_proj).split(c, dim=-1)  # 2 x (N, H, C)
             out = attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),  # (H, N, C) each
                             masks.graph(edge_index, n), dropout_p=p)  # (H, N, C)
             out = out.transpose(0, 1)  # (H, N, C) -> (N, H, C)
@@ -171,7 +188,7 @@ class GAT(nn.Module):
         super().__init__()
         self.config = c = config
         kw = {"score": c.score, "negative_slope": c.negative_slope, "attention_dropout": c.attention_dropout,
-              "value_dropout": c.value_dropout, "device": device, "dtype": dtype}
+              "value_dropout": c.value_dropout, "qk_source": c.qk_source, "device": device, "dtype": dtype}
         self.layer1 = GraphAttention(c.in_features, c.hidden, c.heads, concat=True, **kw)
         self.layer2 = GraphAttention(c.heads * c.hidden, c.num_classes, c.out_heads, concat=False, **kw)
 

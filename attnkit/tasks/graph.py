@@ -38,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--download", action="store_true", help="fetch missing files from kimiyoung/planetoid")
     p.add_argument("--score", choices=("additive", "dot"), default="additive",
                    help="additive: GAT's LeakyReLU(a.[Wh_t, Wh_s]); dot: scaled q.k with masks.graph")
+    p.add_argument("--qk-source", choices=("input", "projected"), default="input",
+                   help="dot form: q, k from the layer input (the lecture's W^q x) or from W x per head")
     p.add_argument("--out-heads", type=int, default=None, help="output heads, averaged (default 1; PubMed 8)")
     p.add_argument("--l2", type=float, default=None, help="L2 on all weights (default 5e-4; PubMed 1e-3)")
     p.add_argument("--value-dropout", type=float, default=0.0,
@@ -90,7 +92,8 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     l2 = args.l2 if args.l2 is not None else (1e-3 if pubmed else 5e-4)
     cfg = GraphAttentionConfig(g.num_features, g.num_classes, hidden=encoder.head_dim, heads=encoder.num_heads,
                                out_heads=out_heads, score=args.score, dropout=encoder.dropout,
-                               attention_dropout=encoder.attention_dropout, value_dropout=args.value_dropout)
+                               attention_dropout=encoder.attention_dropout, value_dropout=args.value_dropout,
+                               qk_source=args.qk_source)
     torch.manual_seed(seed)
     model = GAT(cfg)
     add_l2(model, l2)

@@ -53,11 +53,26 @@ def test_dot_layer_matches_math_backend():
     torch.testing.assert_close(out, ref.mean(0) + layer.bias, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("score", ["additive", "dot"])
-def test_sparse_features_equal_dense(score):
+def test_dot_layer_projected_qk_matches_math_backend():
+    n, f, h, c = 9, 30, 2, 4
+    ei = ring(n)
+    layer = GraphAttention(f, c, h, score="dot", qk_source="projected").eval()
+    assert layer.qk_proj.shape == (h, c, 2 * c)  # 2 H C^2 score parameters, independent of F_in
+    assert not hasattr(layer, "qk")
+    x = torch.randn(n, f)
+    out, _ = layer(x, ei)
+    v = (x @ layer.lin.weight.T).view(n, h, c)
+    q = torch.stack([v[:, i] @ layer.qk_proj[i, :, :c] for i in range(h)])  # (H, N, C)
+    k = torch.stack([v[:, i] @ layer.qk_proj[i, :, c:] for i in range(h)])
+    ref = attention(q, k, v.transpose(0, 1), masks.graph(ei, n), backend="math")  # (H, N, C)
+    torch.testing.assert_close(out, ref.transpose(0, 1).reshape(n, h * c) + layer.bias, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("score", "qk_source"), [("additive", "input"), ("dot", "input"), ("dot", "projected")])
+def test_sparse_features_equal_dense(score, qk_source):
     n = 8
     x = (torch.rand(n, 20) < 0.2).float()
-    model = GAT(GraphAttentionConfig(20, 3, hidden=4, heads=2, score=score)).eval()
+    model = GAT(GraphAttentionConfig(20, 3, hidden=4, heads=2, score=score, qk_source=qk_source)).eval()
     ei = ring(n)
     dense = model(x, ei)
     for sparse in (x.to_sparse(), x.to_sparse_csr()):
@@ -100,6 +115,8 @@ def test_learns_two_communities():
 def test_config_and_input_errors():
     with pytest.raises(ValueError, match="`score` must be one of"):
         GraphAttentionConfig(4, 2, score="cosine")
+    with pytest.raises(ValueError, match="`qk_source` must be one of"):
+        GraphAttentionConfig(4, 2, score="dot", qk_source="keys")
     with pytest.raises(ValueError, match="`dropout` must be in"):
         GraphAttentionConfig(4, 2, dropout=1.0)
     model = GAT(GraphAttentionConfig(4, 2))

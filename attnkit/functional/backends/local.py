@@ -10,9 +10,15 @@ Inside the band, the window is one constant (bq, W) pattern (row r sees columns 
 keys outside [0, Lk), past a padding length, or (causal) after the query are masked per column.
 
 Forward and backward are a ``torch.autograd.Function``: the forward keeps only out and the row
-log-sum-exp. For float32/float64 with d == dv it runs torch's fused CPU attention kernel on the
-bands (``_forward_fused``: each query block a "head" whose keys are a strided view of its band);
-otherwise the blocked matmul path (``_forward``). The backward recomputes each chunk of scores
+log-sum-exp. Three forwards, the first that applies:
+
+- float32 on an AVX-512 CPU with dv % 16 == 0: attnkit's native kernel (``native.window_kernel``,
+  ``csrc/window_attention.cpp``): tiles of 16 queries, each over the union of its rows' windows
+  (at most 15 keys more than a row needs), no padded buffers.
+- float32/float64 with d == dv: torch's fused CPU attention kernel on the bands (``_forward_fused``:
+  each query block a "head" whose keys are a strided view of its band).
+- otherwise the blocked matmul path (``_forward``), also the reference the other two are tested against.
+ The backward recomputes each chunk of scores
 (flash-attention style), so memory is O(L * d) saved plus one chunk of scores at a time.
 bfloat16/float16 inputs are computed in float32 and cast back. ``dropout_p > 0`` uses a plain
 differentiable version of the same band computation (memory O(L * W), still linear in L).
@@ -30,6 +36,7 @@ from torch import Tensor
 
 from ..masks import Causal, Mask, Padding, Window, conjuncts
 from . import Backend, register_backend
+from .native import window_kernel
 
 __all__ = ["local_attention", "window_parts"]
 
@@ -238,10 +245,25 @@ def _forward_fused(g: _Geometry, qb, kb, vb, kbias, band, scale: float):
     return out, lse
 
 
+def _native_applies(q: Tensor, v: Tensor) -> bool:
+    return q.dtype == torch.float32 and q.device.type == "cpu" and v.shape[-1] % 16 == 0 and v.shape[-1] > 0
+
+
+def _forward_native(q, k, v, lengths, left: int, right: int, scale: float):
+    """The native kernel: q (N, Lq, d), k (N, Lk, d), v (N, Lk, dv) float32 -> out (N, Lq, dv), lse (N, Lq)."""
+    lens = lengths.to(torch.int64).contiguous() if lengths is not None else torch.empty(0, dtype=torch.int64)
+    return window_kernel().window_forward(q.contiguous(), k.contiguous(), v.contiguous(), lens, left, right, scale)
+
+
 class _LocalFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, lengths, left, right, scale):
         # q (N, Lq, d), k (N, Lk, d), v (N, Lk, dv), float32; lengths (N,) or None
+        if _native_applies(q, v) and window_kernel() is not None:
+            out, lse = _forward_native(q, k, v, lengths, left, right, scale)  # (N, Lq, dv), (N, Lq)
+            ctx.save_for_backward(q, k, v, out, lse, lengths)
+            ctx.conf = (left, right, scale)
+            return out
         fused = q.dtype in (torch.float32, torch.float64) and v.shape[-1] == q.shape[-1]  # the kernel's limits
         g = _Geometry(q.shape[1], k.shape[1], left, right, fused=fused)
         kb, vb = g.pad_keys(k), g.pad_keys(v)  # (N, nb + m - 1, bq, d | dv)

@@ -1,0 +1,47 @@
+"""Native CPU kernels, compiled on first use with ``torch.utils.cpp_extension`` (needs a C++ compiler
+and ninja; the build is cached under ``~/.cache/torch_extensions``, about a minute the first time).
+
+``window_kernel()`` returns the compiled module of ``csrc/window_attention.cpp`` (exact sliding-window
+attention forward, float32, AVX-512), or None when it cannot run here: no AVX-512, no compiler, or a
+failed build. Callers then use their pure-PyTorch path, which is also the reference the tests hold
+the kernel to. A failed build warns once and says why.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+from pathlib import Path
+
+import torch
+
+__all__ = ["window_kernel", "SOURCE"]
+
+SOURCE = Path(__file__).with_name("csrc") / "window_attention.cpp"
+_FLAGS = ["-O3", "-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma"]
+log = logging.getLogger("attnkit")
+
+
+def _cpu_ok() -> bool:
+    try:
+        return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    except Exception:  # noqa: BLE001 - older torch without the query: be safe
+        return False
+
+
+@functools.cache
+def window_kernel():
+    """The compiled window-attention module, or None (see the module docstring)."""
+    if not _cpu_ok():
+        return None
+    try:
+        from torch.utils.cpp_extension import load
+
+        log.info("attnkit: loading the native window-attention kernel (compiled once on first use)")
+        return load("attnkit_window_attention", [str(SOURCE)], extra_cflags=_FLAGS, verbose=False)
+    except Exception as e:  # noqa: BLE001 - any build problem means: use the PyTorch path
+        warnings.warn(f"attnkit: native window-attention kernel unavailable ({type(e).__name__}: "
+                      f"{str(e).strip().splitlines()[-1] if str(e).strip() else e}); using the PyTorch path",
+                      RuntimeWarning, stacklevel=2)
+        return None
