@@ -225,5 +225,6 @@ std::vector<torch::Tensor> window_forward(torch::Tensor q, torch::Tensor k, torc
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("window_forward", &window_forward, "exact sliding-window attention forward (float32, AVX-512)");
+  m.def("window_forward", &window_forward, "exact sliding-window attention forward (float32, AVX-512)",
+        py::call_guard<py::gil_scoped_release>());
 }
