@@ -6,6 +6,12 @@ attnkit's ``SentenceEncoder`` (float32, and bfloat16) and with sentence-transfor
 ``--repeats`` times, interleaved; medians are quoted. Prints sentences/s, the ratio to
 sentence-transformers and the worst cosine between the outputs.
 
+Then a bound measured in the same run (``--no-bound`` skips it): the linear layers' FLOPs for these
+word pieces (no padding counted), over the best GEMM rate this machine gives on the model's own
+shapes (oneDNN with packed weights, the kernel attnkit runs, and torch.mm, the one
+sentence-transformers' nn.Linear runs), is the least time any implementation computing those
+layers in that dtype can take; sentence-transformers' median over it is the highest ratio possible.
+
     .venv/bin/python bench/embed.py [--n 2000] [--repeats 5] [--threads N] [--out embed.md]
 """
 
@@ -58,6 +64,46 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def gemm_rate(m: int, shapes: list[tuple[int, int]], dtype: torch.dtype, repeats: int = 7) -> dict[str, float]:
+    """Median GFLOP/s of x (m, k) @ W^T for each (n, k) in ``shapes`` (FLOPs weighted), by kernel."""
+    ops = torch.ops.mkldnn
+    rates: dict[str, float] = {}
+    for kernel in ("onednn", "torch.mm"):
+        flops = secs = 0.0
+        for n, k in shapes:
+            x, w = torch.randn(m, k).to(dtype), torch.randn(n, k).to(dtype)
+            if kernel == "onednn":
+                packed = ops._reorder_linear_weight(w, None)
+                fn = lambda x=x, packed=packed: ops._linear_pointwise(x, packed, None, "none", [], "")  # noqa: E731
+            else:
+                wt = w.t()
+                fn = lambda x=x, wt=wt: torch.mm(x, wt)  # noqa: E731
+            with torch.inference_mode():
+                fn()
+                t = statistics.median(timed(fn) for _ in range(repeats))
+            flops, secs = flops + 2.0 * m * n * k, secs + t
+        rates[kernel] = flops / secs / 1e9
+    return rates
+
+
+def bound(cfg, pieces: int, st_seconds: float, m: int) -> list[str]:
+    """Lines: linear-layer FLOPs of the workload, best GEMM rate here, least time and highest ratio."""
+    h, i, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    shapes = [(3 * h, h), (h, h), (i, h), (h, i)]  # fused QKV, attention output, FFN up, FFN down
+    per_piece = 2.0 * layers * sum(n * k for n, k in shapes)  # FLOPs per word piece
+    total = per_piece * pieces
+    lines = [f"linear layers: {per_piece / 1e6:.1f} MFLOP per word piece x {pieces} pieces = "
+             f"{total / 1e12:.3f} TFLOP (no padding counted)",
+             "| dtype | GEMM GFLOP/s oneDNN packed | torch.mm | least time for the linear layers, s | "
+             "highest possible x sentence-transformers |", "|---|---:|---:|---:|---:|"]
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        r = gemm_rate(m, shapes, dtype)
+        best = max(r.values())
+        least = total / (best * 1e9)
+        lines.append(f"| {name} | {r['onednn']:.1f} | {r['torch.mm']:.1f} | {least:.3f} | {st_seconds / least:.3f} |")
+    return lines
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000)
@@ -66,6 +112,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own choice)")
     ap.add_argument("--out", default=None, help="write a markdown table here")
+    ap.add_argument("--no-bound", action="store_true", help="skip the same-run GEMM bound")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -113,6 +160,11 @@ def main(argv=None) -> dict:
     print(f"{args.n} sentences, {pieces} word pieces, batch {bs}, {args.repeats} repeats (medians)")
     print(f"machine: {machine}; {date}")
     print("\n".join(lines))
+    if not args.no_bound:
+        m = bs * round(pieces / args.n)  # a typical batch: batch size x mean word pieces per sentence
+        extra = bound(ours.config, pieces, base, m)
+        print("\n".join(extra))
+        lines += ["", *extra]
     cmd = " ".join(["python bench/embed.py", *(sys.argv[1:] if argv is None else argv)])
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

@@ -38,13 +38,14 @@ from ..masks import Causal, Mask, Padding, Window, conjuncts
 from . import Backend, register_backend
 from .native import window_kernel
 
-__all__ = ["local_attention", "window_parts"]
+__all__ = ["local_attention", "band_attention", "window_parts"]
 
 _CHUNK_ELEMS = 1 << 17  # scores per chunk (N * n * bq * W): 512 KB in float32, stays in cache
 
 
-def window_parts(mask: Mask | None) -> tuple[int, int, Tensor | None] | None:
-    """Read (left, right, lengths) from ``window [& causal] [& padding]``; None if not that form."""
+def window_parts(mask: Mask | None, require_window: bool = True) -> tuple[int, int, Tensor | None] | None:
+    """Read (left, right, lengths) from ``window [& causal] [& padding]``; None if not that form.
+    With ``require_window=False`` the window may be absent (then left / right are None, right 0 if causal)."""
     left = right = None
     lengths = None
     causal = False
@@ -58,7 +59,7 @@ def window_parts(mask: Mask | None) -> tuple[int, int, Tensor | None] | None:
             lengths = part.lengths if lengths is None else torch.minimum(lengths, part.lengths)
         else:
             return None
-    if left is None:
+    if left is None and require_window:
         return None
     return left, (0 if causal else right), lengths
 
@@ -252,7 +253,10 @@ def _native_applies(q: Tensor, v: Tensor) -> bool:
 def _forward_native(q, k, v, lengths, left: int, right: int, scale: float):
     """The native kernel: q (N, Lq, d), k (N, Lk, d), v (N, Lk, dv) float32 -> out (N, Lq, dv), lse (N, Lq)."""
     lens = lengths.to(torch.int64).contiguous() if lengths is not None else torch.empty(0, dtype=torch.int64)
-    return window_kernel().window_forward(q.contiguous(), k.contiguous(), v.contiguous(), lens, left, right, scale)
+    q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))  # the kernel reads whole rows
+    out, lse = window_kernel().window_forward(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), lens, left, right,
+                                              scale)  # (N, 1, Lq, dv), (N, 1, Lq)
+    return out.squeeze(1), lse.squeeze(1)
 
 
 class _LocalFn(torch.autograd.Function):
@@ -355,6 +359,13 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, sc
     if parts is None:
         raise ValueError(f"backend 'local' needs a window mask (optionally & causal & padding), got {mask!r}")
     left, right, lengths = parts
+    return band_attention(q, k, v, left, right, lengths, scale, dropout_p), None
+
+
+def band_attention(q: Tensor, k: Tensor, v: Tensor, left: int, right: int, lengths: Tensor | None, scale: float,
+                   dropout_p: float = 0.0) -> Tensor:
+    """Keys [i - left, i + right] of each query (aligned to the end of the keys), the first
+    ``lengths[b]`` keys of batch row b: q (..., Lq, d), k (..., Lk, d), v (..., Lk, dv) -> (..., Lq, dv)."""
     lead, lq, lk = q.shape[:-2], q.shape[-2], k.shape[-2]
     dtype = q.dtype
     work = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
@@ -366,7 +377,7 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, sc
         out = _local_dropout(qf, kf, vf, lengths, left, right, scale, dropout_p)
     else:
         out = _LocalFn.apply(qf, kf, vf, lengths, left, right, scale)
-    return out.to(dtype).reshape(*lead, lq, v.shape[-1]), None  # (..., Lq, dv)
+    return out.to(dtype).reshape(*lead, lq, v.shape[-1])  # (..., Lq, dv)
 
 
 def _auto(q, k, mask, bias, need_weights) -> bool:

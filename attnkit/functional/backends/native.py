@@ -19,8 +19,19 @@ import torch
 __all__ = ["window_kernel", "SOURCE"]
 
 SOURCE = Path(__file__).with_name("csrc") / "window_attention.cpp"
+_NAME = "attnkit_window_attention"
 _FLAGS = ["-O3", "-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma"]
 log = logging.getLogger("attnkit")
+
+
+def _built(name: str) -> bool:
+    """Is a build of ``name`` already in torch's extension cache? (Only decides whether to say so.)"""
+    try:
+        from torch.utils.cpp_extension import _get_build_directory
+
+        return any(Path(_get_build_directory(name, verbose=False)).glob(f"{name}*.so"))
+    except Exception:  # noqa: BLE001 - a private helper; if it moved, just do not announce
+        return True
 
 
 def _cpu_ok() -> bool:
@@ -38,8 +49,9 @@ def window_kernel():
     try:
         from torch.utils.cpp_extension import load
 
-        log.info("attnkit: loading the native window-attention kernel (compiled once on first use)")
-        return load("attnkit_window_attention", [str(SOURCE)], extra_cflags=_FLAGS, verbose=False)
+        if not _built(_NAME):
+            log.warning("attnkit: compiling the native attention kernel (once per machine, about a minute)")
+        return load(_NAME, [str(SOURCE)], extra_cflags=_FLAGS, verbose=False)
     except Exception as e:  # noqa: BLE001 - any build problem means: use the PyTorch path
         warnings.warn(f"attnkit: native window-attention kernel unavailable ({type(e).__name__}: "
                       f"{str(e).strip().splitlines()[-1] if str(e).strip() else e}); using the PyTorch path",

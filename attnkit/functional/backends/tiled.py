@@ -1,0 +1,96 @@
+"""Backend "tiled": attnkit's native CPU kernel for masks made of window, causal and padding.
+
+The kernel (``csrc/window_attention.cpp``, built by ``native.window_kernel``) takes tiles of 16
+queries; a tile's keys are the union of its rows' windows, so no score outside that band is ever
+computed and no (Lq, Lk) mask is ever built. It reads q, k and v as strided (B, H, L, d) views (the
+heads of a fused QKV projection need no copy) in float32 or bfloat16, computes in float32, and writes
+its output in (B, L, H, dv) memory, so merging the heads afterwards is free as well.
+
+With gradients, dropout, or where the kernel cannot run (no AVX-512 or compiler, other dtypes,
+dv not a multiple of 16), the call goes to ``local.band_attention``, the PyTorch path with the same
+maths (and a recomputing backward). Automatic choice: inference on CPU, float32 with Lk <= 128 or
+bfloat16 with Lk <= 48, where it beat SDPA's flash kernel (float32) and ``math_grouped`` (bfloat16) on
+sentence-length batches (B = 64, 12 heads of 32, 2 threads, 2026-11-22):
+
+    L              8     16    35    64    100
+    float32  sdpa  1.98  2.14  6.58  11.5  22.2   ms
+             tiled 0.30  0.59  4.03  9.64  19.8
+    bfloat16 math_grouped 0.97 0.88 3.94 7.39 18.2
+             tiled 0.36  0.64  3.47  7.92  18.7
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..masks import Mask
+from . import Backend, register_backend
+from .local import band_attention, window_parts
+from .native import window_kernel
+
+__all__ = ["tiled_attention"]
+
+DTYPES = (torch.float32, torch.bfloat16)
+AUTO_MAX_LEN = {torch.float32: 128, torch.bfloat16: 48}
+
+
+def _parts(mask: Mask | None, lk: int) -> tuple[int, int, Tensor | None]:
+    parts = window_parts(mask, require_window=False)
+    if parts is None:
+        raise ValueError(f"backend 'tiled' needs no mask or one made of window / causal / padding, got {mask!r}")
+    left, right, lengths = parts
+    return (lk if left is None else left), (lk if right is None else right), lengths
+
+
+def _kernel_applies(q: Tensor, k: Tensor, v: Tensor) -> bool:
+    return (q.device.type == "cpu" and q.dtype in DTYPES and k.dtype == q.dtype and v.dtype == q.dtype
+            and v.shape[-1] % 16 == 0 and q.dim() >= 2 and q.shape[:-2] == k.shape[:-2] == v.shape[:-2])
+
+
+def _needs_grad(*ts: Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in ts)
+
+
+def _as_4d(x: Tensor) -> Tensor:
+    """(..., L, e) -> (B, H, L, e): 2-D gets B = H = 1, 3-D H = 1, 5-D and up merge all but the first."""
+    if x.dim() == 2:
+        return x[None, None]
+    if x.dim() == 3:
+        return x.unsqueeze(1)
+    return x if x.dim() == 4 else x.reshape(x.shape[0], -1, *x.shape[-2:])
+
+
+def tiled_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, scale: float, dropout_p: float,
+                    need_weights: bool) -> tuple[Tensor, None]:
+    """Backend "tiled": q (..., Lq, d), k (..., Lk, d), v (..., Lk, dv) -> (..., Lq, dv)."""
+    if need_weights:
+        raise ValueError("backend 'tiled' cannot return weights; use backend='math'")
+    if bias is not None:
+        raise ValueError("backend 'tiled' takes no `bias`; use backend='chunked' or 'math'")
+    left, right, lengths = _parts(mask, k.shape[-2])
+    if dropout_p > 0 or _needs_grad(q, k, v) or not _kernel_applies(q, k, v) or window_kernel() is None:
+        return band_attention(q, k, v, left, right, lengths, scale, dropout_p), None
+    if lengths is not None:
+        lengths = lengths.to(device=q.device, dtype=torch.int64).reshape(-1).contiguous()
+        if lengths.numel() != (q.shape[0] if q.dim() > 2 else 1):
+            raise ValueError(f"backend 'tiled': padding lengths {tuple(lengths.shape)} do not match the batch "
+                             f"dim of q {tuple(q.shape)}")
+    else:
+        lengths = torch.empty(0, dtype=torch.int64)
+    q4, k4, v4 = (_as_4d(x if x.stride(-1) == 1 else x.contiguous()) for x in (q, k, v))
+    out, _ = window_kernel().window_forward(q4, k4, v4, lengths, left, right, scale)  # (B, H, Lq, dv)
+    return out.reshape(*q.shape[:-1], v.shape[-1]), None
+
+
+def _auto(q: Tensor, k: Tensor, mask: Mask | None, bias, need_weights: bool) -> bool:
+    if bias is not None or need_weights or q.dtype not in AUTO_MAX_LEN or torch.is_grad_enabled():
+        return False
+    if k.shape[-2] > AUTO_MAX_LEN[q.dtype] or window_parts(mask, require_window=False) is None:
+        return False
+    # v is not passed to the predicate: assume dv == d (otherwise the call still works, via the PyTorch path)
+    return (q.device.type == "cpu" and k.dtype == q.dtype and q.shape[-1] % 16 == 0 and q.dim() >= 2
+            and q.shape[:-2] == k.shape[:-2] and window_kernel() is not None)
+
+
+register_backend(Backend("tiled", tiled_attention, priority=-40, auto=_auto))

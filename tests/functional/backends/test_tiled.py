@@ -1,0 +1,110 @@
+"""Backend "tiled" (the native CPU kernel) against the math reference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import attnkit
+from attnkit import masks as M
+from attnkit.functional import select_backend
+from attnkit.functional.backends import native
+
+from ._helpers import compare, rand
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    kern = native.window_kernel()
+    if kern is None:
+        pytest.skip("native kernel unavailable here (needs AVX-512 and a C++ compiler)")
+    return kern
+
+
+def _mask(kind: str, lk: int, batch: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(0, lk + 1, (batch,), generator=g)
+    return {"none": None, "causal": M.causal(), "padding": M.padding(lengths),
+            "causal+padding": M.causal() & M.padding(lengths), "window": M.window(3, 5),
+            "window+padding": M.window(7, 0) & M.padding(lengths)}[kind]
+
+
+KINDS = ["none", "causal", "padding", "causal+padding", "window", "window+padding"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(b=st.integers(1, 3), h=st.integers(1, 3), lq=st.integers(1, 70), dl=st.integers(-10, 10),
+       d=st.sampled_from([8, 16, 32]), dv=st.sampled_from([16, 32]), kind=st.sampled_from(KINDS),
+       seed=st.integers(0, 99))
+def test_inference_matches_math(kernel, b, h, lq, dl, d, dv, kind, seed):
+    lk = max(1, lq + dl)
+    mask = _mask(kind, lk, b, seed)
+    q, k = rand(b, h, lq, d, dtype=torch.float32, seed=seed), rand(b, h, lk, d, dtype=torch.float32, seed=seed + 1)
+    v = rand(b, h, lk, dv, dtype=torch.float32, seed=seed + 2)
+    with torch.inference_mode():
+        out = attnkit.attention(q, k, v, mask, backend="tiled")
+        ref = attnkit.attention(q, k, v, mask, backend="math")
+    torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gradients_match_math(kind):
+    """With autograd the call runs the recomputing PyTorch path; same values and gradients as math."""
+    q, k, v = (rand(2, 3, 40, 16, dtype=torch.float32, seed=s) for s in range(3))
+    compare(q, k, v, _mask(kind, 40, 2, 0), "tiled", atol=2e-5, rtol=1e-4)
+
+
+def test_packed_qkv_views_need_no_copy_and_heads_merge_free(kernel):
+    b, l, h, dh = 3, 21, 4, 32
+    qkv = torch.randn(b, l, 3, h, dh)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, L, dh), strided views
+    mask = M.padding(torch.tensor([21, 5, 0]))
+    with torch.no_grad():
+        out = attnkit.attention(q, k, v, mask, backend="tiled")
+        ref = attnkit.attention(q.contiguous(), k.contiguous(), v.contiguous(), mask, backend="math")
+    torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
+    assert out.transpose(1, 2).is_contiguous()  # written as (B, L, H, dh): merging heads is a view
+    assert (out[2] == 0).all()  # a sequence of length 0 attends to nothing: zeros, not NaN
+
+
+@pytest.mark.parametrize("shape", [(9, 16), (2, 9, 16), (2, 2, 2, 9, 16)])
+def test_other_ranks(kernel, shape):
+    q, k, v = (rand(*shape, dtype=torch.float32, seed=s).detach() for s in range(3))
+    with torch.no_grad():
+        out = attnkit.attention(q, k, v, M.causal(), backend="tiled")
+    torch.testing.assert_close(out, attnkit.attention(q, k, v, M.causal(), backend="math"), atol=2e-6, rtol=1e-5)
+
+
+def test_bfloat16_close_to_float32_reference(kernel):
+    q, k, v = (rand(4, 2, 37, 32, dtype=torch.float32, seed=s).detach() for s in range(3))
+    mask = M.padding(torch.tensor([37, 20, 1, 30]))
+    with torch.no_grad():
+        out = attnkit.attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), mask, backend="tiled")
+        ref = attnkit.attention(q.bfloat16().float(), k.bfloat16().float(), v.bfloat16().float(), mask,
+                                backend="math")
+    assert out.dtype == torch.bfloat16
+    # float32 inside, one rounding at the end: within half a bfloat16 ulp of the float32 result
+    torch.testing.assert_close(out.float(), ref.bfloat16().float(), atol=1e-2, rtol=8e-3)
+
+
+def test_auto_rule(kernel):
+    q = torch.zeros(8, 12, 35, 32)
+    with torch.inference_mode():
+        assert select_backend(q, q, M.padding(torch.full((8,), 30)), None, False) == "tiled"
+        assert select_backend(q.bfloat16(), q.bfloat16(), None, None, False) == "tiled"
+        long = torch.zeros(8, 12, 200, 32)
+        assert select_backend(long, long, None, None, False) != "tiled"  # past AUTO_MAX_LEN: SDPA is faster
+        assert select_backend(q, q, None, None, True) == "math"  # weights asked for
+    assert select_backend(q.requires_grad_(), q, None, None, False) != "tiled"  # training: SDPA's backward
+
+
+def test_bad_inputs():
+    q = torch.zeros(2, 10, 16)
+    with pytest.raises(ValueError, match="window / causal / padding"):
+        attnkit.attention(q, q, q, M.graph(torch.tensor([[0], [1]]), 10), backend="tiled")
+    with pytest.raises(ValueError, match="weights"):
+        attnkit.attention(q, q, q, backend="tiled", return_weights=True)
+    with pytest.raises(ValueError, match="bias"):
+        attnkit.attention(q, q, q, bias=torch.zeros(10, 10), backend="tiled")
