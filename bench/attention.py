@@ -3,11 +3,13 @@ and the naive matrix path, 8 heads, d=64, float32, batch 1.
 
     .venv/bin/python bench/attention.py [--lengths 512 1024 2048 4096] [--repeats 7] [--causal]
 
-``--short``: the sentence-embedding case instead: inference forward, bfloat16, 12 heads of 32, about
-2880 tokens per batch (B = 2880 // L), L = 16..128 by default: attnkit's automatic choice against SDPA
-and the math backend, to place ``backends.grouped.MAX_LEN``.
+``--short``: the sentence-embedding case instead: inference forward, bfloat16 (or ``--dtype float32``),
+12 heads of 32 taken as views of one packed QKV tensor, then the heads merged to (B, L, 384) as a
+layer needs them (a copy unless the backend wrote that layout), about 2880 tokens per batch (B = 2880 // L),
+L = 16..128 by default: attnkit's automatic choice against SDPA and the backends it chooses among
+(``math_grouped``, ``tiled``), to place their automatic rules.
 
-    .venv/bin/python bench/attention.py --short [--threads 1]
+    .venv/bin/python bench/attention.py --short [--dtype float32] [--threads 1]
 """
 
 from __future__ import annotations
@@ -32,20 +34,24 @@ def naive(q, k, v, causal):
     return a.softmax(-1) @ v
 
 
-def short(lengths: list[int], repeats: int) -> None:
-    print(f"# attention forward (inference), bfloat16, H=12, d=32, B*L ~ 2880\n# {machine()}, {datetime.date.today()}")
+def short(lengths: list[int], repeats: int, dtype: torch.dtype) -> None:
+    print(f"# attention forward (inference) + head merge, {dtype}, H=12, d=32, B*L ~ 2880, q/k/v views of packed QKV\n"
+          f"# {machine()}, {datetime.date.today()}")
     rows = []
+    names = (("attnkit", None), ("sdpa", "sdpa"), ("math_grouped", "math_grouped"), ("tiled", "tiled"))
     for n in lengths:
         b = max(1, 2880 // n)
-        q, k, v = torch.randn(b, n, 3, 12, 32, dtype=torch.bfloat16).permute(2, 0, 3, 1, 4).unbind(0)  # 3x(B,H,L,d)
+        q, k, v = torch.randn(b, n, 3, 12, 32, dtype=dtype).permute(2, 0, 3, 1, 4).unbind(0)  # 3x(B,H,L,d)
         with torch.inference_mode():
             auto = select_backend(q, k, None, None, False)
-        fns = {name: (lambda be=be, q=q, k=k, v=v: attnkit.attention(q, k, v, backend=be)) for name, be in
-               (("attnkit", None), ("sdpa", "sdpa"), ("math", "math"))}
+        def call(be, q=q, k=k, v=v, b=b, n=n):  # attention, then merge the heads as a layer must: (B, L, H*d)
+            return attnkit.attention(q, k, v, backend=be).transpose(1, 2).reshape(b, n, 12 * 32)
+
+        fns = {name: (lambda be=be: call(be)) for name, be in names}
         with torch.inference_mode():
             t = interleaved_medians(fns, iters=5, repeats=repeats)
-        rows.append([n, b, auto, t["attnkit"] * 1e3, t["sdpa"] * 1e3, t["math"] * 1e3, t["sdpa"] / t["attnkit"]])
-    print(table(["L", "B", "auto picks", "attnkit ms", "SDPA ms", "math ms", "SDPA/attnkit"], rows))
+        rows.append([n, b, auto, *(t[name] * 1e3 for name, _ in names), t["sdpa"] / t["attnkit"]])
+    print(table(["L", "B", "auto picks", "attnkit ms", "SDPA ms", "math_grouped ms", "tiled ms", "SDPA/attnkit"], rows))
 
 
 def main() -> None:
@@ -53,13 +59,14 @@ def main() -> None:
     p.add_argument("--lengths", type=int, nargs="+", default=None)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--causal", action="store_true", help="use a causal mask in all three")
-    p.add_argument("--short", action="store_true", help="short bfloat16 sequences, inference (see above)")
+    p.add_argument("--short", action="store_true", help="short sequences, inference (see above)")
+    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="for --short")
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own choice)")
     a = p.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
     if a.short:
-        return short(a.lengths or [16, 24, 32, 40, 48, 56, 64, 96, 128], a.repeats)
+        return short(a.lengths or [16, 24, 32, 40, 48, 56, 64, 96, 128], a.repeats, getattr(torch, a.dtype))
     a.lengths = a.lengths or [512, 1024, 2048, 4096]
     print(f"# attention fwd+bwd, B=1, H=8, d=64, float32, causal={a.causal}\n# {machine()}, {datetime.date.today()}")
     rows = []

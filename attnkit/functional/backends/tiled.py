@@ -8,15 +8,16 @@ its output in (B, L, H, dv) memory, so merging the heads afterwards is free as w
 
 With gradients, dropout, or where the kernel cannot run (no AVX-512 or compiler, other dtypes,
 dv not a multiple of 16), the call goes to ``local.band_attention``, the PyTorch path with the same
-maths (and a recomputing backward). Automatic choice: inference on CPU, float32 with Lk <= 128 or
-bfloat16 with Lk <= 48, where it beat SDPA's flash kernel (float32) and ``math_grouped`` (bfloat16) on
-sentence-length batches (B = 64, 12 heads of 32, 2 threads, 2026-11-22):
+maths (and a recomputing backward).
 
-    L              8     16    35    64    100
-    float32  sdpa  1.98  2.14  6.58  11.5  22.2   ms
-             tiled 0.30  0.59  4.03  9.64  19.8
-    bfloat16 math_grouped 0.97 0.88 3.94 7.39 18.2
-             tiled 0.36  0.64  3.47  7.92  18.7
+Automatic choice: inference on CPU with Lk <= 24 (float32) or Lk <= 16 (bfloat16). There it beat
+SDPA's flash kernel and ``math_grouped`` in ``bench/attention.py --short`` (attention on views of a
+packed QKV tensor plus the head merge a layer needs; 12 heads of 32, B = 2880 // L, 2 threads), e.g.
+float32 L = 8 / 16: 4.6 / 4.3 ms against SDPA's 8.8 / 5.3 ms. From L = 32 on, runs disagreed (a
+throwaway loop had tiled ahead up to L = 96, the interleaved benchmark had SDPA ahead by 10-20%),
+so the rule stays where the gain is clear; BENCHMARKS.md has the tables. In bfloat16 the kernel
+converts every element it reads to float32, and from L = 24 on ``math_grouped``'s bfloat16 matrix
+products win.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .native import window_kernel
 __all__ = ["tiled_attention"]
 
 DTYPES = (torch.float32, torch.bfloat16)
-AUTO_MAX_LEN = {torch.float32: 128, torch.bfloat16: 48}
+AUTO_MAX_LEN = {torch.float32: 24, torch.bfloat16: 16}
 
 
 def _parts(mask: Mask | None, lk: int) -> tuple[int, int, Tensor | None]:

@@ -92,10 +92,12 @@ def test_bfloat16_close_to_float32_reference(kernel):
 def test_auto_rule(kernel):
     q = torch.zeros(8, 12, 35, 32)
     with torch.inference_mode():
-        assert select_backend(q, q, M.padding(torch.full((8,), 30)), None, False) == "tiled"
-        assert select_backend(q.bfloat16(), q.bfloat16(), None, None, False) == "tiled"
-        long = torch.zeros(8, 12, 200, 32)
-        assert select_backend(long, long, None, None, False) != "tiled"  # past AUTO_MAX_LEN: SDPA is faster
+        f32 = torch.zeros(8, 12, 24, 32)
+        assert select_backend(f32, f32, M.padding(torch.full((8,), 20)), None, False) == "tiled"
+        short = torch.zeros(8, 12, 16, 32, dtype=torch.bfloat16)
+        assert select_backend(short, short, None, None, False) == "tiled"
+        assert select_backend(q.bfloat16(), q.bfloat16(), None, None, False) == "math_grouped"  # bf16 past 16
+        assert select_backend(q, q, None, None, False) == "sdpa"  # float32 past 24 keys
         assert select_backend(q, q, None, None, True) == "math"  # weights asked for
     assert select_backend(q.requires_grad_(), q, None, None, False) != "tiled"  # training: SDPA's backward
 
