@@ -72,11 +72,13 @@ def fit(model: torch.nn.Module, g: PlanetoidGraph, x: torch.Tensor, ei: torch.Te
 
 def train_one(g: PlanetoidGraph, score: str, seed: int, *, max_epochs: int = 1000, patience: int = 100,
               dense: bool = False, value_dropout: float = 0.0, weight_decay: float | None = None,
-              attention_dropout: float = 0.6, qk_source: str = "input") -> dict:
+              attention_dropout: float = 0.6, qk_source: str = "input", lr: float | None = None) -> dict:
     """Train one attnkit GAT from ``seed`` with the paper's settings for ``g`` (``weight_decay`` overrides)."""
     hp = dict(PAPER[g.name])
     if weight_decay is not None:
         hp["weight_decay"] = weight_decay
+    if lr is not None:
+        hp["lr"] = lr
     torch.manual_seed(seed)
     model = GAT(GraphAttentionConfig(g.num_features, g.num_classes, score=score, out_heads=hp["out_heads"],
                                      value_dropout=value_dropout, attention_dropout=attention_dropout,
@@ -103,6 +105,8 @@ def main(argv=None) -> int:
                    help="L2 coefficient instead of the paper's (chosen on validation accuracy, never on test)")
     p.add_argument("--attention-dropout", type=float, default=0.6, help="dropout on the attention weights "
                    "(the paper's 0.6)")
+    p.add_argument("--lr", type=float, default=None, help="Adam learning rate instead of the paper's "
+                   "(chosen on validation accuracy, never on test)")
     p.add_argument("--qk-source", default="input", choices=["input", "projected"],
                    help="dot form: q, k from the layer input (the lecture's) or from W x per head")
     p.add_argument("--dense-features", action="store_true", help="feed x dense instead of sparse CSR")
@@ -128,7 +132,7 @@ def main(argv=None) -> int:
                 runs.append(train_one(g, score, s, max_epochs=args.max_epochs, patience=args.patience,
                                       dense=args.dense_features, value_dropout=args.value_dropout,
                                       weight_decay=args.weight_decay, attention_dropout=args.attention_dropout,
-                                      qk_source=args.qk_source))
+                                      qk_source=args.qk_source, lr=args.lr))
                 r = runs[-1]
                 print(f"  {name} {score} seed {s}: test {100 * r['test']:.1f} val {100 * r['val']:.1f} "
                       f"epochs {r['epochs']} {r['seconds']:.0f} s", flush=True)

@@ -110,3 +110,11 @@ def test_bad_inputs():
         attnkit.attention(q, q, q, backend="tiled", return_weights=True)
     with pytest.raises(ValueError, match="bias"):
         attnkit.attention(q, q, q, bias=torch.zeros(10, 10), backend="tiled")
+
+
+def test_head_dim_one_with_any_stride(kernel):
+    q, k = (torch.randn(2, 3, 1, 10).transpose(-1, -2) for _ in range(2))  # (2, 3, 10, 1), last stride 10
+    v = torch.randn(2, 3, 10, 16)
+    with torch.no_grad():
+        out = attnkit.attention(q, k, v, M.causal(), backend="tiled")
+    torch.testing.assert_close(out, attnkit.attention(q, k, v, M.causal(), backend="math"), atol=2e-6, rtol=1e-5)

@@ -252,7 +252,8 @@ std::vector<torch::Tensor> window_forward(torch::Tensor q, torch::Tensor k, torc
   TORCH_CHECK((dt == torch::kFloat32 || dt == torch::kBFloat16) && k.scalar_type() == dt && v.scalar_type() == dt,
               "window_forward: q, k, v must all be float32 or all bfloat16");
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "window_forward: q, k, v must be (B, H, L, d)");
-  TORCH_CHECK(q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1, "window_forward: last dim must be contiguous");
+  TORCH_CHECK((q.stride(3) == 1 || q.size(3) == 1) && (k.stride(3) == 1 || k.size(3) == 1) && v.stride(3) == 1,
+              "window_forward: last dim must be contiguous");
   TORCH_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1) &&
               v.size(2) == k.size(2) && k.size(3) == q.size(3), "window_forward: q, k, v shapes do not match");
   TORCH_CHECK(v.size(3) % 16 == 0, "window_forward: dv must be a multiple of 16");
