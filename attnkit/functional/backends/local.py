@@ -288,6 +288,12 @@ class _LocalFn(torch.autograd.Function):
     def backward(ctx, dout):
         q, k, v, out, lse, lengths = ctx.saved_tensors
         left, right, scale = ctx.conf
+        if _native_applies(q, v) and q.shape[-1] % 16 == 0 and window_kernel() is not None:
+            lens = lengths.to(torch.int64).contiguous() if lengths is not None else torch.empty(0, dtype=torch.int64)
+            dq, dk, dv = window_kernel().window_backward(q.contiguous(), k.contiguous(), v.contiguous(),
+                                                         out.contiguous(), dout.contiguous(), lse.contiguous(),
+                                                         lens, left, right, scale)
+            return dq, dk, dv, None, None, None, None
         g = _Geometry(q.shape[1], k.shape[1], left, right)
         qb = g.pad_queries(q * scale)  # (N, nb, bq, d)
         kb, vb = g.pad_keys(k), g.pad_keys(v)  # (N, nb + m - 1, bq, d | dv)

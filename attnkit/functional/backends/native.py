@@ -1,15 +1,16 @@
 """Native CPU kernels, compiled on first use with ``torch.utils.cpp_extension`` (needs a C++ compiler
 and ninja; the build is cached under ``~/.cache/torch_extensions``, about a minute the first time).
 
-``window_kernel()`` returns the compiled module of ``csrc/window_attention.cpp`` (exact sliding-window
-attention forward, float32, AVX-512), or None when it cannot run here: no AVX-512, no compiler, or a
-failed build. Callers then use their pure-PyTorch path, which is also the reference the tests hold
-the kernel to. A failed build warns once and says why.
+``window_kernel()`` returns the compiled module of ``csrc/window_attention.cpp`` (exact windowed
+attention, forward in float32 / bfloat16 and backward in float32, AVX-512), or None when it cannot
+run here: no AVX-512, no compiler, or a failed build. Callers then use their pure-PyTorch path,
+which is also the reference the tests hold the kernel to. A failed build warns once and says why.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import warnings
 from pathlib import Path
@@ -18,8 +19,19 @@ import torch
 
 __all__ = ["window_kernel", "SOURCE"]
 
-SOURCE = Path(__file__).with_name("csrc") / "window_attention.cpp"
-_NAME = "attnkit_window_attention"
+CSRC = Path(__file__).with_name("csrc")
+SOURCE = CSRC / "window_attention.cpp"  # includes window_tiles.h
+
+
+def _name() -> str:
+    """Extension name with a digest of every file in csrc/: torch's build cache only watches the
+    listed sources, so a change to a header must change the name to force a rebuild."""
+    digest = hashlib.sha256()
+    for f in sorted(CSRC.iterdir()):
+        digest.update(f.name.encode() + f.read_bytes())
+    return f"attnkit_window_{digest.hexdigest()[:12]}"
+
+
 _FLAGS = ["-O3", "-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma"]
 log = logging.getLogger("attnkit")
 
@@ -49,9 +61,10 @@ def window_kernel():
     try:
         from torch.utils.cpp_extension import load
 
-        if not _built(_NAME):
+        name = _name()
+        if not _built(name):
             log.warning("attnkit: compiling the native attention kernel (once per machine, about a minute)")
-        return load(_NAME, [str(SOURCE)], extra_cflags=_FLAGS, verbose=False)
+        return load(name, [str(SOURCE)], extra_cflags=_FLAGS, extra_include_paths=[str(CSRC)], verbose=False)
     except Exception as e:  # noqa: BLE001 - any build problem means: use the PyTorch path
         warnings.warn(f"attnkit: native window-attention kernel unavailable ({type(e).__name__}: "
                       f"{str(e).strip().splitlines()[-1] if str(e).strip() else e}); using the PyTorch path",

@@ -1,0 +1,324 @@
+// Tile maths shared by the forward and backward window-attention kernels (AVX-512, float32 inside).
+// Included by window_attention.cpp only; see there for what the kernels compute.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace attnkit_window {
+
+constexpr int T = 16;  // queries per tile = floats per zmm
+
+// exp(x) for x <= 0 (and -inf -> 0): Cody-Waite range reduction, degree-6 polynomial, scalef.
+inline __m512 exp_ps(__m512 x) {
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
+  const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // exp(-104) underflows to 0 after scalef
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
+  r = _mm512_fnmadd_ps(n, ln2_lo, r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r2 = _mm512_mul_ps(r, r);
+  p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// Element access for float and bfloat16 (stored as uint16_t; round to nearest even on the way out).
+inline float to_f(float x) { return x; }
+inline float to_f(uint16_t x) {
+  const uint32_t u = static_cast<uint32_t>(x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline void store16(float* p, __m512 x) { _mm512_storeu_ps(p, x); }
+inline void store16(uint16_t* p, __m512 x) {
+  __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
+}
+
+// S^T rows t0 .. t0 + NK - 1 (NK <= 12): s[t][r] = sum_e k[t, e] * qt[e][r].
+template <int NK, typename S>
+inline void score_block(const S* k, int64_t ks, const float* qt, int d, float* s) {
+  __m512 acc[NK];
+  for (int j = 0; j < NK; ++j) acc[j] = _mm512_setzero_ps();
+  for (int e = 0; e < d; ++e) {
+    const __m512 qv = _mm512_loadu_ps(qt + e * T);
+    for (int j = 0; j < NK; ++j) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(to_f(k[j * ks + e])), qv, acc[j]);
+  }
+  for (int j = 0; j < NK; ++j) _mm512_storeu_ps(s + j * T, acc[j]);
+}
+
+template <typename S>
+void scores(const S* k, int64_t ks, const float* qt, int d, int nkeys, float* s) {
+  int t = 0;
+  for (; t + 12 <= nkeys; t += 12) score_block<12>(k + t * ks, ks, qt, d, s + t * T);
+  const int rest = nkeys - t;
+  const S* kk = k + t * ks;
+  float* ss = s + t * T;
+  switch (rest) {
+    case 11: score_block<11>(kk, ks, qt, d, ss); break;
+    case 10: score_block<10>(kk, ks, qt, d, ss); break;
+    case 9: score_block<9>(kk, ks, qt, d, ss); break;
+    case 8: score_block<8>(kk, ks, qt, d, ss); break;
+    case 7: score_block<7>(kk, ks, qt, d, ss); break;
+    case 6: score_block<6>(kk, ks, qt, d, ss); break;
+    case 5: score_block<5>(kk, ks, qt, d, ss); break;
+    case 4: score_block<4>(kk, ks, qt, d, ss); break;
+    case 3: score_block<3>(kk, ks, qt, d, ss); break;
+    case 2: score_block<2>(kk, ks, qt, d, ss); break;
+    case 1: score_block<1>(kk, ks, qt, d, ss); break;
+    default: break;
+  }
+}
+
+// o[r, c0 .. c0 + 16 NV) for R rows r0 .. r0 + R - 1 = sum_t p[t][r] v[t, c0 ..], t in [ta, tb).
+template <int R, int NV, typename S>
+inline void pv_block(const float* p, const S* v, int64_t vs, int ta, int tb, int r0, int c0, float* o,
+                     int64_t os) {
+  __m512 acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int t = ta; t < tb; ++t) {
+    __m512 vv[NV];
+    for (int c = 0; c < NV; ++c) vv[c] = load16(v + t * vs + c0 + 16 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m512 pr = _mm512_set1_ps(p[t * T + r0 + r]);
+      for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < NV; ++c) _mm512_storeu_ps(o + (r0 + r) * os + c0 + 16 * c, acc[r][c]);
+}
+
+template <int NV, typename S>
+void pv_rows(const float* p, const S* v, int64_t vs, const int* ta, const int* tb, int c0, float* o,
+             int64_t os) {
+  for (int r0 = 0; r0 < T; r0 += 4) {
+    const int a = std::min(std::min(ta[r0], ta[r0 + 1]), std::min(ta[r0 + 2], ta[r0 + 3]));
+    const int b = std::max(std::max(tb[r0], tb[r0 + 1]), std::max(tb[r0 + 2], tb[r0 + 3]));
+    pv_block<4, NV, S>(p, v, vs, a, std::max(a, b), r0, c0, o, os);
+  }
+}
+
+template <typename S>
+struct Tile {
+  const S *q, *k, *v;  // one (b, h): rows of q (Lq, d), k (Lk, d), v (Lk, dv), row strides qs, ks, vs
+  S* out;              // (Lq, dv), row stride os
+  float* lse;          // (Lq,), contiguous
+  int64_t qs, ks, vs, os, lq, lk_eff, off, left, right;
+  int d, dv;
+  float scale;
+};
+
+// One tile of 16 queries starting at i0; buf holds (left + right + T) * T scores.
+template <typename S>
+void tile(const Tile<S>& a, int64_t i0, float* buf, float* qt, float* obuf) {
+  const int rows = static_cast<int>(std::min<int64_t>(T, a.lq - i0));
+  const int64_t c0 = i0 + a.off;  // key aligned with the tile's first query
+  const int64_t lo = std::max<int64_t>(0, c0 - a.left);
+  const int64_t hi = std::min<int64_t>(a.lk_eff, c0 + (T - 1) + a.right + 1);
+  S* out = a.out + i0 * a.os;
+  float* lse = a.lse + i0;
+  if (hi <= lo) {  // no row of this tile sees a key
+    for (int r = 0; r < rows; ++r) std::fill(out + r * a.os, out + r * a.os + a.dv, S(0));
+    std::fill(lse, lse + rows, std::numeric_limits<float>::infinity());
+    return;
+  }
+  const int nk = static_cast<int>(hi - lo);
+  // qt[e][r] = scale * q[i0 + r, e] (rows past Lq: 0)
+  for (int e = 0; e < a.d; ++e)
+    for (int r = 0; r < T; ++r) qt[e * T + r] = r < rows ? a.scale * to_f(a.q[(i0 + r) * a.qs + e]) : 0.0f;
+  scores(a.k + lo * a.ks, a.ks, qt, a.d, nk, buf);
+  // row r sees keys t (tile-relative) with lo + t in [c0 + r - left, c0 + r + right]
+  //   <=>  r >= lo + t - c0 - right  and  r <= lo + t - c0 + left
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 mx = ninf;
+  for (int t = 0; t < nk; ++t) {
+    const int64_t base = lo + t - c0;
+    const __mmask16 ok = _mm512_cmpge_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base - a.right))) &
+                         _mm512_cmple_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base + a.left)));
+    const __m512 s = _mm512_mask_blend_ps(ok, ninf, _mm512_loadu_ps(buf + t * T));
+    _mm512_storeu_ps(buf + t * T, s);
+    mx = _mm512_max_ps(mx, s);
+  }
+  const __mmask16 live = _mm512_cmp_ps_mask(mx, ninf, _CMP_NEQ_OQ);
+  const __m512 shift = _mm512_mask_blend_ps(live, _mm512_setzero_ps(), mx);
+  __m512 sum = _mm512_setzero_ps();
+  for (int t = 0; t < nk; ++t) {
+    const __m512 s = _mm512_loadu_ps(buf + t * T);
+    const __mmask16 ok = _mm512_cmp_ps_mask(s, ninf, _CMP_NEQ_OQ);  // masked keys give exactly 0
+    const __m512 e = _mm512_maskz_mov_ps(ok, exp_ps(_mm512_sub_ps(s, shift)));
+    _mm512_storeu_ps(buf + t * T, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  // per-row key range (tile-relative) for the P V product: [ta, tb)
+  int ta[T], tb[T];
+  for (int r = 0; r < T; ++r) {
+    const int64_t a0 = std::max<int64_t>(lo, c0 + r - a.left), b0 = std::min<int64_t>(hi, c0 + r + a.right + 1);
+    ta[r] = static_cast<int>(std::min<int64_t>(std::max<int64_t>(a0 - lo, 0), nk));
+    tb[r] = static_cast<int>(std::max<int64_t>(std::min<int64_t>(b0 - lo, nk), ta[r]));
+  }
+  const S* v = a.v + lo * a.vs;
+  for (int c0v = 0; c0v < a.dv; c0v += 64) {
+    switch (std::min(4, (a.dv - c0v) / 16)) {
+      case 4: pv_rows<4>(buf, v, a.vs, ta, tb, c0v, obuf, a.dv); break;
+      case 3: pv_rows<3>(buf, v, a.vs, ta, tb, c0v, obuf, a.dv); break;
+      case 2: pv_rows<2>(buf, v, a.vs, ta, tb, c0v, obuf, a.dv); break;
+      default: pv_rows<1>(buf, v, a.vs, ta, tb, c0v, obuf, a.dv); break;
+    }
+  }
+  alignas(64) float sums[T], mxs[T];
+  _mm512_store_ps(sums, sum);
+  _mm512_store_ps(mxs, mx);
+  for (int r = 0; r < rows; ++r) {
+    const bool live_row = sums[r] > 0.0f;
+    const __m512 inv = _mm512_set1_ps(live_row ? 1.0f / sums[r] : 0.0f);  // empty rows: 0
+    for (int c = 0; c < a.dv; c += 16)
+      store16(out + r * a.os + c, _mm512_mul_ps(_mm512_loadu_ps(obuf + r * a.dv + c), inv));
+    lse[r] = live_row ? mxs[r] + std::log(sums[r]) : std::numeric_limits<float>::infinity();
+  }
+}
+
+// ---- backward ----------------------------------------------------------------------------------
+
+// dst[t0 + j, c] += mult * sum_r coef[(t0 + j) * T + r] * rows[r, c] for j < J, c < 16 NV (+ c0).
+template <int J, int NV>
+inline void accum_block(const float* coef, const float* rows, int w, int t0, int c0, float* dst, int64_t ds,
+                        __m512 mult) {
+  __m512 acc[J][NV];
+  for (int j = 0; j < J; ++j)
+    for (int c = 0; c < NV; ++c) acc[j][c] = _mm512_setzero_ps();
+  for (int r = 0; r < T; ++r) {
+    __m512 x[NV];
+    for (int c = 0; c < NV; ++c) x[c] = _mm512_loadu_ps(rows + r * w + c0 + 16 * c);
+    for (int j = 0; j < J; ++j) {
+      const __m512 b = _mm512_set1_ps(coef[(t0 + j) * T + r]);
+      for (int c = 0; c < NV; ++c) acc[j][c] = _mm512_fmadd_ps(b, x[c], acc[j][c]);
+    }
+  }
+  for (int j = 0; j < J; ++j)
+    for (int c = 0; c < NV; ++c) {
+      float* p = dst + (t0 + j) * ds + c0 + 16 * c;
+      _mm512_storeu_ps(p, _mm512_fmadd_ps(mult, acc[j][c], _mm512_loadu_ps(p)));
+    }
+}
+
+// dst[t, :w] += mult * sum_r coef[t][r] rows[r, :w] for t < nt; rows is (16, w), w % 16 == 0.
+template <int NV>
+void accum_cols(const float* coef, const float* rows, int w, int c0, int nt, float* dst, int64_t ds, float m) {
+  const __m512 mult = _mm512_set1_ps(m);
+  int t = 0;
+  for (; t + 4 <= nt; t += 4) accum_block<4, NV>(coef, rows, w, t, c0, dst, ds, mult);
+  for (; t < nt; ++t) accum_block<1, NV>(coef, rows, w, t, c0, dst, ds, mult);
+}
+
+inline void accum(const float* coef, const float* rows, int w, int nt, float* dst, int64_t ds, float m) {
+  for (int c0 = 0; c0 < w; c0 += 64) {
+    switch (std::min(4, (w - c0) / 16)) {
+      case 4: accum_cols<4>(coef, rows, w, c0, nt, dst, ds, m); break;
+      case 3: accum_cols<3>(coef, rows, w, c0, nt, dst, ds, m); break;
+      case 2: accum_cols<2>(coef, rows, w, c0, nt, dst, ds, m); break;
+      default: accum_cols<1>(coef, rows, w, c0, nt, dst, ds, m); break;
+    }
+  }
+}
+
+struct BackTile {
+  const float *q, *k, *v, *out, *dout, *lse;  // one row n: (Lq, d), (Lk, d), (Lk, dv), (Lq, dv) x2, (Lq,)
+  float *dq, *dk, *dv;                         // (Lq, d), (Lk, d), (Lk, dv); dk, dv accumulate
+  int64_t lq, lk_eff, off, left, right;
+  int d, dvw;
+  float scale;
+};
+
+// Gradients from one tile of 16 queries starting at i0 (flash-attention backward, recomputing P):
+//   P = exp(S - lse), dP = dO V^T, dS = P * (dP - delta) with delta = rowsum(dO * O),
+//   dQ = scale dS K, dK += scale dS^T Q, dV += P^T dO.
+// Buffers: p, dp (left + right + T) * T; qt (d * T); dot (dv * T); qrow (T * d); dorow (T * dv); obuf (T * d).
+inline void back_tile(const BackTile& a, int64_t i0, float* p, float* dp, float* qt, float* dot, float* qrow,
+                      float* dorow, float* obuf) {
+  const int rows = static_cast<int>(std::min<int64_t>(T, a.lq - i0));
+  const int64_t c0 = i0 + a.off;
+  const int64_t lo = std::max<int64_t>(0, c0 - a.left);
+  const int64_t hi = std::min<int64_t>(a.lk_eff, c0 + (T - 1) + a.right + 1);
+  float* dq = a.dq + i0 * a.d;
+  if (hi <= lo) {
+    std::fill(dq, dq + rows * a.d, 0.0f);
+    return;
+  }
+  const int nk = static_cast<int>(hi - lo);
+  alignas(64) float lse[T], delta[T];
+  for (int r = 0; r < T; ++r) {
+    const bool in = r < rows;
+    lse[r] = in ? a.lse[i0 + r] : std::numeric_limits<float>::infinity();
+    float acc = 0.0f;
+    for (int c = 0; c < a.dvw; ++c) {
+      const float g = in ? a.dout[(i0 + r) * a.dvw + c] : 0.0f;
+      dorow[r * a.dvw + c] = g;
+      dot[c * T + r] = g;
+      if (in) acc += g * a.out[(i0 + r) * a.dvw + c];
+    }
+    delta[r] = acc;
+    for (int e = 0; e < a.d; ++e) {
+      const float x = in ? a.q[(i0 + r) * a.d + e] : 0.0f;
+      qrow[r * a.d + e] = x;
+      qt[e * T + r] = a.scale * x;
+    }
+  }
+  scores(a.k + lo * a.d, static_cast<int64_t>(a.d), qt, a.d, nk, p);          // S^T
+  scores(a.v + lo * a.dvw, static_cast<int64_t>(a.dvw), dot, a.dvw, nk, dp);  // dP^T
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512 lsev = _mm512_load_ps(lse), deltav = _mm512_load_ps(delta);
+  const __mmask16 live = _mm512_cmp_ps_mask(lsev, _mm512_set1_ps(std::numeric_limits<float>::infinity()),
+                                            _CMP_NEQ_OQ);
+  const __m512 shift = _mm512_maskz_mov_ps(live, lsev);
+  for (int t = 0; t < nk; ++t) {
+    const int64_t base = lo + t - c0;
+    const __mmask16 ok = live &
+                         _mm512_cmpge_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base - a.right))) &
+                         _mm512_cmple_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base + a.left)));
+    const __m512 pv = _mm512_maskz_mov_ps(ok, exp_ps(_mm512_sub_ps(_mm512_loadu_ps(p + t * T), shift)));
+    _mm512_storeu_ps(p + t * T, pv);
+    _mm512_storeu_ps(dp + t * T, _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_loadu_ps(dp + t * T), deltav)));  // dS
+  }
+  int ta[T], tb[T];
+  for (int r = 0; r < T; ++r) {
+    const int64_t a0 = std::max<int64_t>(lo, c0 + r - a.left), b0 = std::min<int64_t>(hi, c0 + r + a.right + 1);
+    ta[r] = static_cast<int>(std::min<int64_t>(std::max<int64_t>(a0 - lo, 0), nk));
+    tb[r] = static_cast<int>(std::max<int64_t>(std::min<int64_t>(b0 - lo, nk), ta[r]));
+  }
+  for (int c0q = 0; c0q < a.d; c0q += 64) {  // dQ (16 x d) = dS^T K into obuf
+    switch (std::min(4, (a.d - c0q) / 16)) {
+      case 4: pv_rows<4>(dp, a.k + lo * a.d, a.d, ta, tb, c0q, obuf, a.d); break;
+      case 3: pv_rows<3>(dp, a.k + lo * a.d, a.d, ta, tb, c0q, obuf, a.d); break;
+      case 2: pv_rows<2>(dp, a.k + lo * a.d, a.d, ta, tb, c0q, obuf, a.d); break;
+      default: pv_rows<1>(dp, a.k + lo * a.d, a.d, ta, tb, c0q, obuf, a.d); break;
+    }
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int e = 0; e < a.d; ++e) dq[r * a.d + e] = a.scale * obuf[r * a.d + e];
+  accum(dp, qrow, a.d, nk, a.dk + lo * a.d, a.d, a.scale);  // dK += scale dS^T Q
+  accum(p, dorow, a.dvw, nk, a.dv + lo * a.dvw, a.dvw, 1.0f);  // dV += P^T dO
+}
+
+}  // namespace attnkit_window
