@@ -18,8 +18,10 @@ log-sum-exp. Three forwards, the first that applies:
 - float32/float64 with d == dv: torch's fused CPU attention kernel on the bands (``_forward_fused``:
   each query block a "head" whose keys are a strided view of its band).
 - otherwise the blocked matmul path (``_forward``), also the reference the other two are tested against.
- The backward recomputes each chunk of scores
-(flash-attention style), so memory is O(L * d) saved plus one chunk of scores at a time.
+
+The backward recomputes the scores (flash-attention style), so memory is O(L * d) saved plus one
+chunk of scores at a time: the native kernel's ``window_backward`` for float32 with d and dv
+multiples of 16 on AVX-512, otherwise the blocked matmul path in chunks.
 bfloat16/float16 inputs are computed in float32 and cast back. ``dropout_p > 0`` uses a plain
 differentiable version of the same band computation (memory O(L * W), still linear in L).
 
