@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import os
 import warnings
 from pathlib import Path
 
@@ -28,22 +29,32 @@ def _name() -> str:
     listed sources, so a change to a header must change the name to force a rebuild."""
     digest = hashlib.sha256()
     for f in sorted(CSRC.iterdir()):
-        digest.update(f.name.encode() + f.read_bytes())
+        if f.suffix in (".cpp", ".h"):
+            digest.update(f.name.encode() + f.read_bytes())
     return f"attnkit_window_{digest.hexdigest()[:12]}"
+
+
+def _staged_source(build_dir: Path) -> Path:
+    """Copy csrc/ into the build directory and return the copy of SOURCE. Every checkout with the same
+    sources then compiles the same paths, so two clones do not make ninja rebuild for each other."""
+    src = build_dir / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    for f in CSRC.iterdir():
+        if f.suffix in (".cpp", ".h") and not (src / f.name).exists():
+            tmp = src / f".{f.name}.{os.getpid()}.tmp"
+            tmp.write_bytes(f.read_bytes())
+            os.replace(tmp, src / f.name)  # atomic: a concurrent process sees the old file or the new one
+    return src / SOURCE.name
 
 
 _FLAGS = ["-O3", "-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma"]
 log = logging.getLogger("attnkit")
 
 
-def _built(name: str) -> bool:
-    """Is a build of ``name`` already in torch's extension cache? (Only decides whether to say so.)"""
-    try:
-        from torch.utils.cpp_extension import _get_build_directory
+def _build_dir(name: str) -> Path:
+    from torch.utils.cpp_extension import _get_build_directory  # torch's own cache location for ``name``
 
-        return any(Path(_get_build_directory(name, verbose=False)).glob(f"{name}*.so"))
-    except Exception:  # noqa: BLE001 - a private helper; if it moved, just do not announce
-        return True
+    return Path(_get_build_directory(name, verbose=False))
 
 
 def _cpu_ok() -> bool:
@@ -62,9 +73,11 @@ def window_kernel():
         from torch.utils.cpp_extension import load
 
         name = _name()
-        if not _built(name):
+        build_dir = _build_dir(name)
+        if not any(build_dir.glob(f"{name}*.so")):
             log.warning("attnkit: compiling the native attention kernel (once per machine, about a minute)")
-        return load(name, [str(SOURCE)], extra_cflags=_FLAGS, extra_include_paths=[str(CSRC)], verbose=False)
+        source = _staged_source(build_dir)
+        return load(name, [str(source)], extra_cflags=_FLAGS, build_directory=str(build_dir), verbose=False)
     except Exception as e:  # noqa: BLE001 - any build problem means: use the PyTorch path
         warnings.warn(f"attnkit: native window-attention kernel unavailable ({type(e).__name__}: "
                       f"{str(e).strip().splitlines()[-1] if str(e).strip() else e}); using the PyTorch path",
