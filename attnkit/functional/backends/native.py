@@ -25,9 +25,10 @@ SOURCE = CSRC / "window_attention.cpp"  # includes window_tiles.h
 
 
 def _name() -> str:
-    """Extension name with a digest of every file in csrc/: torch's build cache only watches the
-    listed sources, so a change to a header must change the name to force a rebuild."""
-    digest = hashlib.sha256()
+    """Extension name with a digest of every file in csrc/ and of the torch installation compiled
+    against: torch's build cache only watches the listed sources (a header change must force a
+    rebuild), and two environments sharing one build directory would make ninja rebuild in turn."""
+    digest = hashlib.sha256(f"{torch.__version__}|{Path(torch.__file__).resolve().parent}".encode())
     for f in sorted(CSRC.iterdir()):
         if f.suffix in (".cpp", ".h"):
             digest.update(f.name.encode() + f.read_bytes())
@@ -75,7 +76,7 @@ def window_kernel():
         name = _name()
         build_dir = _build_dir(name)
         if not any(build_dir.glob(f"{name}*.so")):
-            log.warning("attnkit: compiling the native attention kernel (once per machine, about a minute)")
+            log.warning("attnkit: compiling the native attention kernel (once per environment, under a minute)")
         source = _staged_source(build_dir)
         return load(name, [str(source)], extra_cflags=_FLAGS, build_directory=str(build_dir), verbose=False)
     except Exception as e:  # noqa: BLE001 - any build problem means: use the PyTorch path
