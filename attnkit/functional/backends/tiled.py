@@ -36,12 +36,14 @@ DTYPES = (torch.float32, torch.bfloat16)
 AUTO_MAX_LEN = {torch.float32: 24, torch.bfloat16: 16}
 
 
-def _parts(mask: Mask | None, lk: int) -> tuple[int, int, Tensor | None]:
+def _parts(mask: Mask | None, lq: int, lk: int) -> tuple[int, int, Tensor | None]:
+    """(left, right, lengths); a missing side of the window is "every key": with queries aligned to
+    the end of the keys (query i sits at key i + Lk - Lq), Lq + Lk covers every offset."""
     parts = window_parts(mask, require_window=False)
     if parts is None:
         raise ValueError(f"backend 'tiled' needs no mask or one made of window / causal / padding, got {mask!r}")
     left, right, lengths = parts
-    return (lk if left is None else left), (lk if right is None else right), lengths
+    return (lq + lk if left is None else left), (lq + lk if right is None else right), lengths
 
 
 def _kernel_applies(q: Tensor, k: Tensor, v: Tensor) -> bool:
@@ -69,7 +71,7 @@ def tiled_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, sc
         raise ValueError("backend 'tiled' cannot return weights; use backend='math'")
     if bias is not None:
         raise ValueError("backend 'tiled' takes no `bias`; use backend='chunked' or 'math'")
-    left, right, lengths = _parts(mask, k.shape[-2])
+    left, right, lengths = _parts(mask, q.shape[-2], k.shape[-2])
     if dropout_p > 0 or _needs_grad(q, k, v) or not _kernel_applies(q, k, v) or window_kernel() is None:
         return band_attention(q, k, v, left, right, lengths, scale, dropout_p), None
     if lengths is not None:

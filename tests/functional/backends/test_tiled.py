@@ -118,3 +118,16 @@ def test_head_dim_one_with_any_stride(kernel):
     with torch.no_grad():
         out = attnkit.attention(q, k, v, M.causal(), backend="tiled")
     torch.testing.assert_close(out, attnkit.attention(q, k, v, M.causal(), backend="math"), atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("lq", "lk"), [(6, 1), (16, 8), (37, 28), (5, 9)])
+def test_more_queries_than_keys(kernel, kind, lq, lk):
+    """Without a window every query sees every key (subject to causal / padding), whatever Lq - Lk is."""
+    q, k = rand(3, 2, lq, 16, dtype=torch.float32, seed=1).detach(), rand(3, 2, lk, 16, dtype=torch.float32, seed=2)
+    v = rand(3, 2, lk, 32, dtype=torch.float32, seed=3).detach()
+    mask = _mask(kind, lk, 3, lq)
+    with torch.no_grad():
+        out = attnkit.attention(q, k.detach(), v, mask, backend="tiled")
+        ref = attnkit.attention(q, k.detach(), v, mask, backend="math")
+    torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
