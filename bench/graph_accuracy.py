@@ -25,7 +25,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attnkit.data.planetoid import PlanetoidGraph, load_planetoid  # noqa: E402
-from attnkit.models.graph import GAT, GraphAttentionConfig, add_self_loops  # noqa: E402
+from attnkit.models.graph import GAT, QK_SOURCES, SCORES, GraphAttentionConfig, add_self_loops  # noqa: E402
 
 # GAT paper: PubMed uses 8 output heads, lr 0.01, weight decay 0.001.
 PAPER = {"cora": dict(lr=0.005, weight_decay=5e-4, out_heads=1),
@@ -92,7 +92,7 @@ def train_one(g: PlanetoidGraph, score: str, seed: int, *, max_epochs: int = 100
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", nargs="+", default=["cora", "citeseer", "pubmed"])
-    p.add_argument("--scores", nargs="+", default=["additive", "dot"], choices=["additive", "dot"])
+    p.add_argument("--scores", nargs="+", default=list(SCORES), choices=SCORES)
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--max-epochs", type=int, default=1000)
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
                    "(the paper's 0.6)")
     p.add_argument("--lr", type=float, default=None, help="Adam learning rate instead of the paper's "
                    "(chosen on validation accuracy, never on test)")
-    p.add_argument("--qk-source", default="input", choices=["input", "projected"],
+    p.add_argument("--qk-source", default="input", choices=QK_SOURCES,
                    help="dot form: q, k from the layer input (the lecture's) or from W x per head")
     p.add_argument("--dense-features", action="store_true", help="feed x dense instead of sparse CSR")
     p.add_argument("--threads", type=int, default=None)

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from ..data.planetoid import NAMES, PlanetoidGraph, load_planetoid
-from ..models.graph import GAT, GraphAttentionConfig, add_self_loops
+from ..models.graph import GAT, QK_SOURCES, SCORES, GraphAttentionConfig, add_self_loops
 from ..nn import TransformerConfig
 from ..train import Task
 from ..train.checkpoint import load_weights
@@ -36,9 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", type=Path, default=None,
                    help="folder with the ind.* files (default $ATTNKIT_DATA/planetoid or ../shared/data/planetoid)")
     p.add_argument("--download", action="store_true", help="fetch missing files from kimiyoung/planetoid")
-    p.add_argument("--score", choices=("additive", "dot"), default="additive",
+    p.add_argument("--score", choices=SCORES, default="additive",
                    help="additive: GAT's LeakyReLU(a.[Wh_t, Wh_s]); dot: scaled q.k with masks.graph")
-    p.add_argument("--qk-source", choices=("input", "projected"), default="input",
+    p.add_argument("--qk-source", choices=QK_SOURCES, default="input",
                    help="dot form: q, k from the layer input (the lecture's W^q x) or from W x per head")
     p.add_argument("--out-heads", type=int, default=None, help="output heads, averaged (default 1; PubMed 8)")
     p.add_argument("--l2", type=float, default=None, help="L2 on all weights (default 5e-4; PubMed 1e-3)")

@@ -38,7 +38,7 @@ from torch import Tensor
 
 from ..masks import Causal, Mask, Padding, Window, conjuncts
 from . import Backend, register_backend
-from .native import window_kernel
+from .native import lengths_arg, window_kernel
 
 __all__ = ["local_attention", "band_attention", "window_parts"]
 
@@ -254,11 +254,26 @@ def _native_applies(q: Tensor, v: Tensor) -> bool:
 
 def _forward_native(q, k, v, lengths, left: int, right: int, scale: float):
     """The native kernel: q (N, Lq, d), k (N, Lk, d), v (N, Lk, dv) float32 -> out (N, Lq, dv), lse (N, Lq)."""
-    lens = lengths.to(torch.int64).contiguous() if lengths is not None else torch.empty(0, dtype=torch.int64)
     q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))  # the kernel reads whole rows
-    out, lse = window_kernel().window_forward(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), lens, left, right,
-                                              scale)  # (N, 1, Lq, dv), (N, 1, Lq)
+    out, lse = window_kernel().window_forward(q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), lengths_arg(lengths),
+                                              left, right, scale)  # (N, 1, Lq, dv), (N, 1, Lq)
     return out.squeeze(1), lse.squeeze(1)
+
+
+def _forward_blocked(ctx, q, k, v, lengths, left: int, right: int, scale: float):
+    """The PyTorch forwards (fused kernel on bands, or blocked matmuls): out (N, Lq, dv), lse (N, Lq) or None."""
+    fused = q.dtype in (torch.float32, torch.float64) and v.shape[-1] == q.shape[-1]  # the kernel's limits
+    g = _Geometry(q.shape[1], k.shape[1], left, right, fused=fused)
+    kb, vb = g.pad_keys(k), g.pad_keys(v)  # (N, nb + m - 1, bq, d | dv)
+    kbias, band = g.key_bias(lengths, q.device), g.band_bias(q.device)
+    if fused:
+        out, lse = _forward_fused(g, g.pad_queries(q), kb, vb, kbias, band, scale)
+    else:
+        out, lse = _forward(g, g.pad_queries(q * scale), kb, vb, kbias, band, want_lse=any(ctx.needs_input_grad[:3]))
+    out = out.reshape(q.shape[0], g.nb * g.bq, -1)[:, :g.lq]  # (N, nb, bq, dv) -> (N, Lq, dv)
+    if lse is not None:
+        lse = lse.reshape(q.shape[0], g.nb * g.bq)[:, :g.lq]  # (N, Lq): the backward may block differently
+    return out, lse
 
 
 class _LocalFn(torch.autograd.Function):
@@ -267,21 +282,8 @@ class _LocalFn(torch.autograd.Function):
         # q (N, Lq, d), k (N, Lk, d), v (N, Lk, dv), float32; lengths (N,) or None
         if _native_applies(q, v) and window_kernel() is not None:
             out, lse = _forward_native(q, k, v, lengths, left, right, scale)  # (N, Lq, dv), (N, Lq)
-            ctx.save_for_backward(q, k, v, out, lse, lengths)
-            ctx.conf = (left, right, scale)
-            return out
-        fused = q.dtype in (torch.float32, torch.float64) and v.shape[-1] == q.shape[-1]  # the kernel's limits
-        g = _Geometry(q.shape[1], k.shape[1], left, right, fused=fused)
-        kb, vb = g.pad_keys(k), g.pad_keys(v)  # (N, nb + m - 1, bq, d | dv)
-        kbias, band = g.key_bias(lengths, q.device), g.band_bias(q.device)
-        if fused:
-            out, lse = _forward_fused(g, g.pad_queries(q), kb, vb, kbias, band, scale)
         else:
-            out, lse = _forward(g, g.pad_queries(q * scale), kb, vb, kbias, band,
-                                want_lse=any(ctx.needs_input_grad[:3]))
-        out = out.reshape(q.shape[0], g.nb * g.bq, -1)[:, :g.lq]  # (N, Lq, dv)
-        if lse is not None:
-            lse = lse.reshape(q.shape[0], g.nb * g.bq)[:, :g.lq]  # (N, Lq): the backward may block differently
+            out, lse = _forward_blocked(ctx, q, k, v, lengths, left, right, scale)
         ctx.save_for_backward(q, k, v, out, lse, lengths)
         ctx.conf = (left, right, scale)
         return out
@@ -291,10 +293,9 @@ class _LocalFn(torch.autograd.Function):
         q, k, v, out, lse, lengths = ctx.saved_tensors
         left, right, scale = ctx.conf
         if _native_applies(q, v) and q.shape[-1] % 16 == 0 and window_kernel() is not None:
-            lens = lengths.to(torch.int64).contiguous() if lengths is not None else torch.empty(0, dtype=torch.int64)
             dq, dk, dv = window_kernel().window_backward(q.contiguous(), k.contiguous(), v.contiguous(),
                                                          out.contiguous(), dout.contiguous(), lse.contiguous(),
-                                                         lens, left, right, scale)
+                                                         lengths_arg(lengths), left, right, scale)
             return dq, dk, dv, None, None, None, None
         g = _Geometry(q.shape[1], k.shape[1], left, right)
         qb = g.pad_queries(q * scale)  # (N, nb, bq, d)

@@ -1,5 +1,5 @@
 """Native CPU kernels, compiled on first use with ``torch.utils.cpp_extension`` (needs a C++ compiler
-and ninja; the build is cached under ``~/.cache/torch_extensions``, about a minute the first time).
+and ninja; the build is cached under ``~/.cache/torch_extensions``, under a minute the first time).
 
 ``window_kernel()`` returns the compiled module of ``csrc/window_attention.cpp`` (exact windowed
 attention, forward in float32 / bfloat16 and backward in float32, AVX-512), or None when it cannot
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["window_kernel", "SOURCE"]
+__all__ = ["window_kernel", "lengths_arg", "SOURCE"]
 
 CSRC = Path(__file__).with_name("csrc")
 SOURCE = CSRC / "window_attention.cpp"  # includes window_tiles.h
@@ -50,6 +50,13 @@ def _staged_source(build_dir: Path) -> Path:
 
 _FLAGS = ["-O3", "-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma"]
 log = logging.getLogger("attnkit")
+
+
+def lengths_arg(lengths: torch.Tensor | None) -> torch.Tensor:
+    """Padding lengths as the kernels take them: contiguous int64 on the CPU, or an empty tensor for none."""
+    if lengths is None:
+        return torch.empty(0, dtype=torch.int64)
+    return lengths.to(device="cpu", dtype=torch.int64).reshape(-1).contiguous()
 
 
 def _build_dir(name: str) -> Path:

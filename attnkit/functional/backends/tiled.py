@@ -28,7 +28,7 @@ from torch import Tensor
 from ..masks import Mask
 from . import Backend, register_backend
 from .local import band_attention, window_parts
-from .native import window_kernel
+from .native import lengths_arg, window_kernel
 
 __all__ = ["tiled_attention"]
 
@@ -46,9 +46,10 @@ def _parts(mask: Mask | None, lq: int, lk: int) -> tuple[int, int, Tensor | None
     return (lq + lk if left is None else left), (lq + lk if right is None else right), lengths
 
 
-def _kernel_applies(q: Tensor, k: Tensor, v: Tensor) -> bool:
-    return (q.device.type == "cpu" and q.dtype in DTYPES and k.dtype == q.dtype and v.dtype == q.dtype
-            and v.shape[-1] % 16 == 0 and q.dim() >= 2 and q.shape[:-2] == k.shape[:-2] == v.shape[:-2])
+def _kernel_applies(q: Tensor, k: Tensor, dv: int) -> bool:
+    """CPU, q and k of one kernel dtype with the same leading dims, dv a multiple of 16."""
+    return (q.device.type == "cpu" and q.dtype in DTYPES and k.dtype == q.dtype and dv % 16 == 0
+            and q.dim() >= 2 and q.shape[:-2] == k.shape[:-2])
 
 
 def _needs_grad(*ts: Tensor) -> bool:
@@ -72,17 +73,16 @@ def tiled_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, sc
     if bias is not None:
         raise ValueError("backend 'tiled' takes no `bias`; use backend='chunked' or 'math'")
     left, right, lengths = _parts(mask, q.shape[-2], k.shape[-2])
-    if dropout_p > 0 or _needs_grad(q, k, v) or not _kernel_applies(q, k, v) or window_kernel() is None:
+    usable = (_kernel_applies(q, k, v.shape[-1]) and v.dtype == q.dtype and v.shape[:-2] == q.shape[:-2]
+              and window_kernel() is not None)
+    if dropout_p > 0 or _needs_grad(q, k, v) or not usable:
         return band_attention(q, k, v, left, right, lengths, scale, dropout_p), None
-    if lengths is not None:
-        lengths = lengths.to(device=q.device, dtype=torch.int64).reshape(-1).contiguous()
-        if lengths.numel() != (q.shape[0] if q.dim() > 2 else 1):
-            raise ValueError(f"backend 'tiled': padding lengths {tuple(lengths.shape)} do not match the batch "
-                             f"dim of q {tuple(q.shape)}")
-    else:
-        lengths = torch.empty(0, dtype=torch.int64)
+    lens = lengths_arg(lengths)
+    if lengths is not None and lens.numel() != (q.shape[0] if q.dim() > 2 else 1):
+        raise ValueError(f"backend 'tiled': padding lengths {tuple(lengths.shape)} do not match the batch "
+                         f"dim of q {tuple(q.shape)}")
     q4, k4, v4 = (_as_4d(x if x.stride(-1) == 1 else x.contiguous()) for x in (q, k, v))
-    out, _ = window_kernel().window_forward(q4, k4, v4, lengths, left, right, scale)  # (B, H, Lq, dv)
+    out, _ = window_kernel().window_forward(q4, k4, v4, lens, left, right, scale)  # (B, H, Lq, dv)
     return out.reshape(*q.shape[:-1], v.shape[-1]), None
 
 
@@ -92,8 +92,7 @@ def _auto(q: Tensor, k: Tensor, mask: Mask | None, bias, need_weights: bool) -> 
     if k.shape[-2] > AUTO_MAX_LEN[q.dtype] or window_parts(mask, require_window=False) is None:
         return False
     # v is not passed to the predicate: assume dv == d (otherwise the call still works, via the PyTorch path)
-    return (q.device.type == "cpu" and k.dtype == q.dtype and q.shape[-1] % 16 == 0 and q.dim() >= 2
-            and q.shape[:-2] == k.shape[:-2] and window_kernel() is not None)
+    return _kernel_applies(q, k, q.shape[-1]) and window_kernel() is not None
 
 
 register_backend(Backend("tiled", tiled_attention, priority=-40, auto=_auto))

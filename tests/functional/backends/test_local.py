@@ -121,19 +121,11 @@ def test_fused_and_matmul_forwards_agree():
     assert torch.isinf(lse1[5]).all() and (out1[5] == 0).all()  # a sequence of length 0: no key anywhere
 
 
-@pytest.fixture(scope="module")
-def native():
-    kern = local.window_kernel()
-    if kern is None:
-        pytest.skip("native window kernel unavailable here (needs AVX-512 and a C++ compiler)")
-    return kern
-
-
 @settings(max_examples=40, deadline=None)
 @given(lead=st.sampled_from([(), (2,), (2, 3)]), lq=st.integers(1, 120), dl=st.integers(-20, 20),
        left=st.integers(0, 40), right=st.integers(0, 40), causal=st.booleans(), pad=st.booleans(),
        d=st.sampled_from([1, 8, 16, 32, 48]), dv=st.sampled_from([16, 32, 48, 80]), seed=st.integers(0, 99))
-def test_native_float32_matches_math(native, lead, lq, dl, left, right, causal, pad, d, dv, seed):
+def test_native_float32_matches_math(native_kernel, lead, lq, dl, left, right, causal, pad, d, dv, seed):
     """float32 with dv % 16 == 0 runs the native forward; with d % 16 == 0 too, the native backward."""
     lk = max(1, lq + dl)
     mask = M.window(left, right) & M.causal() if causal else M.window(left, right)
@@ -145,7 +137,7 @@ def test_native_float32_matches_math(native, lead, lq, dl, left, right, causal, 
     compare(q, k, v, mask, "local", atol=2e-5, rtol=1e-4)
 
 
-def test_native_and_matmul_forwards_agree(native):
+def test_native_and_matmul_forwards_agree(native_kernel):
     """The native kernel's out and lse equal the blocked reference, edges, padding and empty rows included."""
     n, lq, lk, d = 6, 203, 190, 32
     q, k, v = (rand(n, L, d, dtype=torch.float32, seed=s).detach() for s, L in enumerate((lq, lk, lk)))
@@ -160,7 +152,7 @@ def test_native_and_matmul_forwards_agree(native):
         assert torch.isinf(lse1[5]).all() and (out1[5] == 0).all()  # length 0: no key anywhere
 
 
-def test_native_backward_matches_math_gradients(native):
+def test_native_backward_matches_math_gradients(native_kernel):
     """The kernel's own backward (d, dv multiples of 16), edges, padding and a length-0 row included."""
     n, lq, lk, d, dv = 4, 75, 70, 32, 48
     q, k = rand(n, lq, d, dtype=torch.float32, seed=0), rand(n, lk, d, dtype=torch.float32, seed=1)
@@ -169,7 +161,7 @@ def test_native_backward_matches_math_gradients(native):
     g = torch.randn(n, lq, dv, generator=torch.Generator().manual_seed(3))
     for left, right in ((9, 4), (0, 0), (200, 0)):
         out, lse = local._forward_native(q.detach(), k.detach(), v.detach(), lengths, left, right, 0.3)
-        got = native.window_backward(q.detach(), k.detach(), v.detach(), out, g, lse, lengths, left, right, 0.3)
+        got = native_kernel.window_backward(q.detach(), k.detach(), v.detach(), out, g, lse, lengths, left, right, 0.3)
         mask = M.window(left, right) & M.padding(lengths)
         ref = attnkit.attention(q, k, v, mask, scale=0.3, backend="math")
         want = torch.autograd.grad(ref, (q, k, v), g)

@@ -10,17 +10,8 @@ from hypothesis import strategies as st
 import attnkit
 from attnkit import masks as M
 from attnkit.functional import select_backend
-from attnkit.functional.backends import native
 
 from ._helpers import compare, rand
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    kern = native.window_kernel()
-    if kern is None:
-        pytest.skip("native kernel unavailable here (needs AVX-512 and a C++ compiler)")
-    return kern
 
 
 def _mask(kind: str, lk: int, batch: int, seed: int):
@@ -38,7 +29,7 @@ KINDS = ["none", "causal", "padding", "causal+padding", "window", "window+paddin
 @given(b=st.integers(1, 3), h=st.integers(1, 3), lq=st.integers(1, 70), dl=st.integers(-10, 10),
        d=st.sampled_from([8, 16, 32]), dv=st.sampled_from([16, 32]), kind=st.sampled_from(KINDS),
        seed=st.integers(0, 99))
-def test_inference_matches_math(kernel, b, h, lq, dl, d, dv, kind, seed):
+def test_inference_matches_math(native_kernel, b, h, lq, dl, d, dv, kind, seed):
     lk = max(1, lq + dl)
     mask = _mask(kind, lk, b, seed)
     q, k = rand(b, h, lq, d, dtype=torch.float32, seed=seed), rand(b, h, lk, d, dtype=torch.float32, seed=seed + 1)
@@ -56,7 +47,7 @@ def test_gradients_match_math(kind):
     compare(q, k, v, _mask(kind, 40, 2, 0), "tiled", atol=2e-5, rtol=1e-4)
 
 
-def test_packed_qkv_views_need_no_copy_and_heads_merge_free(kernel):
+def test_packed_qkv_views_need_no_copy_and_heads_merge_free(native_kernel):
     b, l, h, dh = 3, 21, 4, 32
     qkv = torch.randn(b, l, 3, h, dh)
     q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, L, dh), strided views
@@ -70,14 +61,14 @@ def test_packed_qkv_views_need_no_copy_and_heads_merge_free(kernel):
 
 
 @pytest.mark.parametrize("shape", [(9, 16), (2, 9, 16), (2, 2, 2, 9, 16)])
-def test_other_ranks(kernel, shape):
+def test_other_ranks(native_kernel, shape):
     q, k, v = (rand(*shape, dtype=torch.float32, seed=s).detach() for s in range(3))
     with torch.no_grad():
         out = attnkit.attention(q, k, v, M.causal(), backend="tiled")
     torch.testing.assert_close(out, attnkit.attention(q, k, v, M.causal(), backend="math"), atol=2e-6, rtol=1e-5)
 
 
-def test_bfloat16_close_to_float32_reference(kernel):
+def test_bfloat16_close_to_float32_reference(native_kernel):
     q, k, v = (rand(4, 2, 37, 32, dtype=torch.float32, seed=s).detach() for s in range(3))
     mask = M.padding(torch.tensor([37, 20, 1, 30]))
     with torch.no_grad():
@@ -89,7 +80,7 @@ def test_bfloat16_close_to_float32_reference(kernel):
     torch.testing.assert_close(out.float(), ref.bfloat16().float(), atol=1e-2, rtol=8e-3)
 
 
-def test_auto_rule(kernel):
+def test_auto_rule(native_kernel):
     q = torch.zeros(8, 12, 35, 32)
     with torch.inference_mode():
         f32 = torch.zeros(8, 12, 24, 32)
@@ -112,7 +103,7 @@ def test_bad_inputs():
         attnkit.attention(q, q, q, bias=torch.zeros(10, 10), backend="tiled")
 
 
-def test_head_dim_one_with_any_stride(kernel):
+def test_head_dim_one_with_any_stride(native_kernel):
     q, k = (torch.randn(2, 3, 1, 10).transpose(-1, -2) for _ in range(2))  # (2, 3, 10, 1), last stride 10
     v = torch.randn(2, 3, 10, 16)
     with torch.no_grad():
@@ -122,7 +113,7 @@ def test_head_dim_one_with_any_stride(kernel):
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("lq", "lk"), [(6, 1), (16, 8), (37, 28), (5, 9)])
-def test_more_queries_than_keys(kernel, kind, lq, lk):
+def test_more_queries_than_keys(native_kernel, kind, lq, lk):
     """Without a window every query sees every key (subject to causal / padding), whatever Lq - Lk is."""
     q, k = rand(3, 2, lq, 16, dtype=torch.float32, seed=1).detach(), rand(3, 2, lk, 16, dtype=torch.float32, seed=2)
     v = rand(3, 2, lk, 32, dtype=torch.float32, seed=3).detach()

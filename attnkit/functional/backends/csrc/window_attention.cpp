@@ -3,7 +3,7 @@
 //
 // out[b, h, i] = sum_j softmax_j(scale * q[b, h, i] . k[b, h, j]) v[b, h, j] over the keys
 // j in [c - left, c + right] with c = i + (Lk - Lq), clipped to [0, min(Lk, lengths[b])).
-// Full attention is left = right = Lk; causal is right = 0. Also returns
+// Full attention is left = right = Lq + Lk; causal is right = 0. Also returns
 // lse[b, h, i] = log sum_j exp(scale * q . k_j); rows with no key get out 0, lse +inf.
 // q, k, v may be strided views (last dim contiguous), e.g. the heads of a fused QKV projection;
 // out is written in (B, Lq, H, dv) memory, so merging the heads afterwards needs no copy.
