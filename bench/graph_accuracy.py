@@ -33,17 +33,27 @@ PAPER = {"cora": dict(lr=0.005, weight_decay=5e-4, out_heads=1),
          "pubmed": dict(lr=0.01, weight_decay=1e-3, out_heads=8)}
 
 
-def fit(model: torch.nn.Module, g: PlanetoidGraph, x: torch.Tensor, ei: torch.Tensor, *, lr: float,
+def fit(model: GAT, g: PlanetoidGraph, x: torch.Tensor, ei: torch.Tensor, *, lr: float,
         weight_decay: float, max_epochs: int = 1000, patience: int = 100) -> dict:
     """The GAT paper's loop: Adam with L2, early stopping (patience) on validation loss and accuracy;
-    the model kept is the last one that improved both. Returns test / val accuracy, epochs, seconds."""
+    the model kept is the last one that improved both. Returns test / val accuracy, epochs, seconds.
+    With ``model.config.link_loss`` > 0, adds that times the self-supervised edge loss, with fresh
+    random negative pairs every epoch."""
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     best_acc, best_loss, best_state, bad, epoch = 0.0, float("inf"), None, 0, 0
+    cfg = model.config
+    positives = g.edge_index[:, g.edge_index[0] != g.edge_index[1]]  # real edges, no self-loops
+    n_neg = max(1, round(cfg.link_negatives * positives.shape[1]))
     t0 = time.perf_counter()
     for epoch in range(1, max_epochs + 1):  # noqa: B007
         model.train()
         opt.zero_grad()
-        loss = F.cross_entropy(model(x, ei)[g.train_idx], g.y[g.train_idx])
+        if cfg.link_loss > 0:
+            negatives = torch.randint(0, g.num_nodes, (2, n_neg))
+            logits, link = model(x, ei, link_pairs=(positives, negatives))
+            loss = F.cross_entropy(logits[g.train_idx], g.y[g.train_idx]) + cfg.link_loss * link
+        else:
+            loss = F.cross_entropy(model(x, ei)[g.train_idx], g.y[g.train_idx])
         loss.backward()
         opt.step()
         model.eval()
@@ -72,7 +82,8 @@ def fit(model: torch.nn.Module, g: PlanetoidGraph, x: torch.Tensor, ei: torch.Te
 
 def train_one(g: PlanetoidGraph, score: str, seed: int, *, max_epochs: int = 1000, patience: int = 100,
               dense: bool = False, value_dropout: float = 0.0, weight_decay: float | None = None,
-              attention_dropout: float = 0.6, qk_source: str = "input", lr: float | None = None) -> dict:
+              attention_dropout: float = 0.6, qk_source: str = "input", lr: float | None = None,
+              link_loss: float = 0.0, link_negatives: float = 1.0) -> dict:
     """Train one attnkit GAT from ``seed`` with the paper's settings for ``g`` (``weight_decay`` overrides)."""
     hp = dict(PAPER[g.name])
     if weight_decay is not None:
@@ -82,7 +93,7 @@ def train_one(g: PlanetoidGraph, score: str, seed: int, *, max_epochs: int = 100
     torch.manual_seed(seed)
     model = GAT(GraphAttentionConfig(g.num_features, g.num_classes, score=score, out_heads=hp["out_heads"],
                                      value_dropout=value_dropout, attention_dropout=attention_dropout,
-                                     qk_source=qk_source))
+                                     qk_source=qk_source, link_loss=link_loss, link_negatives=link_negatives))
     ei = add_self_loops(g.edge_index, g.num_nodes)
     x = g.x if dense else g.x.to_sparse_csr()  # bag-of-words: ~1% non-zeros
     return fit(model, g, x, ei, lr=hp["lr"], weight_decay=hp["weight_decay"], max_epochs=max_epochs,
@@ -109,6 +120,9 @@ def main(argv=None) -> int:
                    "(chosen on validation accuracy, never on test)")
     p.add_argument("--qk-source", default="input", choices=QK_SOURCES,
                    help="dot form: q, k from the layer input (the lecture's) or from W x per head")
+    p.add_argument("--link-loss", type=float, default=0.0, help="dot form: weight of SuperGAT's "
+                   "self-supervised edge loss on the attention logits (0 = off; chosen on validation)")
+    p.add_argument("--link-negatives", type=float, default=1.0, help="random node pairs per real edge in it")
     p.add_argument("--dense-features", action="store_true", help="feed x dense instead of sparse CSR")
     p.add_argument("--threads", type=int, default=None)
     args = p.parse_args(argv)
@@ -132,11 +146,14 @@ def main(argv=None) -> int:
                 runs.append(train_one(g, score, s, max_epochs=args.max_epochs, patience=args.patience,
                                       dense=args.dense_features, value_dropout=args.value_dropout,
                                       weight_decay=args.weight_decay, attention_dropout=args.attention_dropout,
-                                      qk_source=args.qk_source, lr=args.lr))
+                                      qk_source=args.qk_source, lr=args.lr, link_loss=args.link_loss,
+                                      link_negatives=args.link_negatives))
                 r = runs[-1]
                 print(f"  {name} {score} seed {s}: test {100 * r['test']:.1f} val {100 * r['val']:.1f} "
                       f"epochs {r['epochs']} {r['seconds']:.0f} s", flush=True)
             label = f"{score} (qk projected)" if score == "dot" and args.qk_source == "projected" else score
+            if score == "dot" and args.link_loss > 0:
+                label += f" + edge loss {args.link_loss:g}"
             acc = [100 * r["test"] for r in runs]
             sd = statistics.stdev(acc) if len(acc) > 1 else 0.0
             print(f"| {name} | {label} | {len(runs)} | {statistics.mean(acc):.2f} ± {sd:.2f} | {min(acc):.1f} | "

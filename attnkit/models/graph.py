@@ -12,6 +12,10 @@ Two forms of the score on an edge s -> t (node t attends to its neighbour s):
   from the projected node vector, q = W^q_h (W x)_h with a small C x C map per head, so the scores add
   2 H C^2 parameters instead of 2 H C F_in (on bag-of-words inputs, F_in is in the thousands).
 
+Dot form, optional: SuperGAT's self-supervised edge loss (Kim & Oh 2021), which trains the attention
+logits q_t . k_s to tell real edges from random node pairs (``GAT.forward(..., link_pairs=...)``,
+``link_loss`` in the config; ``bench/graph_accuracy.py --link-loss``, ``attnkit train graph --link-loss``).
+
 ``GAT`` stacks two layers as in the paper's transductive setting: dropout on inputs and attention
 weights, H heads x C hidden concatenated, ELU, then an output layer of ``out_heads`` heads averaged.
 """
@@ -29,6 +33,7 @@ from torch import Tensor, nn
 from .. import masks
 from ..functional import attention
 from ..functional.backends.graph import edge_attention
+from ..functional.masks import check_edge_index
 
 __all__ = ["GraphAttentionConfig", "GraphAttention", "GAT", "add_self_loops", "feature_dropout",
            "SCORES", "QK_SOURCES"]
@@ -52,6 +57,8 @@ class GraphAttentionConfig:
     negative_slope: float = 0.2
     value_dropout: float = 0.0  # dropout on W x before aggregation (the GAT authors' code uses the input rate)
     qk_source: Literal["input", "projected"] = "input"  # dot form only: q, k from x or from W x
+    link_loss: float = 0.0  # dot form only: weight of the self-supervised edge loss (SuperGAT), 0 = off
+    link_negatives: float = 1.0  # random node pairs per real edge in that loss
 
     def __post_init__(self):
         for name in ("in_features", "num_classes", "hidden", "heads", "out_heads"):
@@ -66,6 +73,11 @@ class GraphAttentionConfig:
         for name in ("dropout", "attention_dropout", "value_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"GraphAttentionConfig: `{name}` must be in [0, 1), got {getattr(self, name)!r}")
+        if self.link_loss < 0 or self.link_negatives <= 0:
+            raise ValueError(f"GraphAttentionConfig: `link_loss` must be >= 0 and `link_negatives` > 0, got "
+                             f"{self.link_loss!r} and {self.link_negatives!r}")
+        if self.link_loss > 0 and self.score != "dot":
+            raise ValueError("GraphAttentionConfig: `link_loss` needs score='dot' (it trains q_t . k_s)")
         if self.negative_slope < 0:
             raise ValueError(f"GraphAttentionConfig: `negative_slope` must be >= 0, got {self.negative_slope!r}")
 
@@ -149,6 +161,24 @@ class GraphAttention(nn.Module):
             nn.init.uniform_(self.qk_proj, -math.sqrt(6.0 / (3 * c)), math.sqrt(6.0 / (3 * c)))
         nn.init.zeros_(self.bias)
 
+    def _qk(self, x: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Dot form: q, k (N, H, C) from x (N, F_in) or from v = W x (N, H, C)."""
+        n, h, c = v.shape
+        if self.qk_source == "input":
+            q, k = _linear(x, self.qk.weight).view(n, 2, h, c).unbind(1)  # (N, 2*H*C) -> 2 x (N, H, C)
+            return q, k
+        q, k = torch.einsum("nhc,hcd->nhd", v, self.qk_proj).split(c, dim=-1)  # 2 x (N, H, C)
+        return q, k
+
+    def link_logits(self, x: Tensor, pairs: Tensor) -> Tensor:
+        """Dot form: the attention logits q_t . k_s / sqrt(C) of node pairs ``pairs`` (2, P) = (s, t),
+        whether or not they are edges: (P, H). What the self-supervised edge loss trains (SuperGAT)."""
+        if self.score != "dot":
+            raise ValueError("GraphAttention.link_logits: needs score='dot'")
+        v = _linear(x, self.lin.weight).view(x.shape[0], self.heads, self.out_features)  # (N, H, C)
+        q, k = self._qk(x, v)
+        return (q.index_select(0, pairs[1]) * k.index_select(0, pairs[0])).sum(-1) / math.sqrt(self.out_features)
+
     def forward(self, x: Tensor, edge_index: Tensor, *, need_weights: bool = False
                 ) -> tuple[Tensor, Tensor | None]:
         """Returns (out, weights (E, H) per edge for the additive form, None otherwise or if not asked)."""
@@ -166,10 +196,7 @@ class GraphAttention(nn.Module):
             res = edge_attention(e, vals, edge_index, n, dropout_p=p, return_weights=need_weights)
             out, weights = res if need_weights else (res, None)
         else:
-            if self.qk_source == "input":
-                q, k = _linear(x, self.qk.weight).view(n, 2, h, c).unbind(1)  # (N, 2*H*C) -> 2 x (N, H, C)
-            else:
-                q, k = torch.einsum("nhc,hcd->nhd", v, self.qk_proj).split(c, dim=-1)  # 2 x (N, H, C)
+            q, k = self._qk(x, v)
             out = attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),  # (H, N, C) each
                             masks.graph(edge_index, n), dropout_p=p)  # (H, N, C)
             out = out.transpose(0, 1)  # (H, N, C) -> (N, H, C)
@@ -192,13 +219,39 @@ class GAT(nn.Module):
         self.layer1 = GraphAttention(c.in_features, c.hidden, c.heads, concat=True, **kw)
         self.layer2 = GraphAttention(c.heads * c.hidden, c.num_classes, c.out_heads, concat=False, **kw)
 
-    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+    def forward(self, x: Tensor, edge_index: Tensor, *, link_pairs: tuple[Tensor, Tensor] | None = None
+                ) -> Tensor | tuple[Tensor, Tensor]:
+        """Logits (N, num_classes). With ``link_pairs`` = (positives (2, P), negatives (2, Q)) also the
+        self-supervised edge loss of SuperGAT (Kim & Oh 2021), returned as (logits, loss): in each layer,
+        binary cross-entropy of the attention logits q_t . k_s / sqrt(C) with 1 on the real edges
+        ``positives`` and 0 on the random pairs ``negatives``, averaged over heads and layers, on the same
+        (dropped-out) layer inputs as the classification. Dot form only."""
         if x.dim() != 2 or x.shape[1] != self.config.in_features:
             raise ValueError(f"GAT: `x` must have shape (N, {self.config.in_features}), got {tuple(x.shape)}")
         if edge_index.dim() != 2 or edge_index.shape[0] != 2:
             raise ValueError(f"GAT: `edge_index` must have shape (2, E), got {tuple(edge_index.shape)}")
+        if link_pairs is None:
+            return self._run(x, edge_index, None)[0]
+        if self.config.score != "dot":
+            raise ValueError("GAT: `link_pairs` needs score='dot'")
+        positives, negatives = link_pairs
+        for name, t in (("positives", positives), ("negatives", negatives)):
+            check_edge_index(t, x.shape[0], name)
+        pairs = torch.cat([positives, negatives], dim=1)  # (2, P + Q)
+        target = torch.cat([torch.ones(positives.shape[1], device=x.device),
+                            torch.zeros(negatives.shape[1], device=x.device)])
+        logits, loss = self._run(x, edge_index, (pairs, target))
+        return logits, loss
+
+    def _run(self, x: Tensor, edge_index: Tensor, link: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor | None]:
         p = self.config.dropout
-        x = feature_dropout(x, p, self.training)
-        x = F.elu(self.layer1(x, edge_index)[0])
-        x = F.dropout(x, p, self.training)
-        return self.layer2(x, edge_index)[0]
+        losses = []
+        for i, layer in enumerate((self.layer1, self.layer2)):
+            x = feature_dropout(x, p, self.training) if i == 0 else F.dropout(x, p, self.training)
+            if link is not None:
+                logits = layer.link_logits(x, link[0])  # (P + Q, H)
+                losses.append(F.binary_cross_entropy_with_logits(logits, link[1].unsqueeze(1).expand_as(logits)))
+            x = layer(x, edge_index)[0]
+            if i == 0:
+                x = F.elu(x)
+        return x, (torch.stack(losses).mean() if losses else None)

@@ -44,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--l2", type=float, default=None, help="L2 on all weights (default 5e-4; PubMed 1e-3)")
     p.add_argument("--value-dropout", type=float, default=0.0,
                    help="dropout on W x before aggregation, as in the GAT authors' code (default 0)")
+    p.add_argument("--link-loss", type=float, default=0.0,
+                   help="dot form: weight of SuperGAT's self-supervised edge loss on the attention logits (0 = off)")
+    p.add_argument("--link-negatives", type=float, default=1.0, help="random node pairs per real edge in it")
     p.add_argument("--dense-features", action="store_true", help="keep x dense (default: sparse CSR)")
 
 
@@ -62,12 +65,20 @@ def _targets(g: PlanetoidGraph, split: str) -> torch.Tensor:
     return t
 
 
-def make_forward(g: PlanetoidGraph, dense: bool = False):
+def make_forward(g: PlanetoidGraph, dense: bool = False, link_loss: float = 0.0, link_negatives: float = 1.0):
+    """forward(model, split) -> (logits (N, C), targets (N,) with IGNORE outside the split); in training
+    with ``link_loss`` > 0, also ``link_loss`` x the edge loss on the real edges and fresh random pairs."""
     x, ei = _features(g, dense), add_self_loops(g.edge_index, g.num_nodes)
     targets = {s: _targets(g, s) for s in SPLITS}
+    positives = g.edge_index[:, g.edge_index[0] != g.edge_index[1]]  # (2, P), no self-loops
+    n_neg = max(1, round(link_negatives * positives.shape[1]))
 
     def forward(model, split):
-        return model(x, ei), targets[split]  # (N, C), (N,) with IGNORE outside the split
+        if link_loss > 0 and model.training:
+            negatives = torch.randint(0, g.num_nodes, (2, n_neg))
+            logits, link = model(x, ei, link_pairs=(positives, negatives))
+            return logits, targets[split], link_loss * link
+        return model(x, ei), targets[split]
 
     return forward
 
@@ -93,14 +104,15 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     cfg = GraphAttentionConfig(g.num_features, g.num_classes, hidden=encoder.head_dim, heads=encoder.num_heads,
                                out_heads=out_heads, score=args.score, dropout=encoder.dropout,
                                attention_dropout=encoder.attention_dropout, value_dropout=args.value_dropout,
-                               qk_source=args.qk_source)
+                               qk_source=args.qk_source, link_loss=args.link_loss,
+                               link_negatives=args.link_negatives)
     torch.manual_seed(seed)
     model = GAT(cfg)
     add_l2(model, l2)
     meta = {"model": cfg.to_dict(), "dataset": args.dataset, "l2": l2, "dense_features": args.dense_features,
             "labels": [str(i) for i in range(g.num_classes)]}
-    return Task(NAME, model, ["train"], collate, make_forward(g, args.dense_features), dev=["dev"], test=["test"],
-                meta=meta)
+    forward = make_forward(g, args.dense_features, cfg.link_loss, cfg.link_negatives)
+    return Task(NAME, model, ["train"], collate, forward, dev=["dev"], test=["test"], meta=meta)
 
 
 def load(folder: Path, meta: dict) -> GAT:

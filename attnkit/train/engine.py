@@ -8,7 +8,8 @@ How a task plugs in: build a ``Task`` with
 - ``collate(examples) -> batch``: tensors, in a dict / tuple / list (moved to the device for you);
 - ``forward(model, batch) -> (logits (N, C), targets (N,))``: the engine takes cross-entropy
   (with label smoothing) and counts accuracy; targets equal to ``IGNORE`` (-100) are skipped, which
-  covers padding, non-first subwords and unlabelled graph nodes;
+  covers padding, non-first subwords and unlabelled graph nodes. A third item, a scalar loss tensor,
+  is added to the training loss (e.g. the graph task's self-supervised edge loss); evaluation ignores it;
 - ``meta``: a JSON-able dict (model config, vocabulary, label set) saved next to the weights;
 - ``lengths`` (optional): one size per train example; batches are then bucketed by length.
 
@@ -134,7 +135,7 @@ def evaluate(task: Task, model: nn.Module, data: Sequence, *, batch_size: int = 
         chunk = [data[j] for j in idx[i:i + batch_size]]
         batch = to_device(task.collate(chunk), torch.device(device))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits, targets = task.forward(model, batch)
+            logits, targets = task.forward(model, batch)[:2]
         logits = logits.float()
         c, n = count_correct(logits, targets)
         if n:
@@ -259,9 +260,11 @@ class Trainer:
                 for bi in range(first, len(batches)):
                     batch = to_device(task.collate([task.train[i] for i in batches[bi]]), self.device)
                     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
-                        logits, targets = task.forward(dmodel, batch)
+                        logits, targets, *extra = task.forward(dmodel, batch)
                     loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE,
                                            label_smoothing=cfg.label_smoothing)
+                    if extra:
+                        loss = loss + extra[0].float()
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     if cfg.clip_norm > 0:

@@ -32,6 +32,22 @@ def test_train_graph_then_evaluate_and_predict(tmp_path, monkeypatch, capsys):
     assert "node 6: class" in capsys.readouterr().out
 
 
+def test_train_graph_dot_with_edge_loss(tmp_path):
+    (tmp_path / "planetoid").mkdir()
+    write_tiny(tmp_path / "planetoid")
+    out = tmp_path / "run"
+    assert main(["train", "graph", "--data-root", str(tmp_path / "planetoid"), "--epochs", "2", "--out", str(out),
+                 "--no-progress", "--num-heads", "2", "--d-model", "8", "--score", "dot", "--link-loss", "2",
+                 "--link-negatives", "0.5", "--log-every", "1"]) == 0
+    meta = json.loads(next(out.glob("ckpt-*/meta.json")).read_text())
+    assert meta["model"]["link_loss"] == 2.0 and meta["model"]["link_negatives"] == 0.5
+    recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    train = [r["loss"] for r in recs if r["split"] == "train"]
+    dev = [r["loss"] for r in recs if r["split"] == "dev"]
+    # the training loss carries 2 x the edge loss (about 2 ln 2 at the start); dev is cross-entropy alone
+    assert len(train) == 2 and train[0] > dev[0] + 0.5
+
+
 def test_train_speech_window(tmp_path, capsys):
     write_set(tmp_path / "fsdd" / "recordings", digits=(0, 1))
     out = tmp_path / "run"

@@ -124,3 +124,46 @@ def test_config_and_input_errors():
         model(torch.randn(3, 5), ring(3))
     with pytest.raises(ValueError, match=r"`edge_index` must have shape \(2, E\)"):
         model(torch.randn(3, 4), torch.zeros(3, 2, dtype=torch.long))
+
+
+@pytest.mark.parametrize("qk_source", ["input", "projected"])
+def test_link_logits_are_the_attention_logits(qk_source):
+    """On the edges, a softmax of link_logits over each target's in-edges gives the layer's attention weights."""
+    n, f, h, c = 8, 6, 2, 4
+    ei = ring(n)
+    layer = GraphAttention(f, c, h, score="dot", qk_source=qk_source).eval()
+    x = torch.randn(n, f)
+    logits = layer.link_logits(x, ei)  # (E, H)
+    dense = torch.full((h, n, n), float("-inf"))
+    dense[:, ei[1], ei[0]] = logits.T  # (H, N_t, N_s)
+    alpha = dense.softmax(-1)
+    v = (x @ layer.lin.weight.T).view(n, h, c)
+    ref = torch.einsum("hts,shc->thc", alpha, v).reshape(n, h * c) + layer.bias
+    torch.testing.assert_close(layer(x, ei)[0], ref, atol=1e-5, rtol=1e-5)
+
+
+def test_forward_with_link_loss():
+    torch.manual_seed(0)
+    n = 10
+    ei = ring(n)
+    cfg = GraphAttentionConfig(5, 3, hidden=4, heads=2, score="dot", link_loss=1.0)
+    model = GAT(cfg).eval()
+    x = torch.randn(n, 5)
+    pos, neg = ei[:, ei[0] != ei[1]], torch.tensor([[0, 3, 5], [5, 8, 1]])
+    logits, loss = model(x, ei, link_pairs=(pos, neg))
+    torch.testing.assert_close(logits, model(x, ei))  # the classification is unchanged
+    # by hand: BCE of each layer's logits (1 on edges, 0 on the random pairs), averaged over layers
+    h1 = F.elu(model.layer1(x, ei)[0])
+    target = torch.tensor([1.0] * pos.shape[1] + [0.0] * 3)
+    pairs = torch.cat([pos, neg], 1)
+    ref = torch.stack([F.binary_cross_entropy_with_logits(lay.link_logits(inp, pairs), target[:, None].expand(-1, h))
+                       for lay, inp, h in ((model.layer1, x, 2), (model.layer2, h1, 1))]).mean()
+    torch.testing.assert_close(loss, ref)
+    loss.backward()
+    assert model.layer1.qk.weight.grad.abs().sum() > 0 and model.layer2.qk.weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="negatives"):
+        model(x, ei, link_pairs=(pos, torch.tensor([[0], [n]])))  # node id out of range
+    with pytest.raises(ValueError, match="link_loss"):
+        GraphAttentionConfig(5, 3, score="additive", link_loss=1.0)
+    with pytest.raises(ValueError, match="link_negatives"):
+        GraphAttentionConfig(5, 3, score="dot", link_negatives=0)

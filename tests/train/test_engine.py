@@ -112,3 +112,24 @@ def test_bfloat16_autocast_and_inverse_sqrt_schedule(tmp_path):
     cfg = TrainConfig(**{**CFG.__dict__, "bf16": True, "schedule": "inverse_sqrt", "label_smoothing": 0.1})
     res = Trainer(toy_task(), cfg).fit(tmp_path)
     assert res["test"]["accuracy"] >= 0.75 and res["step"] == 36
+
+
+def test_extra_loss_from_forward_is_trained_and_logged(tmp_path):
+    """A third item from ``forward`` is added to the training loss, and only there."""
+    base, ref = toy_task(), toy_task()
+    plain = Trainer(ref, CFG).fit(tmp_path / "plain")
+    fwd = base.forward
+
+    def with_extra(m, batch):  # L2 of the first layer's weights as the extra loss
+        logits, targets = fwd(m, batch)
+        return logits, targets, 10.0 * m[0].weight.pow(2).sum()
+
+    base.forward = with_extra
+    extra = Trainer(base, CFG).fit(tmp_path / "extra")
+    # training shrinks what the extra loss penalises; dev/test losses are cross-entropy alone
+    shrunk, kept = float(base.model[0].weight.norm()), float(ref.model[0].weight.norm())
+    assert shrunk < 0.85 * kept, (shrunk, kept)
+    first = [r for r in read_metrics(tmp_path / "extra" / "metrics.jsonl") if r["split"] == "train"][0]
+    first_plain = [r for r in read_metrics(tmp_path / "plain" / "metrics.jsonl") if r["split"] == "train"][0]
+    assert first["loss"] > first_plain["loss"] + 1.0  # the logged training loss includes the extra term
+    assert extra["test"]["loss"] < 1.0 and plain["test"]["loss"] < 1.0

@@ -10,14 +10,16 @@ With gradients, dropout, or where the kernel cannot run (no AVX-512 or compiler,
 dv not a multiple of 16), the call goes to ``local.band_attention``, the PyTorch path with the same
 maths (and a recomputing backward).
 
-Automatic choice: inference on CPU with Lk <= 24 (float32) or Lk <= 16 (bfloat16). There it beat
-SDPA's flash kernel and ``math_grouped`` in ``bench/attention.py --short`` (attention on views of a
-packed QKV tensor plus the head merge a layer needs; 12 heads of 32, B = 2880 // L, 2 threads), e.g.
-float32 L = 8 / 16: 4.6 / 4.3 ms against SDPA's 8.8 / 5.3 ms. From L = 32 on, runs disagreed (a
-throwaway loop had tiled ahead up to L = 96, the interleaved benchmark had SDPA ahead by 10-20%),
-so the rule stays where the gain is clear; BENCHMARKS.md has the tables. In bfloat16 the kernel
-converts every element it reads to float32, and from L = 24 on ``math_grouped``'s bfloat16 matrix
-products win.
+Automatic choice: inference on CPU with Lk <= 64 (float32) or Lk <= 16 (bfloat16). The rule comes
+from attention timed inside the model it serves (all-MiniLM-L6-v2 encoding the 2000 sentences of
+``bench/embed.py``, 12 heads of 32, batch 64, 2 threads, time summed over the attention calls of
+each length, interleaved medians of 3; 2026-11-22 16:05 UTC): in float32 this kernel took 1.05-1.10 s
+against SDPA's 1.45 s and ``math_grouped``'s 1.22 s, ahead of SDPA at every length from 6 to 63.
+On longer inputs (joined sentences, 64 to 223 keys) the three were within 10% of each other either
+way, so SDPA keeps them. In bfloat16 it won below 16 keys; from there ``math_grouped``'s bfloat16
+matrix products win (0.75 s against 0.92 s over the whole workload), since this kernel converts
+every element it reads to float32. Isolated timings (``bench/attention.py --short``) disagreed from
+run to run beyond 24 keys; BENCHMARKS.md has both.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from .native import lengths_arg, window_kernel
 __all__ = ["tiled_attention"]
 
 DTYPES = (torch.float32, torch.bfloat16)
-AUTO_MAX_LEN = {torch.float32: 24, torch.bfloat16: 16}
+AUTO_MAX_LEN = {torch.float32: 64, torch.bfloat16: 16}
 
 
 def _parts(mask: Mask | None, lq: int, lk: int) -> tuple[int, int, Tensor | None]:

@@ -88,7 +88,9 @@ def test_auto_rule(native_kernel):
         short = torch.zeros(8, 12, 16, 32, dtype=torch.bfloat16)
         assert select_backend(short, short, None, None, False) == "tiled"
         assert select_backend(q.bfloat16(), q.bfloat16(), None, None, False) == "math_grouped"  # bf16 past 16
-        assert select_backend(q, q, None, None, False) == "sdpa"  # float32 past 24 keys
+        assert select_backend(q, q, None, None, False) == "tiled"  # float32 up to 64 keys
+        long = torch.zeros(8, 12, 65, 32)
+        assert select_backend(long, long, None, None, False) == "sdpa"  # float32 past 64 keys
         assert select_backend(q, q, None, None, True) == "math"  # weights asked for
     assert select_backend(q.requires_grad_(), q, None, None, False) != "tiled"  # training: SDPA's backward
 
