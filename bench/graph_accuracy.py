@@ -25,7 +25,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attnkit.data.planetoid import PlanetoidGraph, load_planetoid  # noqa: E402
-from attnkit.models.graph import GAT, QK_SOURCES, SCORES, GraphAttentionConfig, add_self_loops  # noqa: E402
+from attnkit.models.graph import GAT, QK_SOURCES, SCORES, GraphAttentionConfig, add_self_loops, link_pairs  # noqa: E402
 
 # GAT paper: PubMed uses 8 output heads, lr 0.01, weight decay 0.001.
 PAPER = {"cora": dict(lr=0.005, weight_decay=5e-4, out_heads=1),
@@ -42,15 +42,13 @@ def fit(model: GAT, g: PlanetoidGraph, x: torch.Tensor, ei: torch.Tensor, *, lr:
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     best_acc, best_loss, best_state, bad, epoch = 0.0, float("inf"), None, 0, 0
     cfg = model.config
-    positives = g.edge_index[:, g.edge_index[0] != g.edge_index[1]]  # real edges, no self-loops
-    n_neg = max(1, round(cfg.link_negatives * positives.shape[1]))
     t0 = time.perf_counter()
     for epoch in range(1, max_epochs + 1):  # noqa: B007
         model.train()
         opt.zero_grad()
         if cfg.link_loss > 0:
-            negatives = torch.randint(0, g.num_nodes, (2, n_neg))
-            logits, link = model(x, ei, link_pairs=(positives, negatives))
+            pairs = link_pairs(g.edge_index, g.num_nodes, cfg.link_negatives)
+            logits, link = model(x, ei, link_pairs=pairs)
             loss = F.cross_entropy(logits[g.train_idx], g.y[g.train_idx]) + cfg.link_loss * link
         else:
             loss = F.cross_entropy(model(x, ei)[g.train_idx], g.y[g.train_idx])

@@ -35,7 +35,7 @@ from ..functional import attention
 from ..functional.backends.graph import edge_attention
 from ..functional.masks import check_edge_index
 
-__all__ = ["GraphAttentionConfig", "GraphAttention", "GAT", "add_self_loops", "feature_dropout",
+__all__ = ["GraphAttentionConfig", "GraphAttention", "GAT", "add_self_loops", "feature_dropout", "link_pairs",
            "SCORES", "QK_SOURCES"]
 
 SCORES = ("additive", "dot")
@@ -92,6 +92,14 @@ def add_self_loops(edge_index: Tensor, num_nodes: int) -> Tensor:
     ei = torch.cat([ei, loops], dim=1)
     key = torch.unique(ei[1] * num_nodes + ei[0])  # sorted by (target, source), duplicates removed
     return torch.stack([key % num_nodes, key // num_nodes])
+
+
+def link_pairs(edge_index: Tensor, num_nodes: int, negatives_per_edge: float) -> tuple[Tensor, Tensor]:
+    """Pairs for the self-supervised edge loss: the real edges without self-loops, positives (2, P), and
+    round(negatives_per_edge * P) uniformly random node pairs, negatives (2, Q), drawn afresh each call."""
+    positives = edge_index[:, edge_index[0] != edge_index[1]]  # (2, P)
+    n_neg = max(1, round(negatives_per_edge * positives.shape[1]))
+    return positives, torch.randint(0, num_nodes, (2, n_neg), device=edge_index.device)  # (2, P), (2, Q)
 
 
 def feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:

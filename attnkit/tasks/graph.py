@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from ..data.planetoid import NAMES, PlanetoidGraph, load_planetoid
-from ..models.graph import GAT, QK_SOURCES, SCORES, GraphAttentionConfig, add_self_loops
+from ..models.graph import GAT, QK_SOURCES, SCORES, GraphAttentionConfig, add_self_loops, link_pairs
 from ..nn import TransformerConfig
 from ..train import Task
 from ..train.checkpoint import load_weights
@@ -70,13 +70,10 @@ def make_forward(g: PlanetoidGraph, dense: bool = False, link_loss: float = 0.0,
     with ``link_loss`` > 0, also ``link_loss`` x the edge loss on the real edges and fresh random pairs."""
     x, ei = _features(g, dense), add_self_loops(g.edge_index, g.num_nodes)
     targets = {s: _targets(g, s) for s in SPLITS}
-    positives = g.edge_index[:, g.edge_index[0] != g.edge_index[1]]  # (2, P), no self-loops
-    n_neg = max(1, round(link_negatives * positives.shape[1]))
 
     def forward(model, split):
         if link_loss > 0 and model.training:
-            negatives = torch.randint(0, g.num_nodes, (2, n_neg))
-            logits, link = model(x, ei, link_pairs=(positives, negatives))
+            logits, link = model(x, ei, link_pairs=link_pairs(g.edge_index, g.num_nodes, link_negatives))
             return logits, targets[split], link_loss * link
         return model(x, ei), targets[split]
 

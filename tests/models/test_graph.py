@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from attnkit import attention, masks
-from attnkit.models.graph import GAT, GraphAttention, GraphAttentionConfig, add_self_loops, feature_dropout
+from attnkit.models.graph import GAT, GraphAttention, GraphAttentionConfig, add_self_loops, feature_dropout, link_pairs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -167,3 +167,10 @@ def test_forward_with_link_loss():
         GraphAttentionConfig(5, 3, score="additive", link_loss=1.0)
     with pytest.raises(ValueError, match="link_negatives"):
         GraphAttentionConfig(5, 3, score="dot", link_negatives=0)
+
+
+def test_link_pairs():
+    ei = torch.tensor([[0, 1, 2, 2], [1, 0, 2, 0]])  # (2 -> 2) is a self-loop
+    pos, neg = link_pairs(ei, 5, 1.5)
+    assert pos.tolist() == [[0, 1, 2], [1, 0, 0]]
+    assert neg.shape == (2, 4) and int(neg.min()) >= 0 and int(neg.max()) < 5  # round(1.5 * 3) random pairs

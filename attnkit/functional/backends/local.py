@@ -260,7 +260,7 @@ def _forward_native(q, k, v, lengths, left: int, right: int, scale: float):
     return out.squeeze(1), lse.squeeze(1)
 
 
-def _forward_blocked(ctx, q, k, v, lengths, left: int, right: int, scale: float):
+def _forward_blocked(q, k, v, lengths, left: int, right: int, scale: float, want_lse: bool):
     """The PyTorch forwards (fused kernel on bands, or blocked matmuls): out (N, Lq, dv), lse (N, Lq) or None."""
     fused = q.dtype in (torch.float32, torch.float64) and v.shape[-1] == q.shape[-1]  # the kernel's limits
     g = _Geometry(q.shape[1], k.shape[1], left, right, fused=fused)
@@ -269,7 +269,7 @@ def _forward_blocked(ctx, q, k, v, lengths, left: int, right: int, scale: float)
     if fused:
         out, lse = _forward_fused(g, g.pad_queries(q), kb, vb, kbias, band, scale)
     else:
-        out, lse = _forward(g, g.pad_queries(q * scale), kb, vb, kbias, band, want_lse=any(ctx.needs_input_grad[:3]))
+        out, lse = _forward(g, g.pad_queries(q * scale), kb, vb, kbias, band, want_lse=want_lse)
     out = out.reshape(q.shape[0], g.nb * g.bq, -1)[:, :g.lq]  # (N, nb, bq, dv) -> (N, Lq, dv)
     if lse is not None:
         lse = lse.reshape(q.shape[0], g.nb * g.bq)[:, :g.lq]  # (N, Lq): the backward may block differently
@@ -283,7 +283,7 @@ class _LocalFn(torch.autograd.Function):
         if _native_applies(q, v) and window_kernel() is not None:
             out, lse = _forward_native(q, k, v, lengths, left, right, scale)  # (N, Lq, dv), (N, Lq)
         else:
-            out, lse = _forward_blocked(ctx, q, k, v, lengths, left, right, scale)
+            out, lse = _forward_blocked(q, k, v, lengths, left, right, scale, any(ctx.needs_input_grad[:3]))
         ctx.save_for_backward(q, k, v, out, lse, lengths)
         ctx.conf = (left, right, scale)
         return out

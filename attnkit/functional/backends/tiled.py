@@ -15,8 +15,8 @@ from attention timed inside the model it serves (all-MiniLM-L6-v2 encoding the 2
 ``bench/embed.py``, 12 heads of 32, batch 64, 2 threads, time summed over the attention calls of
 each length, interleaved medians of 3; 2026-11-22 16:05 UTC): in float32 this kernel took 1.05-1.10 s
 against SDPA's 1.45 s and ``math_grouped``'s 1.22 s, ahead of SDPA at every length from 6 to 63.
-On longer inputs (joined sentences, 64 to 223 keys) the three were within 10% of each other either
-way, so SDPA keeps them. In bfloat16 it won below 16 keys; from there ``math_grouped``'s bfloat16
+On longer inputs (joined sentences, 64 to 223 keys) the three took about the same in total and
+none led at every length, so SDPA keeps them. In bfloat16 it won below 16 keys; from there ``math_grouped``'s bfloat16
 matrix products win (0.75 s against 0.92 s over the whole workload), since this kernel converts
 every element it reads to float32. Isolated timings (``bench/attention.py --short``) disagreed from
 run to run beyond 24 keys; BENCHMARKS.md has both.
