@@ -6,8 +6,9 @@
     attnkit attend "I saw a saw" --out runs/attend
 
 Texts longer than the model's limit (256 word pieces for all-MiniLM-L6-v2) are truncated, with a
-warning. ``attend`` writes attention_grid.png (rows = layers, columns = heads) and layer<N>.png
-(``--each-head``: also layer<N>_head<H>.png), token labels on both axes.
+warning. ``attend`` writes attention.html (every layer and head in one interactive page: lines from
+queries to keys, as in bertviz's head view, and a matrix), attention_grid.png (rows = layers,
+columns = heads) and layer<N>.png (``--each-head``: also layer<N>_head<H>.png), token labels on both axes.
 """
 
 from __future__ import annotations
@@ -102,9 +103,11 @@ def run_attend(args) -> int:
         print(f"layer {n + 1}: " + "  ".join(f"{labels[q]}->{labels[k]} ({w:.2f})" for q, k, w in row))
     if args.no_plots:
         return 0
-    from ..viz import attention_grid, attention_heatmap
+    from ..viz import attention_grid, attention_heatmap, attention_html
 
     out = args.out
+    page = attention_html(res.attentions, labels, out / "attention.html", title=f"{args.text!r} ({args.model})")
+    print(f"wrote {page} (interactive: pick a layer and heads, point at a token)")
     written = [attention_grid(res.attentions, out / "attention_grid.png", tokens=labels,
                               title=f"{args.text!r}: rows = layers, columns = heads")]
     for n in range(n_layers):  # one row of heads per layer: (1, H, L, L)
@@ -141,10 +144,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     common(p)
     p.set_defaults(func=run_similarity)
 
-    p = sub.add_parser("attend", help="a text's attention maps, every layer and head, as PNG")
+    p = sub.add_parser("attend", help="a text's attention maps, every layer and head, as PNG and an HTML page")
     p.add_argument("text")
-    p.add_argument("--out", type=Path, default=Path("runs/attend"), help="folder for the PNG files")
+    p.add_argument("--out", type=Path, default=Path("runs/attend"), help="folder for attention.html and the PNG files")
     p.add_argument("--each-head", action="store_true", help="also one PNG per layer and head")
-    p.add_argument("--no-plots", action="store_true", help="only print the most-attended tokens")
+    p.add_argument("--no-plots", action="store_true", help="only print the most-attended tokens (no files)")
     common(p)
     p.set_defaults(func=run_attend)

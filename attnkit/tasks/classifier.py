@@ -165,9 +165,11 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None) -> list[
         p = scores.softmax(-1)[0]
         lines.append(f"{meta['labels'][int(p.argmax())]} (p={float(p.max()):.3f})\t{text}")
         if out_dir is not None:
-            from ..viz import attention_grid
+            from ..viz import attention_grid, attention_html
 
-            path = attention_grid(torch.stack([a[0] for a in attn]), Path(out_dir) / f"attention_{k}.png",
-                                  tokens=tokenize(text, meta), title=lines[-1].split("\t")[0])
-            lines.append(f"wrote {path}")
+            stacked, words = torch.stack([a[0] for a in attn]), tokenize(text, meta)  # (N, H, L, L), L tokens
+            path = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words,
+                                  title=lines[-1].split("\t")[0])
+            page = attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
+            lines.append(f"wrote {path} and {page}")
     return lines

@@ -197,9 +197,10 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None) -> list[
         tags, attn = tag(model, meta, words, need_weights=True)
         lines.append(" ".join(f"{w}/{t}" for w, t in zip(words, tags)))
         if out_dir is not None and not meta.get("pretrained"):
-            from ..viz import attention_grid
+            from ..viz import attention_grid, attention_html
 
-            p = attention_grid(torch.stack([a[0] for a in attn]), Path(out_dir) / f"attention_{k}.png",
-                               tokens=words, title=" ".join(tags))
-            lines.append(f"wrote {p}")
+            stacked = torch.stack([a[0] for a in attn])  # layers x (1, H, L, L) -> (N, H, L, L)
+            p = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words, title=" ".join(tags))
+            page = attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
+            lines.append(f"wrote {p} and {page}")
     return lines

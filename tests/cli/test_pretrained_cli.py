@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from attnkit.cli import pretrained as cli
+from attnkit.pretrained import load_pretrained
+from attnkit.viz import read_attention_html
 from tests.pretrained.test_loader import make_folder
 
 
@@ -86,7 +88,13 @@ def test_attend_writes_every_layer_and_head(run, tmp_path, capsys):
     folder = make_folder(tmp_path / "tiny")  # 2 layers x 2 heads: quick to draw
     out = tmp_path / "png"
     assert go("attend", "I saw a saw", "--model", str(folder), "--out", str(out), "--each-head") == 0
-    assert "wrote 7 PNG files" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "wrote 7 PNG files" in printed and "attention.html" in printed
+    page = read_attention_html(out / "attention.html")  # the page holds the model's own weights
+    res = load_pretrained(folder).attend("I saw a saw")
+    labels = [f"{t}@{i}" for i, t in enumerate(res.tokens)]
+    assert page["queries"] == labels and page["keys"] == labels and len(page["layer_names"]) == 2
+    torch.testing.assert_close(torch.tensor(page["weights"]), res.attentions, atol=5e-5, rtol=0)
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert pngs == ["attention_grid.png", "layer1.png", "layer1_head1.png", "layer1_head2.png", "layer2.png",
                     "layer2_head1.png", "layer2_head2.png"]

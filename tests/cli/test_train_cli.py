@@ -3,9 +3,11 @@
 import json
 import random
 
+import numpy as np
 import pytest
 
 from attnkit.cli.main import main
+from attnkit.viz import read_attention_html
 
 TINY = ["--d-model", "32", "--num-heads", "2", "--d-ff", "64", "--num-encoder-layers", "1", "--no-progress",
         "--log-every", "5"]
@@ -41,6 +43,10 @@ def test_tagger_train_evaluate_predict_resume(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "I/PRON saw/VERB a/DET saw/NOUN" in text
     assert (tmp_path / "maps" / "attention_0.png").exists()
+    page = read_attention_html(tmp_path / "maps" / "attention_0.html")
+    assert page["queries"] == ["I", "saw", "a", "saw"] and page["title"] == "I/PRON saw/VERB a/DET saw/NOUN"
+    w = np.array(page["weights"])  # (layers, heads, 4, 4), each row a distribution
+    assert w.shape[2:] == (4, 4) and np.allclose(w.sum(-1), 1.0, atol=1e-3)
     assert main(["evaluate", str(out), "--data", str(dev)]) == 0
     assert "accuracy: 1.0000" in capsys.readouterr().out
     # an unknown label at evaluation: a clear message naming the file and line
@@ -105,9 +111,13 @@ def test_classifier_learns_keywords_and_predicts(tmp_path, capsys):
                  "--epochs", "5", "--batch-size", "16", "--lr", "3e-3", "--warmup-steps", "5", "--word-dropout",
                  "0", *TINY]) == 0
     assert "test accuracy: 1.0000" in capsys.readouterr().out
-    assert main(["predict", str(out), "the plot is superb", "a dull film"]) == 0
+    assert main(["predict", str(out), "the plot is superb", "a dull film", "--attention", str(tmp_path / "m")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("1 (p=") and lines[1].startswith("0 (p=")
+    assert lines[0].startswith("1 (p=") and lines[2].startswith("0 (p=")
+    assert lines[1].endswith("attention_0.png and " + str(tmp_path / "m" / "attention_0.html"))
+    page = read_attention_html(tmp_path / "m" / "attention_1.html")
+    assert page["title"] == lines[2] and "dull" in page["queries"]
+    assert np.array(page["weights"]).shape[2:] == (len(page["queries"]),) * 2
     assert main(["evaluate", str(out), "--data", str(dev)]) == 0
     bad = tmp_path / "bad.tsv"
     bad.write_text("great film \t2\n", encoding="utf-8")
