@@ -204,8 +204,9 @@ class GraphAttention(nn.Module):
             res = edge_attention(e, vals, edge_index, n, dropout_p=p, return_weights=need_weights)
             out, weights = res if need_weights else (res, None)
         else:
-            q, k = self._qk(x, v)
-            out = attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),  # (H, N, C) each
+            q, k = self._qk(x, v)  # scores from the undropped projections, as in the additive form
+            vals = F.dropout(v, self.value_dropout, self.training) if self.value_dropout else v
+            out = attention(q.transpose(0, 1), k.transpose(0, 1), vals.transpose(0, 1),  # (H, N, C) each
                             masks.graph(edge_index, n), dropout_p=p)  # (H, N, C)
             out = out.transpose(0, 1)  # (H, N, C) -> (N, H, C)
         out = out.reshape(n, h * c) if self.concat else out.mean(1)  # (N, H*C) or (N, C)

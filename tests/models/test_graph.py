@@ -53,6 +53,36 @@ def test_dot_layer_matches_math_backend():
     torch.testing.assert_close(out, ref.mean(0) + layer.bias, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("score", ["additive", "dot"])
+def test_value_dropout_drops_the_aggregated_values(score):
+    """Both forms: in training, out = attention over dropout(W x) (same random mask), the scores from
+    the undropped W x; in evaluation nothing is dropped. (The dot form once ignored the setting.)"""
+    n, f, h, c, p = 9, 6, 2, 4, 0.5
+    ei = ring(n)
+    layer = GraphAttention(f, c, h, score=score, value_dropout=p)
+    plain = GraphAttention(f, c, h, score=score)
+    plain.load_state_dict(layer.state_dict())
+    x = torch.randn(n, f)
+    torch.testing.assert_close(layer.eval()(x, ei)[0], plain.eval()(x, ei)[0])
+    layer.train()
+    torch.manual_seed(3)
+    out, _ = layer(x, ei)
+    torch.manual_seed(3)
+    v = (x @ layer.lin.weight.T).view(n, h, c)
+    dropped = F.dropout(v, p)  # the mask the layer drew
+    assert 0 < int((dropped == 0).sum()) < dropped.numel()
+    if score == "dot":
+        q, k = (x @ layer.qk.weight.T).view(n, 2, h, c).unbind(1)
+        ref = attention(q.transpose(0, 1), k.transpose(0, 1), dropped.transpose(0, 1), masks.graph(ei, n),
+                        backend="math").transpose(0, 1)  # (N, H, C)
+    else:
+        a_s, a_d = (v * layer.att_src).sum(-1), (v * layer.att_dst).sum(-1)  # (N, H)
+        e = F.leaky_relu(a_d.T[:, :, None] + a_s.T[:, None, :], 0.2)  # (H, N_t, N_s)
+        alpha = e.masked_fill(~masks.graph(ei, n).materialize(n, n, 2), float("-inf")).softmax(-1)
+        ref = torch.einsum("hts,shc->thc", alpha, dropped)
+    torch.testing.assert_close(out, ref.reshape(n, h * c) + layer.bias, atol=1e-5, rtol=1e-5)
+
+
 def test_dot_layer_projected_qk_matches_math_backend():
     n, f, h, c = 9, 30, 2, 4
     ei = ring(n)
