@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from .. import masks
 from ..functional import attention
 from ..functional.backends.graph import edge_attention
+from ..functional.dropout import dropout16
 from ..functional.masks import check_edge_index
 
 __all__ = ["GraphAttentionConfig", "GraphAttention", "GAT", "add_self_loops", "feature_dropout", "link_pairs",
@@ -103,8 +104,10 @@ def link_pairs(edge_index: Tensor, num_nodes: int, negatives_per_edge: float) ->
 
 
 def feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """Dropout that also takes a sparse (COO or CSR) feature matrix: only the stored values are dropped,
-    which equals dense dropout on the same matrix (zeros stay zero) at a fraction of the cost."""
+    """Dropout on the input features. Sparse (COO or CSR): only the stored values are dropped, which
+    equals dense dropout on the same matrix (zeros stay zero) at a fraction of the cost. Dense: the
+    16-bit-field dropout (``functional.dropout.dropout16``, p rounded to 1/65536), 2x as fast as
+    ``F.dropout`` on a PubMed-size input, where the draw is most of an epoch."""
     if not training or p == 0.0:
         return x
     if x.layout == torch.sparse_coo:
@@ -114,7 +117,7 @@ def feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     if x.layout == torch.sparse_csr:
         return torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), F.dropout(x.values(), p), x.shape,
                                        check_invariants=False)
-    return F.dropout(x, p)
+    return dropout16(x, p)
 
 
 def _linear(x: Tensor, weight: Tensor) -> Tensor:

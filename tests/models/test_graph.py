@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from attnkit import attention, masks
+from attnkit.functional.dropout import dropout16
 from attnkit.models.graph import GAT, GraphAttention, GraphAttentionConfig, add_self_loops, feature_dropout, link_pairs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -120,6 +121,15 @@ def test_feature_dropout_sparse_keeps_pattern():
         torch.testing.assert_close(y[kept], x[kept] * 2.0)  # survivors scaled by 1 / (1 - p)
         assert 0.3 < kept.sum() / (x != 0).sum() < 0.7
     assert feature_dropout(x, 0.5, False) is x
+
+
+def test_feature_dropout_dense_is_dropout16():
+    x = torch.rand(30, 20) + 0.5
+    torch.manual_seed(5)
+    y = feature_dropout(x, 0.6, True)
+    torch.manual_seed(5)
+    torch.testing.assert_close(y, dropout16(x, 0.6))
+    assert 0.4 < (y == 0).float().mean() < 0.8
 
 
 def test_learns_two_communities():
