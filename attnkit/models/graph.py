@@ -172,29 +172,40 @@ class GraphAttention(nn.Module):
             nn.init.uniform_(self.qk_proj, -math.sqrt(6.0 / (3 * c)), math.sqrt(6.0 / (3 * c)))
         nn.init.zeros_(self.bias)
 
-    def _qk(self, x: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Dot form: q, k (N, H, C) from x (N, F_in) or from v = W x (N, H, C)."""
-        n, h, c = v.shape
+    def _project(self, x: Tensor) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """v = W x (N, H, C), and for the dot form q, k (N, H, C) from x (N, F_in) or from v."""
+        n, h, c = x.shape[0], self.heads, self.out_features
+        v = _linear(x, self.lin.weight).view(n, h, c)  # (N, H*C) -> (N, H, C)
+        if self.score == "additive":
+            return v, None, None
         if self.qk_source == "input":
             q, k = _linear(x, self.qk.weight).view(n, 2, h, c).unbind(1)  # (N, 2*H*C) -> 2 x (N, H, C)
-            return q, k
-        q, k = torch.einsum("nhc,hcd->nhd", v, self.qk_proj).split(c, dim=-1)  # 2 x (N, H, C)
-        return q, k
+        else:
+            q, k = torch.einsum("nhc,hcd->nhd", v, self.qk_proj).split(c, dim=-1)  # 2 x (N, H, C)
+        return v, q, k
+
+    def _pair_logits(self, q: Tensor, k: Tensor, pairs: Tensor) -> Tensor:
+        """q_t . k_s / sqrt(C) for pairs (2, P) = (s, t): (P, H)."""
+        return (q.index_select(0, pairs[1]) * k.index_select(0, pairs[0])).sum(-1) / math.sqrt(self.out_features)
 
     def link_logits(self, x: Tensor, pairs: Tensor) -> Tensor:
         """Dot form: the attention logits q_t . k_s / sqrt(C) of node pairs ``pairs`` (2, P) = (s, t),
         whether or not they are edges: (P, H). What the self-supervised edge loss trains (SuperGAT)."""
         if self.score != "dot":
             raise ValueError("GraphAttention.link_logits: needs score='dot'")
-        v = _linear(x, self.lin.weight).view(x.shape[0], self.heads, self.out_features)  # (N, H, C)
-        q, k = self._qk(x, v)
-        return (q.index_select(0, pairs[1]) * k.index_select(0, pairs[0])).sum(-1) / math.sqrt(self.out_features)
+        _, q, k = self._project(x)
+        return self._pair_logits(q, k, pairs)
 
     def forward(self, x: Tensor, edge_index: Tensor, *, need_weights: bool = False
                 ) -> tuple[Tensor, Tensor | None]:
         """Returns (out, weights (E, H) per edge for the additive form, None otherwise or if not asked)."""
-        n, h, c = x.shape[0], self.heads, self.out_features
-        v = _linear(x, self.lin.weight).view(n, h, c)  # (N, H*C) -> (N, H, C)
+        return self._aggregate(self._project(x), edge_index, need_weights)
+
+    def _aggregate(self, projected: tuple[Tensor, Tensor | None, Tensor | None], edge_index: Tensor,
+                   need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """The layer's output from ``_project``'s (v, q, k); see ``forward``."""
+        v, q, k = projected
+        n, h, c = v.shape
         p = self.attention_dropout if self.training else 0.0
         weights = None
         if self.score == "additive":
@@ -206,8 +217,7 @@ class GraphAttention(nn.Module):
             vals = F.dropout(v, self.value_dropout, self.training) if self.value_dropout else v
             res = edge_attention(e, vals, edge_index, n, dropout_p=p, return_weights=need_weights)
             out, weights = res if need_weights else (res, None)
-        else:
-            q, k = self._qk(x, v)  # scores from the undropped projections, as in the additive form
+        else:  # q, k came from the undropped projections, as the additive scores do
             vals = F.dropout(v, self.value_dropout, self.training) if self.value_dropout else v
             out = attention(q.transpose(0, 1), k.transpose(0, 1), vals.transpose(0, 1),  # (H, N, C) each
                             masks.graph(edge_index, n), dropout_p=p)  # (H, N, C)
@@ -260,10 +270,11 @@ class GAT(nn.Module):
         losses = []
         for i, layer in enumerate((self.layer1, self.layer2)):
             x = feature_dropout(x, p, self.training) if i == 0 else F.dropout(x, p, self.training)
+            projected = layer._project(x)  # (v, q, k): shared by the edge loss and the layer's output
             if link is not None:
-                logits = layer.link_logits(x, link[0])  # (P + Q, H)
+                logits = layer._pair_logits(projected[1], projected[2], link[0])  # (P + Q, H)
                 losses.append(F.binary_cross_entropy_with_logits(logits, link[1].unsqueeze(1).expand_as(logits)))
-            x = layer(x, edge_index)[0]
+            x = layer._aggregate(projected, edge_index, False)[0]
             if i == 0:
                 x = F.elu(x)
         return x, (torch.stack(losses).mean() if losses else None)
