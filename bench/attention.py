@@ -7,7 +7,7 @@ and the naive matrix path, 8 heads, d=64, float32, batch 1.
 12 heads of 32 taken as views of one packed QKV tensor, then the heads merged to (B, L, 384) as a
 layer needs them (a copy unless the backend wrote that layout), about 2880 tokens per batch (B = 2880 // L),
 L = 16..128 by default: attnkit's automatic choice against SDPA and the backends it chooses among
-(``math_grouped``, ``tiled``), to place their automatic rules.
+(``math_grouped``, ``tiled``, ``short``), to place their automatic rules.
 
     .venv/bin/python bench/attention.py --short [--dtype float32] [--threads 1]
 """
@@ -38,7 +38,8 @@ def short(lengths: list[int], repeats: int, dtype: torch.dtype) -> None:
     print(f"# attention forward (inference) + head merge, {dtype}, H=12, d=32, B*L ~ 2880, q/k/v views of packed QKV\n"
           f"# {machine()}, {datetime.date.today()}")
     rows = []
-    names = (("attnkit", None), ("sdpa", "sdpa"), ("math_grouped", "math_grouped"), ("tiled", "tiled"))
+    names = (("attnkit", None), ("sdpa", "sdpa"), ("math_grouped", "math_grouped"), ("tiled", "tiled"),
+             ("short", "short"))
     for n in lengths:
         b = max(1, 2880 // n)
         q, k, v = torch.randn(b, n, 3, 12, 32, dtype=dtype).permute(2, 0, 3, 1, 4).unbind(0)  # 3x(B,H,L,d)
@@ -51,7 +52,8 @@ def short(lengths: list[int], repeats: int, dtype: torch.dtype) -> None:
         with torch.inference_mode():
             t = interleaved_medians(fns, iters=5, repeats=repeats)
         rows.append([n, b, auto, *(t[name] * 1e3 for name, _ in names), t["sdpa"] / t["attnkit"]])
-    print(table(["L", "B", "auto picks", "attnkit ms", "SDPA ms", "math_grouped ms", "tiled ms", "SDPA/attnkit"], rows))
+    print(table(["L", "B", "auto picks", "attnkit ms", "SDPA ms", "math_grouped ms", "tiled ms", "short ms",
+                      "SDPA/attnkit"], rows))
 
 
 def main() -> None:

@@ -57,4 +57,5 @@ from . import linear as _linear  # noqa: E402,F401  (registers "linear_approx", 
 from . import local as _local  # noqa: E402,F401  (registers "local")
 from . import math as _math  # noqa: E402,F401  (registers "math")
 from . import sdpa as _sdpa  # noqa: E402,F401  (registers "sdpa")
+from . import short as _short  # noqa: E402,F401  (registers "short", native, short full attention)
 from . import tiled as _tiled  # noqa: E402,F401  (registers "tiled", the native CPU kernel)

@@ -7,7 +7,8 @@ in cache (``GROUP_BYTES``), is faster. Measured with ``bench/attention.py --shor
 bfloat16, 12 heads of 32, ~2880 tokens per call, 2 threads, idle machine, 2026-11-22): 1.02-1.50x SDPA
 for L = 24 to 256 (0.93x at L = 16), 0.98x at L = 512; in float32 SDPA was faster at every length
 tried (one thread). Hence the automatic rule: inference (no autograd), CPU, bfloat16/float16,
-Lq and Lk <= ``MAX_LEN``, no bias.
+Lq and Lk <= ``MAX_LEN``, no bias. (Calls with no mask or a padding mask go to the native ``short``
+kernel first, where the CPU has AVX512-BF16.)
 
 Same signature and results as ``math`` (a query with nothing to attend to outputs zeros).
 """

@@ -2,7 +2,8 @@
 and ninja; the build is cached under ``~/.cache/torch_extensions``, under a minute the first time).
 
 ``window_kernel()`` returns the compiled module of ``csrc/window_attention.cpp`` (exact windowed
-attention, forward in float32 / bfloat16 and backward in float32, AVX-512), or None when it cannot
+attention, forward in float32 / bfloat16 and backward in float32, AVX-512; and, from
+``csrc/short_attention.h``, full attention over short sequences, the ``short`` backend), or None when it cannot
 run here: no AVX-512, no compiler, or a failed build. Callers then use their pure-PyTorch path,
 which is also the reference the tests hold the kernel to. A failed build warns once and says why.
 """

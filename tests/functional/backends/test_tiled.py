@@ -85,9 +85,9 @@ def test_auto_rule(native_kernel):
     with torch.inference_mode():
         f32 = torch.zeros(8, 12, 24, 32)
         assert select_backend(f32, f32, M.padding(torch.full((8,), 20)), None, False) == "tiled"
-        short = torch.zeros(8, 12, 16, 32, dtype=torch.bfloat16)
-        assert select_backend(short, short, None, None, False) == "tiled"
-        assert select_backend(q.bfloat16(), q.bfloat16(), None, None, False) == "math_grouped"  # bf16 past 16
+        short = torch.zeros(8, 12, 16, 32, dtype=torch.bfloat16)  # bfloat16 with a causal mask ("short" takes
+        assert select_backend(short, short, M.causal(), None, False) == "tiled"  # only none / padding)
+        assert select_backend(q.bfloat16(), q.bfloat16(), M.causal(), None, False) == "math_grouped"  # past 16
         assert select_backend(q, q, None, None, False) == "tiled"  # float32 up to 64 keys
         long = torch.zeros(8, 12, 65, 32)
         assert select_backend(long, long, None, None, False) == "sdpa"  # float32 past 64 keys

@@ -16,6 +16,9 @@
 //   2. Softmax down each column, vectorised across the 16 queries, with the window mask per key.
 //   3. O (16 x dv) = P^T V: broadcast P[t, r] against v[t, :], 4 rows x up to 64 dims at a time.
 // The Python backend ("local") is the reference; tests compare the two on random shapes.
+//
+// This file also binds ``short_forward`` (full attention for short sequences, ``short_attention.h``),
+// so that the native kernels build as one extension.
 
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
@@ -27,6 +30,7 @@
 #include <limits>
 #include <vector>
 
+#include "short_attention.h"
 #include "window_tiles.h"
 
 namespace {
@@ -128,9 +132,63 @@ std::vector<torch::Tensor> window_backward(torch::Tensor q, torch::Tensor k, tor
   return {dq, dk, dvt};
 }
 
+// Full attention for short sequences (``short_attention.h``). q (B, H, Lq, d), k (B, H, Lk, d),
+// v (B, H, Lk, dv): all float32 or all bfloat16, any strides with the last dim contiguous; d % 16 == 0
+// (bfloat16: d % 32 == 0), dv % 16 == 0. lengths: (B,) int64 key lengths, or empty for none. Returns
+// out (B, H, Lq, dv) in q's dtype, a view of (B, Lq, H, dv) memory; rows with no key are 0.
+torch::Tensor short_forward(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor lengths, double scale) {
+  const auto dt = q.scalar_type();
+  TORCH_CHECK((dt == torch::kFloat32 || dt == torch::kBFloat16) && k.scalar_type() == dt && v.scalar_type() == dt,
+              "short_forward: q, k, v must all be float32 or all bfloat16");
+  TORCH_CHECK(dt == torch::kFloat32 || attnkit_short::cpu_has_bf16(), "short_forward: bfloat16 needs AVX512-BF16");
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "short_forward: q, k, v must be (B, H, L, d)");
+  TORCH_CHECK(q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1, "short_forward: last dim must be contiguous");
+  TORCH_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1) &&
+              v.size(2) == k.size(2) && k.size(3) == q.size(3), "short_forward: q, k, v shapes do not match");
+  const int64_t d = q.size(3), dv = v.size(3);
+  TORCH_CHECK(d % (dt == torch::kFloat32 ? 16 : 32) == 0 && dv % 16 == 0,
+              "short_forward: d must be a multiple of 16 (bfloat16: 32) and dv of 16");
+  TORCH_CHECK(lengths.numel() == 0 || (lengths.numel() == q.size(0) && lengths.scalar_type() == torch::kInt64 &&
+                                       lengths.is_contiguous()), "short_forward: lengths must be (B,) int64");
+  const int64_t nb = q.size(0), nh = q.size(1), lq = q.size(2), lk = k.size(2);
+  auto out = torch::empty({nb, lq, nh, dv}, q.options());
+  if (out.numel() > 0) {
+    const int64_t* len = lengths.numel() ? lengths.data_ptr<int64_t>() : nullptr;
+    const int kw = static_cast<int>((lk + 15) / 16 * 16);
+    auto go = [&](auto tag) {
+      using S = decltype(tag);
+      const S *qp = reinterpret_cast<const S*>(q.data_ptr()), *kp = reinterpret_cast<const S*>(k.data_ptr()),
+              *vp = reinterpret_cast<const S*>(v.data_ptr());
+      S* op = reinterpret_cast<S*>(out.data_ptr());
+      at::parallel_for(0, nb * nh, 1, [&](int64_t begin, int64_t end) {
+        attnkit_short::Scratch w(static_cast<int>(d), static_cast<int>(dv), std::max(kw, 16));
+        for (int64_t job = begin; job < end; ++job) {
+          const int64_t b = job / nh, h = job % nh;
+          const int64_t nk = len ? std::min<int64_t>(lk, std::max<int64_t>(len[b], 0)) : lk;
+          attnkit_short::Seq<S> a{qp + b * q.stride(0) + h * q.stride(1), kp + b * k.stride(0) + h * k.stride(1),
+                                  vp + b * v.stride(0) + h * v.stride(1), op + (b * lq * nh + h) * dv,
+                                  q.stride(2), k.stride(2), v.stride(2), nh * dv, static_cast<int>(lq),
+                                  static_cast<int>(nk)};
+          attnkit_short::attend<S>(a, static_cast<int>(d), static_cast<int>(dv), static_cast<float>(scale), w);
+        }
+      });
+    };
+    if (dt == torch::kFloat32)
+      go(float{});
+    else
+      go(uint16_t{});
+  }
+  return out.permute({0, 2, 1, 3});
+}
+
+bool short_bf16_supported() { return attnkit_short::cpu_has_bf16(); }
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("window_forward", &window_forward, "exact windowed attention forward (float32 / bfloat16, AVX-512)",
         py::call_guard<py::gil_scoped_release>());
   m.def("window_backward", &window_backward, "its backward (float32, recomputing the weights)",
         py::call_guard<py::gil_scoped_release>());
+  m.def("short_forward", &short_forward, "full attention for short sequences (float32 / bfloat16, AVX-512)",
+        py::call_guard<py::gil_scoped_release>());
+  m.def("short_bf16_supported", &short_bf16_supported, "whether this CPU has AVX512-BF16");
 }

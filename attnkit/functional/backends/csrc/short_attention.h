@@ -1,0 +1,293 @@
+// Full attention for short sequences, one (sequence, head) at a time, on AVX-512 CPUs.
+// Included by window_attention.cpp (one extension); see ``backends/short.py`` for when it is used.
+//
+// out[i] = sum_j softmax_j(scale * q[i] . k[j]) v[j] over the keys j < nk (padding: nk = length).
+// For one (sequence, head):
+//   1. K is transposed once into Kt (d x Lk16, keys along a zmm). In bfloat16 the layout is AVX512-BF16's
+//      pair layout: Kt[p][j] holds k[j][2p] and k[j][2p+1] in one 32-bit lane.
+//   2. S (queries x Lk16) = Q K^T: a query's element (bfloat16: its pair of elements) broadcast against
+//      Kt's rows; 4 queries x 4 key blocks of 16 = 16 accumulators. bfloat16 uses vdpbf16ps (bfloat16
+//      products, float32 sums), float32 uses FMAs.
+//   3. Softmax along each row in float32; P keeps the unnormalised exps (bfloat16: rounded to bfloat16,
+//      as the math path rounds its weights) and 1/sum is applied to the output.
+//   4. O = P V: P[i][j] (bfloat16: the pair j, j+1) broadcast against V's rows (bfloat16: two rows
+//      interleaved into pair layout), up to 8 queries x 32 output features at a time.
+// Whole rows of S and P stay in L1 for sentence lengths; queries are taken 64 at a time.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "window_tiles.h"
+
+namespace attnkit_short {
+
+using attnkit_window::exp_ps;
+
+constexpr int QC = 64;  // queries per chunk (rows of S and P in the buffers)
+
+// In-register transpose of a 16 x 16 block of 32-bit elements: r[i] lane j <-> r[j] lane i.
+inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // u[g + c], 128-bit lane l: column 4 l + c of rows g .. g + 3
+    r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // 4 x 4 transpose of 128-bit lanes across r[c], r[4 + c], r[8 + c], r[12 + c]
+    const __m512i v0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xEE);
+    const __m512i v2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44);
+    const __m512i v3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xEE);
+    t[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+    t[4 + c] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+    t[8 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+    t[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// Kt (cols x kw 32-bit words): Kt[c][j] = word c of key row j (rows past nk: 0). A row has `cols`
+// words: d floats, or d / 2 bfloat16 pairs. cols % 16 == 0.
+inline void transpose_keys(const void* k, int64_t row_bytes, int nk, int cols, int kw, uint32_t* kt) {
+  const char* base = static_cast<const char*>(k);
+  for (int j0 = 0; j0 < kw; j0 += 16)
+    for (int c0 = 0; c0 < cols; c0 += 16) {
+      __m512i r[16];
+      for (int t = 0; t < 16; ++t)
+        r[t] = j0 + t < nk ? _mm512_loadu_si512(base + (j0 + t) * row_bytes + c0 * 4) : _mm512_setzero_si512();
+      transpose16(r);
+      for (int t = 0; t < 16; ++t) _mm512_storeu_si512(kt + (c0 + t) * kw + j0, r[t]);
+    }
+}
+
+inline uint32_t word(const uint16_t* p) {  // two bfloat16 as one 32-bit lane (unaligned-safe)
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+
+// ---- step 2: S rows for NQ queries x NB key blocks --------------------------------------------------
+template <int NQ, int NB>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void scores_bf16(
+    const uint16_t* q, int64_t qs, const uint32_t* kt, int kw, int pairs, float* s) {
+  __m512 acc[NQ][NB];
+  for (int i = 0; i < NQ; ++i)
+    for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_setzero_ps();
+  for (int p = 0; p < pairs; ++p) {
+    __m512i kv[NB];
+    for (int b = 0; b < NB; ++b) kv[b] = _mm512_loadu_si512(kt + p * kw + 16 * b);
+    for (int i = 0; i < NQ; ++i) {
+      const __m512i qb = _mm512_set1_epi32(static_cast<int>(word(q + i * qs + 2 * p)));
+      for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_dpbf16_ps(acc[i][b], (__m512bh)kv[b], (__m512bh)qb);
+    }
+  }
+  for (int i = 0; i < NQ; ++i)
+    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(s + i * kw + 16 * b, acc[i][b]);
+}
+
+template <int NQ, int NB>
+inline void scores_f32(const float* q, int64_t qs, const float* kt, int kw, int d, float* s) {
+  __m512 acc[NQ][NB];
+  for (int i = 0; i < NQ; ++i)
+    for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_setzero_ps();
+  for (int e = 0; e < d; ++e) {
+    __m512 kv[NB];
+    for (int b = 0; b < NB; ++b) kv[b] = _mm512_loadu_ps(kt + e * kw + 16 * b);
+    for (int i = 0; i < NQ; ++i) {
+      const __m512 qb = _mm512_set1_ps(q[i * qs + e]);
+      for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_fmadd_ps(qb, kv[b], acc[i][b]);
+    }
+  }
+  for (int i = 0; i < NQ; ++i)
+    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(s + i * kw + 16 * b, acc[i][b]);
+}
+
+// S for queries [0, nq) (row stride kw), all kw / 16 key blocks: 4 queries x up to 4 blocks per call.
+template <typename S>
+void scores(const S* q, int64_t qs, const uint32_t* kt, int kw, int depth, int nq, float* s) {
+  for (int i0 = 0; i0 < nq; i0 += 4)
+    for (int b0 = 0; b0 < kw / 16; b0 += 4) {
+      const int nqi = std::min(4, nq - i0), nb = std::min(4, kw / 16 - b0);
+      const S* qq = q + i0 * qs;
+      float* ss = s + i0 * kw + 16 * b0;
+#define ATTNKIT_SCORES(NQ, NB)                                                                              \
+  if constexpr (sizeof(S) == 2)                                                                             \
+    scores_bf16<NQ, NB>(reinterpret_cast<const uint16_t*>(qq), qs, kt + 16 * b0, kw, depth, ss);           \
+  else                                                                                                      \
+    scores_f32<NQ, NB>(reinterpret_cast<const float*>(qq), qs, reinterpret_cast<const float*>(kt) + 16 * b0, \
+                       kw, depth, ss);
+#define ATTNKIT_ROW(NQ)                        \
+  switch (nb) {                                \
+    case 4: ATTNKIT_SCORES(NQ, 4) break;       \
+    case 3: ATTNKIT_SCORES(NQ, 3) break;       \
+    case 2: ATTNKIT_SCORES(NQ, 2) break;       \
+    default: ATTNKIT_SCORES(NQ, 1) break;      \
+  }
+      switch (nqi) {
+        case 4: ATTNKIT_ROW(4) break;
+        case 3: ATTNKIT_ROW(3) break;
+        case 2: ATTNKIT_ROW(2) break;
+        default: ATTNKIT_ROW(1) break;
+      }
+#undef ATTNKIT_ROW
+#undef ATTNKIT_SCORES
+    }
+}
+
+// ---- step 3: softmax of row s (kw scores, keys >= nk masked) into p; returns 1 / sum ---------------
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void store_p(uint16_t* p, __m512 e) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(e));
+}
+inline void store_p(float* p, __m512 e) { _mm512_storeu_ps(p, e); }
+
+template <typename P>
+inline float softmax_row(const float* s, int kw, int nk, float scale, P* p) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), sc = _mm512_set1_ps(scale);
+  __m512 mx = ninf;
+  for (int j = 0; j < kw; j += 16) {
+    const __mmask16 ok = nk - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max(nk - j, 0)) - 1u);
+    mx = _mm512_max_ps(mx, _mm512_mask_mul_ps(ninf, ok, _mm512_loadu_ps(s + j), sc));
+  }
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  __m512 sum = _mm512_setzero_ps();
+  for (int j = 0; j < kw; j += 16) {
+    const __mmask16 ok = nk - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max(nk - j, 0)) - 1u);
+    const __m512 e = _mm512_maskz_mov_ps(ok, exp_ps(_mm512_fmsub_ps(_mm512_loadu_ps(s + j), sc, m)));
+    sum = _mm512_add_ps(sum, e);
+    store_p(p + j, e);
+  }
+  return 1.0f / _mm512_reduce_add_ps(sum);
+}
+
+// ---- step 4: O = P V for NQ queries x 16 NC output features ----------------------------------------
+template <int NQ, int NC>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void pv_bf16(
+    const uint16_t* p, int kw, const uint32_t* vp, int dv, int npairs, const float* inv, uint16_t* o, int64_t os) {
+  __m512 acc[NQ][NC];
+  for (int i = 0; i < NQ; ++i)
+    for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_setzero_ps();
+  for (int t = 0; t < npairs; ++t) {
+    __m512i vv[NC];
+    for (int c = 0; c < NC; ++c) vv[c] = _mm512_loadu_si512(vp + t * dv + 16 * c);
+    for (int i = 0; i < NQ; ++i) {
+      const __m512i pb = _mm512_set1_epi32(static_cast<int>(word(p + i * kw + 2 * t)));
+      for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_dpbf16_ps(acc[i][c], (__m512bh)vv[c], (__m512bh)pb);
+    }
+  }
+  for (int i = 0; i < NQ; ++i)
+    for (int c = 0; c < NC; ++c)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i * os + 16 * c),
+                          (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(acc[i][c], _mm512_set1_ps(inv[i]))));
+}
+
+template <int NQ, int NC>
+inline void pv_f32(const float* p, int kw, const float* v, int64_t vs, int nk, const float* inv, float* o,
+                   int64_t os) {
+  __m512 acc[NQ][NC];
+  for (int i = 0; i < NQ; ++i)
+    for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_setzero_ps();
+  for (int t = 0; t < nk; ++t) {
+    __m512 vv[NC];
+    for (int c = 0; c < NC; ++c) vv[c] = _mm512_loadu_ps(v + t * vs + 16 * c);
+    for (int i = 0; i < NQ; ++i) {
+      const __m512 pb = _mm512_set1_ps(p[i * kw + t]);
+      for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_fmadd_ps(pb, vv[c], acc[i][c]);
+    }
+  }
+  for (int i = 0; i < NQ; ++i)
+    for (int c = 0; c < NC; ++c)
+      _mm512_storeu_ps(o + i * os + 16 * c, _mm512_mul_ps(acc[i][c], _mm512_set1_ps(inv[i])));
+}
+
+// ---- one (sequence, head) ---------------------------------------------------------------------------
+template <typename S>
+struct Seq {
+  const S *q, *k, *v;  // rows of q (nq, d), k (>= nk, d), v (>= nk, dv) with row strides qs, ks, vs
+  S* o;                // (nq, dv), row stride os
+  int64_t qs, ks, vs, os;
+  int nq, nk;
+};
+
+// Scratch, sized once per thread for the longest key count.
+struct Scratch {
+  std::vector<uint32_t> kt, vp;  // Kt (d words x kw), bfloat16 V in pair layout (kw / 2 x dv words)
+  std::vector<float> s, inv;     // S (QC x kw), 1 / sum (QC)
+  std::vector<uint32_t> p;       // P (QC x kw), float32 or bfloat16 (half used)
+  Scratch(int d, int dv, int kw)
+      : kt(static_cast<size_t>(d) * kw), vp(static_cast<size_t>(kw / 2) * dv), s(QC * kw), inv(QC), p(QC * kw) {}
+};
+
+template <typename S>
+void attend(const Seq<S>& a, int d, int dv, float scale, Scratch& w) {
+  constexpr bool bf16 = sizeof(S) == 2;
+  if (a.nk <= 0) {  // nothing to attend to: zeros
+    for (int i = 0; i < a.nq; ++i) std::fill(a.o + i * a.os, a.o + i * a.os + dv, S(0));
+    return;
+  }
+  const int kw = (a.nk + 15) / 16 * 16;  // keys padded to whole blocks
+  const int words = bf16 ? d / 2 : d;    // 32-bit words per key row
+  transpose_keys(a.k, a.ks * static_cast<int64_t>(sizeof(S)), a.nk, words, kw, w.kt.data());
+  const int npairs = (a.nk + 1) / 2;
+  if constexpr (bf16) {  // vp[t][c]: v[2t][c] in the low half, v[2t + 1][c] (or 0) in the high half
+    for (int t = 0; t < npairs; ++t) {
+      const uint16_t* lo = a.v + 2 * t * a.vs;
+      for (int c = 0; c < dv; c += 16) {
+        __m512i x = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + c)));
+        if (2 * t + 1 < a.nk)
+          x = _mm512_or_si512(x, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                                                       reinterpret_cast<const __m256i*>(lo + a.vs + c))), 16));
+        _mm512_storeu_si512(w.vp.data() + t * dv + c, x);
+      }
+    }
+  }
+  using P = std::conditional_t<bf16, uint16_t, float>;
+  P* p = reinterpret_cast<P*>(w.p.data());
+  for (int i0 = 0; i0 < a.nq; i0 += QC) {
+    const int nq = std::min(QC, a.nq - i0);
+    scores<S>(a.q + i0 * a.qs, a.qs, w.kt.data(), kw, words, nq, w.s.data());
+    for (int i = 0; i < nq; ++i) w.inv[i] = softmax_row(w.s.data() + i * kw, kw, a.nk, scale, p + i * kw);
+    S* o = a.o + i0 * a.os;
+    for (int r = 0; r < nq; r += 8)
+      for (int c = 0; c < dv; c += 32) {
+        const int nr = std::min(8, nq - r), nc = std::min(2, (dv - c) / 16);
+#define ATTNKIT_PV(NQ)                                                                                         \
+  if constexpr (bf16) {                                                                                        \
+    if (nc == 2)                                                                                               \
+      pv_bf16<NQ, 2>(p + r * kw, kw, w.vp.data() + c, dv, npairs, w.inv.data() + r, o + r * a.os + c, a.os);    \
+    else                                                                                                       \
+      pv_bf16<NQ, 1>(p + r * kw, kw, w.vp.data() + c, dv, npairs, w.inv.data() + r, o + r * a.os + c, a.os);    \
+  } else {                                                                                                     \
+    if (nc == 2)                                                                                               \
+      pv_f32<NQ, 2>(p + r * kw, kw, a.v + c, a.vs, a.nk, w.inv.data() + r, o + r * a.os + c, a.os);             \
+    else                                                                                                       \
+      pv_f32<NQ, 1>(p + r * kw, kw, a.v + c, a.vs, a.nk, w.inv.data() + r, o + r * a.os + c, a.os);             \
+  }
+        switch (nr) {
+          case 8: ATTNKIT_PV(8) break;
+          case 7: ATTNKIT_PV(7) break;
+          case 6: ATTNKIT_PV(6) break;
+          case 5: ATTNKIT_PV(5) break;
+          case 4: ATTNKIT_PV(4) break;
+          case 3: ATTNKIT_PV(3) break;
+          case 2: ATTNKIT_PV(2) break;
+          default: ATTNKIT_PV(1) break;
+        }
+#undef ATTNKIT_PV
+      }
+  }
+}
+
+inline bool cpu_has_bf16() { return __builtin_cpu_supports("avx512bf16"); }
+
+}  // namespace attnkit_short

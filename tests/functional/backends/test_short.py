@@ -1,0 +1,133 @@
+"""Backend "short" (the native kernel for short full attention) against the math reference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import attnkit
+from attnkit import masks as M
+from attnkit.functional import select_backend
+from attnkit.functional.backends import short
+from attnkit.functional.backends.math import math_attention
+
+from ._helpers import compare, rand
+
+
+@pytest.fixture(scope="module")
+def bf16_kernel(native_kernel):
+    if torch.bfloat16 not in short.kernel_dtypes():
+        pytest.skip("this CPU has no AVX512-BF16")
+    return native_kernel
+
+
+def _inputs(b, h, lq, lk, d, dv, dtype, seed):
+    q, k, v = (rand(b, h, n, e, dtype=torch.float32, seed=seed + i).detach()
+               for i, (n, e) in enumerate(((lq, d), (lk, d), (lk, dv))))
+    return q.to(dtype), k.to(dtype), v.to(dtype)
+
+
+def _padding(lk, b, seed, use):
+    if not use:
+        return None
+    return M.padding(torch.randint(0, lk + 1, (b,), generator=torch.Generator().manual_seed(seed)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(b=st.integers(1, 3), h=st.integers(1, 3), lq=st.integers(1, 150), lk=st.integers(1, 150),
+       d=st.sampled_from([16, 32, 64]), dv=st.sampled_from([16, 32, 48]), pad=st.booleans(), seed=st.integers(0, 99))
+def test_float32_matches_math(native_kernel, b, h, lq, lk, d, dv, pad, seed):
+    q, k, v = _inputs(b, h, lq, lk, d, dv, torch.float32, seed)
+    mask = _padding(lk, b, seed, pad)
+    with torch.inference_mode():
+        out = attnkit.attention(q, k, v, mask, backend="short")
+        ref = attnkit.attention(q, k, v, mask, backend="math")
+    torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(b=st.integers(1, 3), h=st.integers(1, 3), lq=st.integers(1, 150), lk=st.integers(1, 150),
+       d=st.sampled_from([32, 64]), dv=st.sampled_from([16, 32, 48]), pad=st.booleans(), seed=st.integers(0, 99))
+def test_bfloat16_matches_math_in_bfloat16(bf16_kernel, b, h, lq, lk, d, dv, pad, seed):
+    """Same rounding points as the math path in bfloat16 (float32 scores and softmax, weights rounded to
+    bfloat16, float32 sums): the two differ by summation order and where 1/sum is applied, about one
+    bfloat16 rounding of the output. Both are held to the float32 result of the same (rounded) inputs."""
+    q, k, v = _inputs(b, h, lq, lk, d, dv, torch.bfloat16, seed)
+    mask = _padding(lk, b, seed, pad)
+    with torch.inference_mode():
+        out = attnkit.attention(q, k, v, mask, backend="short")
+        ref16, _ = math_attention(q, k, v, mask, None, d ** -0.5, 0.0, False)
+        ref32 = attnkit.attention(q.float(), k.float(), v.float(), mask, backend="math")
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+    torch.testing.assert_close(out.float(), ref16.float(), atol=2e-2, rtol=2e-2)
+    err, err_math = (out.float() - ref32).abs().mean(), (ref16.float() - ref32).abs().mean()
+    assert err <= 1.5 * err_math + 1e-4  # no less accurate than the reference path, on average
+
+
+def test_bfloat16_exact_where_the_answer_is_exact(bf16_kernel):
+    """Keys all equal: every weight is 1/n, so each output row is the mean of the value rows; with values
+    that are small integers times 2^-4 the mean of 4 of them is exact in bfloat16."""
+    k = torch.ones(1, 2, 4, 32).bfloat16()
+    q = torch.randn(1, 2, 5, 32).bfloat16()
+    v = (torch.randint(-8, 8, (1, 2, 4, 16)) / 16).bfloat16()
+    with torch.inference_mode():
+        out = attnkit.attention(q, k, v, backend="short")
+    torch.testing.assert_close(out.float(), v.float().mean(-2, keepdim=True).expand(1, 2, 5, 16), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("pad", [False, True])
+def test_gradients_match_math(pad):
+    """With autograd the call runs the math path itself: same values and gradients."""
+    q, k, v = (rand(2, 3, 20, 16, dtype=torch.float32, seed=s) for s in range(3))
+    compare(q, k, v, _padding(20, 2, 0, pad), "short", atol=1e-6, rtol=1e-5)
+
+
+def test_packed_qkv_views_need_no_copy_and_heads_merge_free(native_kernel):
+    b, l, h, dh = 3, 21, 4, 32
+    qkv = torch.randn(b, l, 3, h, dh)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, L, dh), strided views
+    mask = M.padding(torch.tensor([21, 5, 0]))
+    with torch.no_grad():
+        out = attnkit.attention(q, k, v, mask, backend="short")
+        ref = attnkit.attention(q.contiguous(), k.contiguous(), v.contiguous(), mask, backend="math")
+    torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
+    assert out.transpose(1, 2).is_contiguous()  # written as (B, L, H, dh): merging heads is a view
+    assert (out[2] == 0).all()  # a sequence of length 0 attends to nothing: zeros, not NaN
+
+
+@pytest.mark.parametrize("shape", [(9, 16), (2, 9, 16), (2, 2, 2, 9, 16)])
+def test_other_ranks(native_kernel, shape):
+    q, k, v = (rand(*shape, dtype=torch.float32, seed=s).detach() for s in range(3))
+    with torch.no_grad():
+        out = attnkit.attention(q, k, v, backend="short")
+    torch.testing.assert_close(out, attnkit.attention(q, k, v, backend="math"), atol=2e-6, rtol=1e-5)
+
+
+def test_falls_back_to_math_where_the_kernel_cannot_run():
+    q, k, v = (torch.randn(2, 2, 7, 8) for _ in range(3))  # d = 8: not a multiple of 16
+    with torch.no_grad():
+        out = attnkit.attention(q, k, v, backend="short")
+    torch.testing.assert_close(out, attnkit.attention(q, k, v, backend="math"))
+
+
+def test_rejects_other_masks_and_weights():
+    q = torch.randn(1, 1, 8, 16)
+    with pytest.raises(ValueError, match="backend 'short' takes no mask or a padding mask"):
+        attnkit.attention(q, q, q, M.causal(), backend="short")
+    with pytest.raises(ValueError, match="cannot return weights"):
+        attnkit.attention(q, q, q, return_weights=True, backend="short")
+
+
+def test_automatic_for_bfloat16_inference_up_to_the_measured_length(bf16_kernel):
+    q = torch.randn(2, 12, 40, 32, dtype=torch.bfloat16)
+    pad = M.padding(torch.tensor([40, 17]))
+    with torch.inference_mode():
+        assert select_backend(q, q, None, None, False) == "short"
+        assert select_backend(q, q, pad, None, False) == "short"
+        assert select_backend(q, q, M.causal(), None, False) != "short"
+        assert select_backend(q.float(), q.float(), None, None, False) != "short"  # float32: on a par, not chosen
+        long = torch.randn(1, 1, short.AUTO_MAX_LEN + 1, 32, dtype=torch.bfloat16)
+        assert select_backend(long, long, None, None, False) != "short"
+    assert select_backend(q, q, None, None, False) != "short"  # autograd on
