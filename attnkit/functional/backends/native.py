@@ -29,7 +29,7 @@ def _name() -> str:
     """Extension name with a digest of every file in csrc/ and of the torch installation compiled
     against: torch's build cache only watches the listed sources (a header change must force a
     rebuild), and two environments sharing one build directory would make ninja rebuild in turn."""
-    digest = hashlib.sha256(f"{torch.__version__}|{Path(torch.__file__).resolve().parent}".encode())
+    digest = hashlib.sha256(f"{torch.__version__}|{Path(torch.__file__).resolve().parent}|{_FLAGS}".encode())
     for f in sorted(CSRC.iterdir()):
         if f.suffix in (".cpp", ".h"):
             digest.update(f.name.encode() + f.read_bytes())
@@ -49,7 +49,7 @@ def _staged_source(build_dir: Path) -> Path:
     return src / SOURCE.name
 
 
-_FLAGS = ["-O3", "-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma"]
+_FLAGS = ["-O3", "-fopenmp", "-mavx512f", "-mavx512dq", "-mavx512vl", "-mavx512bw", "-mfma"]
 log = logging.getLogger("attnkit")
 
 
