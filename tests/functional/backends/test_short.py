@@ -120,14 +120,15 @@ def test_rejects_other_masks_and_weights():
         attnkit.attention(q, q, q, return_weights=True, backend="short")
 
 
-def test_automatic_for_bfloat16_inference_up_to_the_measured_length(bf16_kernel):
+def test_automatic_for_inference_up_to_the_measured_length(bf16_kernel):
     q = torch.randn(2, 12, 40, 32, dtype=torch.bfloat16)
     pad = M.padding(torch.tensor([40, 17]))
     with torch.inference_mode():
         assert select_backend(q, q, None, None, False) == "short"
         assert select_backend(q, q, pad, None, False) == "short"
         assert select_backend(q, q, M.causal(), None, False) != "short"
-        assert select_backend(q.float(), q.float(), None, None, False) != "short"  # float32: on a par, not chosen
+        assert select_backend(q.float(), q.float(), pad, None, False) == "short"
+        assert select_backend(q[..., :8], q[..., :8], None, None, False) != "short"  # d = 8: the kernel cannot
         long = torch.randn(1, 1, short.AUTO_MAX_LEN + 1, 32, dtype=torch.bfloat16)
         assert select_backend(long, long, None, None, False) != "short"
     assert select_backend(q, q, None, None, False) != "short"  # autograd on

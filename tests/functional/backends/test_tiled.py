@@ -83,14 +83,14 @@ def test_bfloat16_close_to_float32_reference(native_kernel):
 def test_auto_rule(native_kernel):
     q = torch.zeros(8, 12, 35, 32)
     with torch.inference_mode():
-        f32 = torch.zeros(8, 12, 24, 32)
-        assert select_backend(f32, f32, M.padding(torch.full((8,), 20)), None, False) == "tiled"
+        f32 = torch.zeros(8, 12, 24, 32)  # causal masks: no mask or padding alone go to "short" first
+        assert select_backend(f32, f32, M.causal() & M.padding(torch.full((8,), 20)), None, False) == "tiled"
         short = torch.zeros(8, 12, 16, 32, dtype=torch.bfloat16)  # bfloat16 with a causal mask ("short" takes
         assert select_backend(short, short, M.causal(), None, False) == "tiled"  # only none / padding)
         assert select_backend(q.bfloat16(), q.bfloat16(), M.causal(), None, False) == "math_grouped"  # past 16
-        assert select_backend(q, q, None, None, False) == "tiled"  # float32 up to 64 keys
+        assert select_backend(q, q, M.causal(), None, False) == "tiled"  # float32 up to 64 keys
         long = torch.zeros(8, 12, 65, 32)
-        assert select_backend(long, long, None, None, False) == "sdpa"  # float32 past 64 keys
+        assert select_backend(long, long, M.causal(), None, False) == "sdpa"  # float32 past 64 keys
         assert select_backend(q, q, None, None, True) == "math"  # weights asked for
     assert select_backend(q.requires_grad_(), q, None, None, False) != "tiled"  # training: SDPA's backward
 
