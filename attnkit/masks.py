@@ -8,6 +8,7 @@ from attnkit.functional.masks import (  # noqa: F401
     Mask,
     Or,
     Padding,
+    Segments,
     Window,
     as_mask,
     causal,
@@ -16,8 +17,9 @@ from attnkit.functional.masks import (  # noqa: F401
     graph,
     keep_positions,
     padding,
+    segments,
     window,
 )
 
-__all__ = ["Mask", "Dense", "Causal", "Window", "Padding", "Graph", "And", "Or",
-           "causal", "window", "padding", "graph", "as_mask", "conjuncts", "for_heads", "keep_positions"]
+__all__ = ["Mask", "Dense", "Causal", "Window", "Padding", "Graph", "Segments", "And", "Or",
+           "causal", "window", "padding", "graph", "segments", "as_mask", "conjuncts", "for_heads", "keep_positions"]

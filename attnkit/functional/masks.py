@@ -12,6 +12,7 @@ continues a K/V cache keeps seeing the right keys.
 - ``window(left, right)``: i' - left <= j <= i' + right   (the lecture's truncated attention)
 - ``padding(lengths)``:    j < lengths[b]                  (per batch row; keys past the length hidden)
 - ``graph(edge_index, n)``: query node ``t`` sees key node ``s`` iff (s, t) is a column of edge_index
+- ``segments(lengths)``:   i and j lie in the same segment (sequences packed end to end, no padding)
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "Mask", "Dense", "Causal", "Window", "Padding", "Graph", "And", "Or",
-    "causal", "window", "padding", "graph", "as_mask", "conjuncts", "for_heads", "check_edge_index", "keep_positions",
+    "Mask", "Dense", "Causal", "Window", "Padding", "Graph", "Segments", "And", "Or",
+    "causal", "window", "padding", "graph", "segments", "as_mask", "conjuncts", "for_heads", "check_edge_index",
+    "keep_positions",
 ]
 
 
@@ -195,6 +197,48 @@ class Graph(Mask):
 
 
 @dataclass(frozen=True, eq=False)
+class Segments(Mask):
+    """Sequences packed end to end along the length axis (no padding): position i may attend to
+    position j iff both lie in the same segment. ``lengths``: (S,) segment lengths, summing to
+    Lq = Lk. The same for every batch row (usually B = 1)."""
+
+    lengths: Tensor
+
+    def __post_init__(self):
+        t = self.lengths
+        if not isinstance(t, Tensor) or t.dim() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool:
+            desc = f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"segments: `lengths` must be a 1-D integer tensor (S,), got {desc}")
+        if t.numel() and int(t.min()) < 0:
+            raise ValueError(f"segments: `lengths` must be >= 0, got min {int(t.min())}")
+
+    @property
+    def total(self) -> int:
+        return int(self.lengths.sum())
+
+    @property
+    def longest(self) -> int:
+        return int(self.lengths.max()) if self.lengths.numel() else 0
+
+    def offsets(self) -> Tensor:
+        """(S + 1,) int64: segment s covers positions offsets[s] .. offsets[s + 1] - 1."""
+        return torch.cat((self.lengths.new_zeros(1), self.lengths.cumsum(0))).to(torch.int64)
+
+    def ids(self, device=None) -> Tensor:
+        """(L,) the segment of each position."""
+        n = self.lengths.to(device) if device is not None else self.lengths
+        return torch.repeat_interleave(torch.arange(n.numel(), device=n.device), n)
+
+    def validate(self, lq, lk, batch):
+        if lq != self.total or lk != self.total:
+            raise ValueError(f"segments: the lengths sum to {self.total} but Lq={lq}, Lk={lk}")
+
+    def materialize(self, lq, lk, ndim, device=None):
+        ids = self.ids(device)
+        return _pad_dims(ids[:, None] == ids[None, :], ndim)  # (L, L) block diagonal
+
+
+@dataclass(frozen=True, eq=False)
 class And(Mask):
     a: Mask
     b: Mask
@@ -253,6 +297,13 @@ def padding(lengths: Tensor | list[int]) -> Padding:
     if not isinstance(lengths, Tensor):
         lengths = torch.as_tensor(lengths, dtype=torch.long)
     return Padding(lengths)
+
+
+def segments(lengths: Tensor | list[int]) -> Segments:
+    """Packed sequences: attend only within one's own segment. ``lengths``: (S,) integers."""
+    if not isinstance(lengths, Tensor):
+        lengths = torch.as_tensor(lengths, dtype=torch.long)
+    return Segments(lengths)
 
 
 def graph(edge_index: Tensor, num_nodes: int) -> Graph:

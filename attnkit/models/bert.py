@@ -105,17 +105,29 @@ class BertEmbeddings(nn.Module):
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, **fk)
         self.dropout = nn.Dropout(0.0)  # BERT's embedding dropout; 0 unless set for fine-tuning (set_dropout)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+                position_ids: Tensor | None = None) -> Tensor:
+        """``position_ids`` (B, L) default 0..L-1 in every row; sequences packed end to end (a
+        ``segments`` mask) pass each one's own positions."""
         if input_ids.dim() != 2:
             raise ValueError(f"BertEmbeddings: `input_ids` must have shape (B, L), "
                              f"got {tuple(input_ids.shape)}")
-        length = input_ids.shape[1]
         limit = self.position_embeddings.num_embeddings
-        if length > limit:
-            raise ValueError(f"BertEmbeddings: sequence length {length} exceeds "
-                             f"max_position_embeddings {limit}")
         x = self.word_embeddings(input_ids)  # (B, L, d)
-        x = x + self.position_embeddings.weight[:length]  # (L, d) broadcast over B
+        if position_ids is None:
+            length = input_ids.shape[1]
+            if length > limit:
+                raise ValueError(f"BertEmbeddings: sequence length {length} exceeds "
+                                 f"max_position_embeddings {limit}")
+            x = x + self.position_embeddings.weight[:length]  # (L, d) broadcast over B
+        else:
+            if position_ids.shape != input_ids.shape:
+                raise ValueError(f"BertEmbeddings: `position_ids` must have the shape of `input_ids` "
+                                 f"{tuple(input_ids.shape)}, got {tuple(position_ids.shape)}")
+            if position_ids.numel() and not 0 <= int(position_ids.min()) <= int(position_ids.max()) < limit:
+                raise ValueError(f"BertEmbeddings: `position_ids` must lie in [0, {limit}) "
+                                 f"(max_position_embeddings)")
+            x = x + self.position_embeddings(position_ids)  # (B, L, d)
         if token_type_ids is None:
             x = x + self.token_type_embeddings.weight[0]  # (d,) broadcast
         else:
@@ -152,11 +164,14 @@ class BertModel(nn.Module):
         self.pooler = BertPooler(config, device=device, dtype=dtype) if config.with_pooler else None
 
     def forward(self, input_ids: Tensor, *, lengths: Tensor | None = None, mask: Mask | Tensor | None = None,
-                token_type_ids: Tensor | None = None, need_weights: bool = False,
-                output_hidden_states: bool = False, pool: bool = True, backend: str | None = None) -> BertOutput:
+                token_type_ids: Tensor | None = None, position_ids: Tensor | None = None,
+                need_weights: bool = False, output_hidden_states: bool = False, pool: bool = True,
+                backend: str | None = None) -> BertOutput:
         """input_ids (B, L). ``lengths`` (B,): valid tokens per row (right padding); rows with all L
         tokens valid need no mask at all, so a batch without padding takes the fastest attention path.
         ``mask`` (True = may attend) is used as given when ``lengths`` is None. ``pool=False`` skips the pooler.
+        Packed sequences (no padding): input_ids (1, T), ``mask=attnkit.masks.segments(lengths)`` and
+        ``position_ids`` (1, T) restarting at 0 for each sequence.
         """
         if lengths is not None:
             if mask is not None:
@@ -168,7 +183,7 @@ class BertModel(nn.Module):
                 from ..functional.masks import padding
 
                 mask = padding(lengths)
-        x = self.embeddings(input_ids, token_type_ids)  # (B, L, d)
+        x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, L, d)
         enc = self.encoder(x, mask, need_weights=need_weights, output_hidden_states=output_hidden_states,
                            backend=backend)
         pooled = self.pooler(enc.last_hidden_state) if pool and self.pooler is not None else None

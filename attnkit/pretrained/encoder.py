@@ -1,10 +1,12 @@
 """``SentenceEncoder``: texts -> sentence vectors, and a look inside one text's attention.
 
 ``encode`` tokenises with the folder's ``tokenizer.json`` (the ``tokenizers`` library), sorts the
-texts by token count before cutting batches (``plan_batches``: little compute on padding; a batch
-with no padding runs without any mask, on SDPA's fastest path),
+texts by token count before cutting batches (``plan_batches``: neighbours have nearly the same length),
 runs an inference copy of attnkit's ``BertModel`` under ``torch.inference_mode`` and pools as the
 folder's sentence-transformers config says (e.g. mean over real tokens, then L2 normalisation).
+Where the native ``short`` attention kernel runs (AVX-512 CPUs; bfloat16 needs AVX512-BF16) a batch
+is packed: its texts end to end in one row with a ``segments`` mask and per-text positions, so no
+layer computes anything on padding. Elsewhere batches are right-padded with a ``padding`` mask.
 
 Texts longer than ``max_seq_length`` tokens ([CLS] and [SEP] included) are truncated to it, with a
 ``UserWarning`` saying how many were cut; the limit is ``sentence_bert_config.json``'s
@@ -23,9 +25,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..functional.backends import short
+from ..functional.masks import keep_positions, segments
 from ..functional.pooling import masked_max, masked_sum
 from ..models.bert import BertModel
-from .fast import fuse_encoder_layers
+from .fast import FusedEncoderLayer, fuse_encoder_layers
 from .folder import ModelFolder, Pooling
 
 __all__ = ["SentenceEncoder", "Attended"]
@@ -132,6 +136,36 @@ class SentenceEncoder:
             ids[row, : lengths[row]] = e.ids
         return torch.from_numpy(ids), torch.from_numpy(lengths)
 
+    def _pack(self, encodings: list) -> tuple[Tensor, Tensor, Tensor]:
+        """ids (1, T) and positions (1, T) of the texts end to end, lengths (B,); T = sum of lengths."""
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        ids = np.fromiter((i for e in encodings for i in e.ids), dtype=np.int64, count=int(lengths.sum()))
+        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)  # each position's text start
+        positions = np.arange(ids.size, dtype=np.int64) - starts
+        return torch.from_numpy(ids)[None], torch.from_numpy(positions)[None], torch.from_numpy(lengths)
+
+    def packs(self, dtype: torch.dtype | None = None) -> bool:
+        """Whether ``encode`` packs batches (no padding) in ``dtype``: the inference copy has fused layers
+        and the native ``short`` kernel runs that dtype and head size here, for texts up to ``max_seq_length``."""
+        model = self.model_for(dtype)
+        head = model.config.hidden_size // model.config.num_attention_heads
+        return (any(isinstance(m, FusedEncoderLayer) for m in model.modules())
+                and short.kernel_runs(next(model.parameters()).dtype, head, head)
+                and self.max_seq_length <= short.AUTO_MAX_LEN)
+
+    def _hidden(self, model: BertModel, encodings: list, packed: bool) -> tuple[Tensor, Tensor]:
+        """Last hidden states (B, L, d), right-padded, and lengths (B,) for one batch."""
+        if not packed:
+            ids, lengths = self._batch(encodings)
+            return model(ids, lengths=lengths, pool=False).last_hidden_state, lengths
+        ids, positions, lengths = self._pack(encodings)
+        flat = model(ids, mask=segments(lengths), position_ids=positions, pool=False,
+                     backend="short").last_hidden_state[0]  # (T, d)
+        keep = keep_positions(lengths, int(lengths.max()))  # (B, L): where each text's tokens go
+        hidden = flat.new_zeros(*keep.shape, flat.shape[-1])
+        hidden[keep] = flat  # (B, L, d), texts in order, right-padded
+        return hidden, lengths
+
     def encode(self, sentences: Sequence[str] | str, batch_size: int = 64, *,
                dtype: torch.dtype | None = None, normalize: bool | None = None) -> Tensor:
         """Sentence vectors, float32 (n, dim), in the order given; an empty list gives (0, dim).
@@ -151,11 +185,10 @@ class SentenceEncoder:
         out = torch.empty(len(encodings), self.dim, dtype=torch.float32)
         if not encodings:
             return out
-        model = self.model_for(dtype)
+        model, packed = self.model_for(dtype), self.packs(dtype)
         with torch.inference_mode():
             for idx in plan_batches([len(e.ids) for e in encodings], batch_size):
-                ids, lengths = self._batch([encodings[i] for i in idx])
-                hidden = model(ids, lengths=lengths, pool=False).last_hidden_state  # (B, L, d)
+                hidden, lengths = self._hidden(model, [encodings[i] for i in idx], packed)  # (B, L, d)
                 out[torch.as_tensor(idx)] = pool(hidden.float(), lengths, pooling)
         return out
 

@@ -43,7 +43,19 @@ def test_and_or_combine():
     assert [type(p).__name__ for p in masks.conjuncts(a & b & masks.padding([4]))] == ["Causal", "Window", "Padding"]
 
 
+def test_segments_block_diagonal():
+    m = masks.segments([2, 0, 3])
+    want = torch.tensor([[1, 1, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 1, 1, 1], [0, 0, 1, 1, 1], [0, 0, 1, 1, 1]],
+                        dtype=torch.bool)
+    assert torch.equal(m.materialize(5, 5, 3), want[None])
+    assert m.offsets().tolist() == [0, 2, 2, 5] and m.ids().tolist() == [0, 0, 2, 2, 2] and m.longest == 3
+    with pytest.raises(ValueError, match="segments: the lengths sum to 5 but Lq=6"):
+        m.validate(6, 6, 1)
+
+
 @pytest.mark.parametrize("call, message", [
+    (lambda: masks.segments([[1, 2]]), "segments: `lengths`"),
+    (lambda: masks.segments([-1, 3]), "segments: `lengths`"),
     (lambda: masks.window(-1, 2), "left"),
     (lambda: masks.window(1, 2.5), "right"),
     (lambda: masks.padding(torch.tensor([[1, 2]])), "lengths"),

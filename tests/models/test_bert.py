@@ -86,3 +86,26 @@ def test_set_dropout_reaches_every_site_and_validates():
     torch.testing.assert_close(model(ids).last_hidden_state, model(ids).last_hidden_state)
     with pytest.raises(ValueError, match="hidden"):
         set_dropout(model, 1.0, 0.1)
+
+
+def test_packed_sequences_equal_padded_ones():
+    """Texts end to end with a segments mask and per-text positions give each text's padded result."""
+    model = BertModel(TINY).eval()
+    lengths = torch.tensor([7, 3, 1, 5])
+    padded = torch.randint(1, 50, (4, 7)) * masks.keep_positions(lengths, 7)  # pad id 0 past each length
+    keep = masks.keep_positions(lengths, 7)
+    positions = torch.cat([torch.arange(int(n)) for n in lengths])[None]
+    with torch.no_grad():
+        want = model(padded, lengths=lengths, pool=False).last_hidden_state[keep]  # (T, d)
+        got = model(padded[keep][None], mask=masks.segments(lengths), position_ids=positions,
+                    pool=False).last_hidden_state[0]
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_position_ids_checked():
+    model = BertModel(TINY).eval()
+    ids = torch.randint(1, 50, (1, 5))
+    with pytest.raises(ValueError, match="`position_ids` must have the shape of `input_ids`"):
+        model(ids, position_ids=torch.arange(4)[None])
+    with pytest.raises(ValueError, match=r"`position_ids` must lie in \[0, 20\)"):
+        model(ids, position_ids=torch.tensor([[0, 1, 2, 3, 20]]))

@@ -66,6 +66,37 @@ def test_bfloat16_matches_math_in_bfloat16(bf16_kernel, b, h, lq, lk, d, dv, pad
     assert err <= 1.5 * err_math + 1e-4  # no less accurate than the reference path, on average
 
 
+@settings(max_examples=30, deadline=None)
+@given(lens=st.lists(st.integers(0, 70), min_size=1, max_size=6), h=st.integers(1, 3),
+       dtype=st.sampled_from(["float32", "bfloat16"]), seed=st.integers(0, 99))
+def test_segments_equal_each_sequence_on_its_own(native_kernel, lens, h, dtype, seed):
+    """Packed end to end with a segments mask = every sequence attended separately (no leakage across)."""
+    dtype = getattr(torch, dtype)
+    if dtype not in short.kernel_dtypes():
+        pytest.skip("no AVX512-BF16")
+    total = sum(lens)
+    qkv = rand(1, max(total, 1), 3, h, 32, dtype=torch.float32, seed=seed).detach()[:, :total].to(dtype)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (1, H, T, 32), views of packed QKV
+    with torch.inference_mode():
+        out = attnkit.attention(q, k, v, M.segments(lens), backend="short")
+        ref = attnkit.attention(q, k, v, M.segments(lens), backend="math")
+        starts = [sum(lens[:i]) for i in range(len(lens))]
+        alone = [attnkit.attention(q[:, :, s:s + n], k[:, :, s:s + n], v[:, :, s:s + n], backend="math")
+                 for s, n in zip(starts, lens)]
+    tol = {"atol": 2e-6, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    torch.testing.assert_close(out, ref, **tol)
+    torch.testing.assert_close(out, torch.cat(alone, dim=2), **tol)
+    assert out.transpose(1, 2).is_contiguous()
+
+
+def test_segments_chosen_automatically_up_to_the_longest_measured(native_kernel):
+    q = torch.randn(1, 2, 300, 32)
+    with torch.inference_mode():
+        assert select_backend(q, q, M.segments([100, 150, 50]), None, False) == "short"
+        longest = short.AUTO_MAX_LEN + 1
+        assert select_backend(q, q, M.segments([10, longest, 290 - longest]), None, False) != "short"
+
+
 def test_bfloat16_exact_where_the_answer_is_exact(bf16_kernel):
     """Keys all equal: every weight is 1/n, so each output row is the mean of the value rows; with values
     that are small integers times 2^-4 the mean of 4 of them is exact in bfloat16."""
@@ -114,7 +145,7 @@ def test_falls_back_to_math_where_the_kernel_cannot_run():
 
 def test_rejects_other_masks_and_weights():
     q = torch.randn(1, 1, 8, 16)
-    with pytest.raises(ValueError, match="backend 'short' takes no mask or a padding mask"):
+    with pytest.raises(ValueError, match="backend 'short' takes no mask, a padding mask or a segments mask"):
         attnkit.attention(q, q, q, M.causal(), backend="short")
     with pytest.raises(ValueError, match="cannot return weights"):
         attnkit.attention(q, q, q, return_weights=True, backend="short")

@@ -134,9 +134,12 @@ std::vector<torch::Tensor> window_backward(torch::Tensor q, torch::Tensor k, tor
 
 // Full attention for short sequences (``short_attention.h``). q (B, H, Lq, d), k (B, H, Lk, d),
 // v (B, H, Lk, dv): all float32 or all bfloat16, any strides with the last dim contiguous; d % 16 == 0
-// (bfloat16: d % 32 == 0), dv % 16 == 0. lengths: (B,) int64 key lengths, or empty for none. Returns
-// out (B, H, Lq, dv) in q's dtype, a view of (B, Lq, H, dv) memory; rows with no key are 0.
-torch::Tensor short_forward(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor lengths, double scale) {
+// (bfloat16: d % 32 == 0), dv % 16 == 0. lengths: (B,) int64 key lengths, or empty for none.
+// offsets: (S + 1,) int64 segment bounds for sequences packed along L (Lq == Lk == offsets[S]; each
+// position attends within its segment), or empty. Returns out (B, H, Lq, dv) in q's dtype, a view of
+// (B, Lq, H, dv) memory; rows with no key are 0.
+torch::Tensor short_forward(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor lengths,
+                            torch::Tensor offsets, double scale) {
   const auto dt = q.scalar_type();
   TORCH_CHECK((dt == torch::kFloat32 || dt == torch::kBFloat16) && k.scalar_type() == dt && v.scalar_type() == dt,
               "short_forward: q, k, v must all be float32 or all bfloat16");
@@ -151,24 +154,41 @@ torch::Tensor short_forward(torch::Tensor q, torch::Tensor k, torch::Tensor v, t
   TORCH_CHECK(lengths.numel() == 0 || (lengths.numel() == q.size(0) && lengths.scalar_type() == torch::kInt64 &&
                                        lengths.is_contiguous()), "short_forward: lengths must be (B,) int64");
   const int64_t nb = q.size(0), nh = q.size(1), lq = q.size(2), lk = k.size(2);
+  const int64_t nseg = offsets.numel() ? offsets.numel() - 1 : 0;
+  const int64_t* off = nseg ? offsets.data_ptr<int64_t>() : nullptr;
+  if (offsets.numel()) {
+    TORCH_CHECK(offsets.scalar_type() == torch::kInt64 && offsets.is_contiguous() && offsets.dim() == 1 &&
+                    lengths.numel() == 0 && lq == lk && off[0] == 0 && off[nseg] == lq,
+                "short_forward: offsets must be (S + 1,) int64 from 0 to Lq == Lk, without lengths");
+    for (int64_t s = 0; s < nseg; ++s) TORCH_CHECK(off[s + 1] >= off[s], "short_forward: offsets must not decrease");
+  }
   auto out = torch::empty({nb, lq, nh, dv}, q.options());
   if (out.numel() > 0) {
     const int64_t* len = lengths.numel() ? lengths.data_ptr<int64_t>() : nullptr;
-    const int kw = static_cast<int>((lk + 15) / 16 * 16);
+    int64_t longest = lk;
+    if (nseg) {
+      longest = 0;
+      for (int64_t s = 0; s < nseg; ++s) longest = std::max(longest, off[s + 1] - off[s]);
+    }
+    const int kw = static_cast<int>((longest + 15) / 16 * 16);
+    const int64_t per_b = (nseg ? nseg : 1) * nh;  // jobs per batch row: (segment, head)
     auto go = [&](auto tag) {
       using S = decltype(tag);
       const S *qp = reinterpret_cast<const S*>(q.data_ptr()), *kp = reinterpret_cast<const S*>(k.data_ptr()),
               *vp = reinterpret_cast<const S*>(v.data_ptr());
       S* op = reinterpret_cast<S*>(out.data_ptr());
-      at::parallel_for(0, nb * nh, 1, [&](int64_t begin, int64_t end) {
+      at::parallel_for(0, nb * per_b, 1, [&](int64_t begin, int64_t end) {
         attnkit_short::Scratch w(static_cast<int>(d), static_cast<int>(dv), std::max(kw, 16));
         for (int64_t job = begin; job < end; ++job) {
-          const int64_t b = job / nh, h = job % nh;
-          const int64_t nk = len ? std::min<int64_t>(lk, std::max<int64_t>(len[b], 0)) : lk;
-          attnkit_short::Seq<S> a{qp + b * q.stride(0) + h * q.stride(1), kp + b * k.stride(0) + h * k.stride(1),
-                                  vp + b * v.stride(0) + h * v.stride(1), op + (b * lq * nh + h) * dv,
-                                  q.stride(2), k.stride(2), v.stride(2), nh * dv, static_cast<int>(lq),
-                                  static_cast<int>(nk)};
+          const int64_t b = job / per_b, s = (job % per_b) / nh, h = job % nh;
+          const int64_t start = nseg ? off[s] : 0;
+          const int64_t nq = nseg ? off[s + 1] - start : lq;
+          const int64_t nk = nseg ? nq : (len ? std::min<int64_t>(lk, std::max<int64_t>(len[b], 0)) : lk);
+          attnkit_short::Seq<S> a{qp + b * q.stride(0) + h * q.stride(1) + start * q.stride(2),
+                                  kp + b * k.stride(0) + h * k.stride(1) + start * k.stride(2),
+                                  vp + b * v.stride(0) + h * v.stride(1) + start * v.stride(2),
+                                  op + ((b * lq + start) * nh + h) * dv, q.stride(2), k.stride(2), v.stride(2),
+                                  nh * dv, static_cast<int>(nq), static_cast<int>(nk)};
           attnkit_short::attend<S>(a, static_cast<int>(d), static_cast<int>(dv), static_cast<float>(scale), w);
         }
       });
