@@ -78,10 +78,11 @@ inline uint32_t word(const uint16_t* p) {  // two bfloat16 as one 32-bit lane (u
 }
 
 // ---- step 2: S rows for NQ queries x NB key blocks --------------------------------------------------
+#define ATTNKIT_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
 template <int NQ, int NB>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void scores_bf16(
-    const uint16_t* q, int64_t qs, const uint32_t* kt, int kw, int pairs, float* s) {
-  __m512 acc[NQ][NB];
+ATTNKIT_BF16 __attribute__((always_inline)) inline void accumulate_bf16(
+    const uint16_t* q, int64_t qs, const uint32_t* kt, int kw, int pairs, __m512 (&acc)[NQ][NB]) {
   for (int i = 0; i < NQ; ++i)
     for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_setzero_ps();
   for (int p = 0; p < pairs; ++p) {
@@ -92,8 +93,66 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void scores_bf16(
       for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_dpbf16_ps(acc[i][b], (__m512bh)kv[b], (__m512bh)qb);
     }
   }
+}
+
+template <int NQ, int NB>
+ATTNKIT_BF16 inline void scores_bf16(const uint16_t* q, int64_t qs, const uint32_t* kt, int kw, int pairs, float* s) {
+  __m512 acc[NQ][NB];
+  accumulate_bf16<NQ, NB>(q, qs, kt, kw, pairs, acc);
   for (int i = 0; i < NQ; ++i)
     for (int b = 0; b < NB; ++b) _mm512_storeu_ps(s + i * kw + 16 * b, acc[i][b]);
+}
+
+inline __mmask16 live_keys(int nk, int j) {  // lanes j .. j + 15 that are keys (< nk)
+  return nk - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max(nk - j, 0)) - 1u);
+}
+
+// Whole rows at once (all kw = 16 NB keys): scores, then the softmax straight from the registers into P
+// (bfloat16, unnormalised) and 1 / sum into inv, for NQ queries. Used when the keys fit (kw <= 64).
+template <int NQ, int NB>
+ATTNKIT_BF16 inline void rows_bf16(const uint16_t* q, int64_t qs, const uint32_t* kt, int kw, int pairs, int nk,
+                                   float scale, uint16_t* p, float* inv) {
+  __m512 acc[NQ][NB];
+  accumulate_bf16<NQ, NB>(q, qs, kt, kw, pairs, acc);
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), sc = _mm512_set1_ps(scale);
+  for (int i = 0; i < NQ; ++i) {
+    __m512 mx = ninf;
+    for (int b = 0; b < NB; ++b) mx = _mm512_max_ps(mx, _mm512_mask_mul_ps(ninf, live_keys(nk, 16 * b), acc[i][b], sc));
+    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (int b = 0; b < NB; ++b) {
+      const __m512 e = _mm512_maskz_mov_ps(live_keys(nk, 16 * b), exp_ps(_mm512_fmsub_ps(acc[i][b], sc, m)));
+      sum = _mm512_add_ps(sum, e);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + i * kw + 16 * b), (__m256i)_mm512_cvtneps_pbh(e));
+    }
+    inv[i] = 1.0f / _mm512_reduce_add_ps(sum);
+  }
+}
+
+// P and 1 / sum for queries [0, nq) when kw <= 64: 4 queries at a time.
+ATTNKIT_BF16 inline void rows_bf16_all(const uint16_t* q, int64_t qs, const uint32_t* kt, int kw, int pairs, int nk,
+                                       int nq, float scale, uint16_t* p, float* inv) {
+  for (int i0 = 0; i0 < nq; i0 += 4) {
+    const int nqi = std::min(4, nq - i0);
+    const uint16_t* qq = q + i0 * qs;
+    uint16_t* pp = p + i0 * kw;
+#define ATTNKIT_ROWS(NQ, NB) rows_bf16<NQ, NB>(qq, qs, kt, kw, pairs, nk, scale, pp, inv + i0)
+#define ATTNKIT_NB(NQ)                       \
+  switch (kw / 16) {                         \
+    case 4: ATTNKIT_ROWS(NQ, 4); break;      \
+    case 3: ATTNKIT_ROWS(NQ, 3); break;      \
+    case 2: ATTNKIT_ROWS(NQ, 2); break;      \
+    default: ATTNKIT_ROWS(NQ, 1); break;     \
+  }
+    switch (nqi) {
+      case 4: ATTNKIT_NB(4) break;
+      case 3: ATTNKIT_NB(3) break;
+      case 2: ATTNKIT_NB(2) break;
+      default: ATTNKIT_NB(1) break;
+    }
+#undef ATTNKIT_NB
+#undef ATTNKIT_ROWS
+  }
 }
 
 template <int NQ, int NB>
@@ -146,7 +205,7 @@ void scores(const S* q, int64_t qs, const uint32_t* kt, int kw, int depth, int n
 }
 
 // ---- step 3: softmax of row s (kw scores, keys >= nk masked) into p; returns 1 / sum ---------------
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void store_p(uint16_t* p, __m512 e) {
+ATTNKIT_BF16 inline void store_p(uint16_t* p, __m512 e) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(e));
 }
 inline void store_p(float* p, __m512 e) { _mm512_storeu_ps(p, e); }
@@ -156,13 +215,13 @@ inline float softmax_row(const float* s, int kw, int nk, float scale, P* p) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), sc = _mm512_set1_ps(scale);
   __m512 mx = ninf;
   for (int j = 0; j < kw; j += 16) {
-    const __mmask16 ok = nk - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max(nk - j, 0)) - 1u);
+    const __mmask16 ok = live_keys(nk, j);
     mx = _mm512_max_ps(mx, _mm512_mask_mul_ps(ninf, ok, _mm512_loadu_ps(s + j), sc));
   }
   const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
   __m512 sum = _mm512_setzero_ps();
   for (int j = 0; j < kw; j += 16) {
-    const __mmask16 ok = nk - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max(nk - j, 0)) - 1u);
+    const __mmask16 ok = live_keys(nk, j);
     const __m512 e = _mm512_maskz_mov_ps(ok, exp_ps(_mm512_fmsub_ps(_mm512_loadu_ps(s + j), sc, m)));
     sum = _mm512_add_ps(sum, e);
     store_p(p + j, e);
@@ -172,7 +231,7 @@ inline float softmax_row(const float* s, int kw, int nk, float scale, P* p) {
 
 // ---- step 4: O = P V for NQ queries x 16 NC output features ----------------------------------------
 template <int NQ, int NC>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void pv_bf16(
+ATTNKIT_BF16 inline void pv_bf16(
     const uint16_t* p, int kw, const uint32_t* vp, int dv, int npairs, const float* inv, uint16_t* o, int64_t os) {
   __m512 acc[NQ][NC];
   for (int i = 0; i < NQ; ++i)
@@ -255,8 +314,17 @@ void attend(const Seq<S>& a, int d, int dv, float scale, Scratch& w) {
   P* p = reinterpret_cast<P*>(w.p.data());
   for (int i0 = 0; i0 < a.nq; i0 += QC) {
     const int nq = std::min(QC, a.nq - i0);
-    scores<S>(a.q + i0 * a.qs, a.qs, w.kt.data(), kw, words, nq, w.s.data());
-    for (int i = 0; i < nq; ++i) w.inv[i] = softmax_row(w.s.data() + i * kw, kw, a.nk, scale, p + i * kw);
+    if constexpr (bf16) {
+      if (kw <= 64) {
+        rows_bf16_all(a.q + i0 * a.qs, a.qs, w.kt.data(), kw, words, a.nk, nq, scale, p, w.inv.data());
+      } else {
+        scores<S>(a.q + i0 * a.qs, a.qs, w.kt.data(), kw, words, nq, w.s.data());
+        for (int i = 0; i < nq; ++i) w.inv[i] = softmax_row(w.s.data() + i * kw, kw, a.nk, scale, p + i * kw);
+      }
+    } else {
+      scores<S>(a.q + i0 * a.qs, a.qs, w.kt.data(), kw, words, nq, w.s.data());
+      for (int i = 0; i < nq; ++i) w.inv[i] = softmax_row(w.s.data() + i * kw, kw, a.nk, scale, p + i * kw);
+    }
     S* o = a.o + i0 * a.os;
     for (int r = 0; r < nq; r += 8)
       for (int c = 0; c < dv; c += 32) {
