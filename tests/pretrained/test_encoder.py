@@ -39,3 +39,13 @@ def test_heads_the_kernel_cannot_take_are_padded(tmp_path):
     enc = load_pretrained(make_folder(tmp_path / "tiny"))  # head size 4: not a multiple of 16
     assert not enc.packs(torch.float32)
     assert enc.encode(["a b c", "d"]).shape == (2, 8)
+
+
+def test_ids_only_tokenising_gives_the_same_ids_and_truncation(minilm):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        full, fast = minilm.tokenize(TEXTS), minilm.tokenize(TEXTS, ids_only=True)
+    assert [e.ids for e in fast] == [e.ids for e in full]
+    assert [bool(e.overflowing) for e in fast] == [bool(e.overflowing) for e in full] == [t.startswith("word ")
+                                                                                          for t in TEXTS]
+    assert sum("truncated" in str(w.message) for w in caught) == 2  # one warning per call
