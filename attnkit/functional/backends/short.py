@@ -69,9 +69,8 @@ def _structure(mask: Mask | None) -> tuple[bool, Tensor | None, Tensor | None]:
 
 
 def _shapes_ok(q: Tensor, k: Tensor, dv: int) -> bool:
-    step = 32 if q.dtype == torch.bfloat16 else 16
     return (q.device.type == "cpu" and q.dim() >= 2 and q.shape[:-2] == k.shape[:-2] and k.dtype == q.dtype
-            and q.shape[-1] % step == 0 and dv % 16 == 0)
+            and kernel_runs(q.dtype, q.shape[-1], dv))
 
 
 def short_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, scale: float, dropout_p: float,
@@ -83,8 +82,7 @@ def short_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, sc
     if not ok:
         raise ValueError(f"backend 'short' takes no mask, a padding mask or a segments mask, got {mask!r}")
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    usable = (q.dtype in kernel_dtypes() and v.dtype == q.dtype and v.shape[:-2] == q.shape[:-2]
-              and _shapes_ok(q, k, v.shape[-1]))
+    usable = v.dtype == q.dtype and v.shape[:-2] == q.shape[:-2] and _shapes_ok(q, k, v.shape[-1])
     if bias is not None or dropout_p > 0 or grad or not usable:
         return math_attention(q, k, v, mask, bias, scale, dropout_p, False)
     lens = lengths_arg(lengths)
@@ -104,7 +102,7 @@ def _auto(q: Tensor, k: Tensor, mask: Mask | None, bias, need_weights: bool) -> 
     if not _structure(mask)[0] or longest > AUTO_MAX_LEN:
         return False
     # v is not passed to the predicate: assume dv == d (otherwise the call still works, via math)
-    return _shapes_ok(q, k, q.shape[-1]) and q.dtype in kernel_dtypes()
+    return _shapes_ok(q, k, q.shape[-1])
 
 
 register_backend(Backend("short", short_attention, priority=-35, auto=_auto))
