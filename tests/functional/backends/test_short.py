@@ -89,6 +89,14 @@ def test_segments_equal_each_sequence_on_its_own(native_kernel, lens, h, dtype, 
     assert out.transpose(1, 2).is_contiguous()
 
 
+def test_no_segments_at_all(native_kernel):
+    q = torch.randn(1, 2, 0, 32)
+    with torch.inference_mode():
+        for lens in ([], [0, 0]):
+            assert attnkit.attention(q, q, q, M.segments(torch.tensor(lens, dtype=torch.long)),
+                                     backend="short").shape == (1, 2, 0, 32)
+
+
 def test_segments_chosen_automatically_up_to_the_longest_measured(native_kernel):
     q = torch.randn(1, 2, 300, 32)
     with torch.inference_mode():

@@ -155,11 +155,12 @@ torch::Tensor short_forward(torch::Tensor q, torch::Tensor k, torch::Tensor v, t
                                        lengths.is_contiguous()), "short_forward: lengths must be (B,) int64");
   const int64_t nb = q.size(0), nh = q.size(1), lq = q.size(2), lk = k.size(2);
   const int64_t nseg = offsets.numel() ? offsets.numel() - 1 : 0;
-  const int64_t* off = nseg ? offsets.data_ptr<int64_t>() : nullptr;
+  const int64_t* off = nullptr;
   if (offsets.numel()) {
     TORCH_CHECK(offsets.scalar_type() == torch::kInt64 && offsets.is_contiguous() && offsets.dim() == 1 &&
-                    lengths.numel() == 0 && lq == lk && off[0] == 0 && off[nseg] == lq,
-                "short_forward: offsets must be (S + 1,) int64 from 0 to Lq == Lk, without lengths");
+                    lengths.numel() == 0 && lq == lk, "short_forward: offsets must be (S + 1,) int64, without lengths");
+    off = offsets.data_ptr<int64_t>();
+    TORCH_CHECK(off[0] == 0 && off[nseg] == lq, "short_forward: offsets must run from 0 to Lq == Lk");
     for (int64_t s = 0; s < nseg; ++s) TORCH_CHECK(off[s + 1] >= off[s], "short_forward: offsets must not decrease");
   }
   auto out = torch::empty({nb, lq, nh, dv}, q.options());
