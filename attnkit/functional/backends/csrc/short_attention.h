@@ -107,13 +107,46 @@ inline __mmask16 live_keys(int nk, int j) {  // lanes j .. j + 15 that are keys 
   return nk - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max(nk - j, 0)) - 1u);
 }
 
-// Whole rows at once (all kw = 16 NB keys): scores, then the softmax straight from the registers into P
-// (bfloat16, unnormalised) and 1 / sum into inv, for NQ queries. Used when the keys fit (kw <= 64).
 template <int NQ, int NB>
-ATTNKIT_BF16 inline void rows_bf16(const uint16_t* q, int64_t qs, const uint32_t* kt, int kw, int pairs, int nk,
-                                   float scale, uint16_t* p, float* inv) {
+__attribute__((always_inline)) inline void accumulate_f32(const float* q, int64_t qs, const float* kt, int kw, int d,
+                                                          __m512 (&acc)[NQ][NB]) {
+  for (int i = 0; i < NQ; ++i)
+    for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_setzero_ps();
+  for (int e = 0; e < d; ++e) {
+    __m512 kv[NB];
+    for (int b = 0; b < NB; ++b) kv[b] = _mm512_loadu_ps(kt + e * kw + 16 * b);
+    for (int i = 0; i < NQ; ++i) {
+      const __m512 qb = _mm512_set1_ps(q[i * qs + e]);
+      for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_fmadd_ps(qb, kv[b], acc[i][b]);
+    }
+  }
+}
+
+template <int NQ, int NB>
+inline void scores_f32(const float* q, int64_t qs, const float* kt, int kw, int d, float* s) {
   __m512 acc[NQ][NB];
-  accumulate_bf16<NQ, NB>(q, qs, kt, kw, pairs, acc);
+  accumulate_f32<NQ, NB>(q, qs, kt, kw, d, acc);
+  for (int i = 0; i < NQ; ++i)
+    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(s + i * kw + 16 * b, acc[i][b]);
+}
+
+ATTNKIT_BF16 inline void store_p(uint16_t* p, __m512 e) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(e));
+}
+inline void store_p(float* p, __m512 e) { _mm512_storeu_ps(p, e); }
+
+// Whole rows at once (all kw = 16 NB keys): scores, then the softmax straight from the registers into P
+// (unnormalised; bfloat16 for bfloat16 inputs) and 1 / sum into inv, for NQ queries. Used when the
+// keys fit (kw <= 64). (Compiled with AVX512-BF16 allowed for both dtypes, so that the bfloat16
+// helpers inline; the float32 instantiation uses no BF16 instruction.)
+template <int NQ, int NB, typename S>
+ATTNKIT_BF16 inline void rows(const S* q, int64_t qs, const uint32_t* kt, int kw, int depth, int nk, float scale,
+                              std::conditional_t<sizeof(S) == 2, uint16_t, float>* p, float* inv) {
+  __m512 acc[NQ][NB];
+  if constexpr (sizeof(S) == 2)
+    accumulate_bf16<NQ, NB>(q, qs, kt, kw, depth, acc);
+  else
+    accumulate_f32<NQ, NB>(q, qs, reinterpret_cast<const float*>(kt), kw, depth, acc);
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), sc = _mm512_set1_ps(scale);
   for (int i = 0; i < NQ; ++i) {
     __m512 mx = ninf;
@@ -123,20 +156,21 @@ ATTNKIT_BF16 inline void rows_bf16(const uint16_t* q, int64_t qs, const uint32_t
     for (int b = 0; b < NB; ++b) {
       const __m512 e = _mm512_maskz_mov_ps(live_keys(nk, 16 * b), exp_ps(_mm512_fmsub_ps(acc[i][b], sc, m)));
       sum = _mm512_add_ps(sum, e);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + i * kw + 16 * b), (__m256i)_mm512_cvtneps_pbh(e));
+      store_p(p + i * kw + 16 * b, e);
     }
     inv[i] = 1.0f / _mm512_reduce_add_ps(sum);
   }
 }
 
 // P and 1 / sum for queries [0, nq) when kw <= 64: 4 queries at a time.
-ATTNKIT_BF16 inline void rows_bf16_all(const uint16_t* q, int64_t qs, const uint32_t* kt, int kw, int pairs, int nk,
-                                       int nq, float scale, uint16_t* p, float* inv) {
+template <typename S>
+void rows_all(const S* q, int64_t qs, const uint32_t* kt, int kw, int depth, int nk, int nq, float scale,
+              std::conditional_t<sizeof(S) == 2, uint16_t, float>* p, float* inv) {
   for (int i0 = 0; i0 < nq; i0 += 4) {
     const int nqi = std::min(4, nq - i0);
-    const uint16_t* qq = q + i0 * qs;
-    uint16_t* pp = p + i0 * kw;
-#define ATTNKIT_ROWS(NQ, NB) rows_bf16<NQ, NB>(qq, qs, kt, kw, pairs, nk, scale, pp, inv + i0)
+    const S* qq = q + i0 * qs;
+    auto* pp = p + i0 * kw;
+#define ATTNKIT_ROWS(NQ, NB) rows<NQ, NB, S>(qq, qs, kt, kw, depth, nk, scale, pp, inv + i0)
 #define ATTNKIT_NB(NQ)                       \
   switch (kw / 16) {                         \
     case 4: ATTNKIT_ROWS(NQ, 4); break;      \
@@ -153,23 +187,6 @@ ATTNKIT_BF16 inline void rows_bf16_all(const uint16_t* q, int64_t qs, const uint
 #undef ATTNKIT_NB
 #undef ATTNKIT_ROWS
   }
-}
-
-template <int NQ, int NB>
-inline void scores_f32(const float* q, int64_t qs, const float* kt, int kw, int d, float* s) {
-  __m512 acc[NQ][NB];
-  for (int i = 0; i < NQ; ++i)
-    for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_setzero_ps();
-  for (int e = 0; e < d; ++e) {
-    __m512 kv[NB];
-    for (int b = 0; b < NB; ++b) kv[b] = _mm512_loadu_ps(kt + e * kw + 16 * b);
-    for (int i = 0; i < NQ; ++i) {
-      const __m512 qb = _mm512_set1_ps(q[i * qs + e]);
-      for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_fmadd_ps(qb, kv[b], acc[i][b]);
-    }
-  }
-  for (int i = 0; i < NQ; ++i)
-    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(s + i * kw + 16 * b, acc[i][b]);
 }
 
 // S for queries [0, nq) (row stride kw), all kw / 16 key blocks: 4 queries x up to 4 blocks per call.
@@ -205,11 +222,6 @@ void scores(const S* q, int64_t qs, const uint32_t* kt, int kw, int depth, int n
 }
 
 // ---- step 3: softmax of row s (kw scores, keys >= nk masked) into p; returns 1 / sum ---------------
-ATTNKIT_BF16 inline void store_p(uint16_t* p, __m512 e) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(e));
-}
-inline void store_p(float* p, __m512 e) { _mm512_storeu_ps(p, e); }
-
 template <typename P>
 inline float softmax_row(const float* s, int kw, int nk, float scale, P* p) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), sc = _mm512_set1_ps(scale);
@@ -314,13 +326,8 @@ void attend(const Seq<S>& a, int d, int dv, float scale, Scratch& w) {
   P* p = reinterpret_cast<P*>(w.p.data());
   for (int i0 = 0; i0 < a.nq; i0 += QC) {
     const int nq = std::min(QC, a.nq - i0);
-    if constexpr (bf16) {
-      if (kw <= 64) {
-        rows_bf16_all(a.q + i0 * a.qs, a.qs, w.kt.data(), kw, words, a.nk, nq, scale, p, w.inv.data());
-      } else {
-        scores<S>(a.q + i0 * a.qs, a.qs, w.kt.data(), kw, words, nq, w.s.data());
-        for (int i = 0; i < nq; ++i) w.inv[i] = softmax_row(w.s.data() + i * kw, kw, a.nk, scale, p + i * kw);
-      }
+    if (kw <= 64) {
+      rows_all<S>(a.q + i0 * a.qs, a.qs, w.kt.data(), kw, words, a.nk, nq, scale, p, w.inv.data());
     } else {
       scores<S>(a.q + i0 * a.qs, a.qs, w.kt.data(), kw, words, nq, w.s.data());
       for (int i = 0; i < nq; ++i) w.inv[i] = softmax_row(w.s.data() + i * kw, kw, a.nk, scale, p + i * kw);
