@@ -77,6 +77,17 @@ inline uint32_t word(const uint16_t* p) {  // two bfloat16 as one 32-bit lane (u
   return w;
 }
 
+// f(std::integral_constant<int, m>) with m = min(n, N), n >= 1: picks a register tile size at run time.
+template <int N, typename F>
+inline void with_constant(int n, F&& f) {
+  if constexpr (N == 1)
+    f(std::integral_constant<int, 1>{});
+  else if (n >= N)
+    f(std::integral_constant<int, N>{});
+  else
+    with_constant<N - 1>(n, f);
+}
+
 // ---- step 2: S rows for NQ queries x NB key blocks --------------------------------------------------
 #define ATTNKIT_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
@@ -170,22 +181,11 @@ void rows_all(const S* q, int64_t qs, const uint32_t* kt, int kw, int depth, int
     const int nqi = std::min(4, nq - i0);
     const S* qq = q + i0 * qs;
     auto* pp = p + i0 * kw;
-#define ATTNKIT_ROWS(NQ, NB) rows<NQ, NB, S>(qq, qs, kt, kw, depth, nk, scale, pp, inv + i0)
-#define ATTNKIT_NB(NQ)                       \
-  switch (kw / 16) {                         \
-    case 4: ATTNKIT_ROWS(NQ, 4); break;      \
-    case 3: ATTNKIT_ROWS(NQ, 3); break;      \
-    case 2: ATTNKIT_ROWS(NQ, 2); break;      \
-    default: ATTNKIT_ROWS(NQ, 1); break;     \
-  }
-    switch (nqi) {
-      case 4: ATTNKIT_NB(4) break;
-      case 3: ATTNKIT_NB(3) break;
-      case 2: ATTNKIT_NB(2) break;
-      default: ATTNKIT_NB(1) break;
-    }
-#undef ATTNKIT_NB
-#undef ATTNKIT_ROWS
+    with_constant<4>(nqi, [&](auto nq_) {
+      with_constant<4>(kw / 16, [&](auto nb_) {
+        rows<decltype(nq_)::value, decltype(nb_)::value, S>(qq, qs, kt, kw, depth, nk, scale, pp, inv + i0);
+      });
+    });
   }
 }
 
@@ -197,27 +197,16 @@ void scores(const S* q, int64_t qs, const uint32_t* kt, int kw, int depth, int n
       const int nqi = std::min(4, nq - i0), nb = std::min(4, kw / 16 - b0);
       const S* qq = q + i0 * qs;
       float* ss = s + i0 * kw + 16 * b0;
-#define ATTNKIT_SCORES(NQ, NB)                                                                              \
-  if constexpr (sizeof(S) == 2)                                                                             \
-    scores_bf16<NQ, NB>(reinterpret_cast<const uint16_t*>(qq), qs, kt + 16 * b0, kw, depth, ss);           \
-  else                                                                                                      \
-    scores_f32<NQ, NB>(reinterpret_cast<const float*>(qq), qs, reinterpret_cast<const float*>(kt) + 16 * b0, \
-                       kw, depth, ss);
-#define ATTNKIT_ROW(NQ)                        \
-  switch (nb) {                                \
-    case 4: ATTNKIT_SCORES(NQ, 4) break;       \
-    case 3: ATTNKIT_SCORES(NQ, 3) break;       \
-    case 2: ATTNKIT_SCORES(NQ, 2) break;       \
-    default: ATTNKIT_SCORES(NQ, 1) break;      \
-  }
-      switch (nqi) {
-        case 4: ATTNKIT_ROW(4) break;
-        case 3: ATTNKIT_ROW(3) break;
-        case 2: ATTNKIT_ROW(2) break;
-        default: ATTNKIT_ROW(1) break;
-      }
-#undef ATTNKIT_ROW
-#undef ATTNKIT_SCORES
+      with_constant<4>(nqi, [&](auto nq_) {
+        with_constant<4>(nb, [&](auto nb_) {
+          constexpr int NQ = decltype(nq_)::value, NB = decltype(nb_)::value;
+          if constexpr (sizeof(S) == 2)
+            scores_bf16<NQ, NB>(reinterpret_cast<const uint16_t*>(qq), qs, kt + 16 * b0, kw, depth, ss);
+          else
+            scores_f32<NQ, NB>(reinterpret_cast<const float*>(qq), qs, reinterpret_cast<const float*>(kt) + 16 * b0,
+                               kw, depth, ss);
+        });
+      });
     }
 }
 
@@ -336,29 +325,15 @@ void attend(const Seq<S>& a, int d, int dv, float scale, Scratch& w) {
     for (int r = 0; r < nq; r += 8)
       for (int c = 0; c < dv; c += 32) {
         const int nr = std::min(8, nq - r), nc = std::min(2, (dv - c) / 16);
-#define ATTNKIT_PV(NQ)                                                                                         \
-  if constexpr (bf16) {                                                                                        \
-    if (nc == 2)                                                                                               \
-      pv_bf16<NQ, 2>(p + r * kw, kw, w.vp.data() + c, dv, npairs, w.inv.data() + r, o + r * a.os + c, a.os);    \
-    else                                                                                                       \
-      pv_bf16<NQ, 1>(p + r * kw, kw, w.vp.data() + c, dv, npairs, w.inv.data() + r, o + r * a.os + c, a.os);    \
-  } else {                                                                                                     \
-    if (nc == 2)                                                                                               \
-      pv_f32<NQ, 2>(p + r * kw, kw, a.v + c, a.vs, a.nk, w.inv.data() + r, o + r * a.os + c, a.os);             \
-    else                                                                                                       \
-      pv_f32<NQ, 1>(p + r * kw, kw, a.v + c, a.vs, a.nk, w.inv.data() + r, o + r * a.os + c, a.os);             \
-  }
-        switch (nr) {
-          case 8: ATTNKIT_PV(8) break;
-          case 7: ATTNKIT_PV(7) break;
-          case 6: ATTNKIT_PV(6) break;
-          case 5: ATTNKIT_PV(5) break;
-          case 4: ATTNKIT_PV(4) break;
-          case 3: ATTNKIT_PV(3) break;
-          case 2: ATTNKIT_PV(2) break;
-          default: ATTNKIT_PV(1) break;
-        }
-#undef ATTNKIT_PV
+        with_constant<8>(nr, [&](auto nr_) {
+          with_constant<2>(nc, [&](auto nc_) {
+            constexpr int NQ = decltype(nr_)::value, NC = decltype(nc_)::value;
+            if constexpr (bf16)
+              pv_bf16<NQ, NC>(p + r * kw, kw, w.vp.data() + c, dv, npairs, w.inv.data() + r, o + r * a.os + c, a.os);
+            else
+              pv_f32<NQ, NC>(p + r * kw, kw, a.v + c, a.vs, a.nk, w.inv.data() + r, o + r * a.os + c, a.os);
+          });
+        });
       }
   }
 }
