@@ -73,6 +73,19 @@ def keep_positions(lengths: Tensor, length: int) -> Tensor:
     return torch.arange(length, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
 
 
+def _check_lengths(t, who: str, shape: str) -> None:
+    """``t`` must be a 1-D integer tensor of non-negative lengths."""
+    if not isinstance(t, Tensor) or t.dim() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool:
+        desc = f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
+        raise ValueError(f"{who}: `lengths` must be a 1-D integer tensor {shape}, got {desc}")
+    if t.numel() and int(t.min()) < 0:
+        raise ValueError(f"{who}: `lengths` must be >= 0, got min {int(t.min())}")
+
+
+def _as_lengths(lengths: Tensor | list[int]) -> Tensor:
+    return lengths if isinstance(lengths, Tensor) else torch.as_tensor(lengths, dtype=torch.long)
+
+
 def _pad_dims(t: Tensor, ndim: int) -> Tensor:
     """Prepend singleton dims so ``t`` has ``ndim`` dims (right-aligned broadcasting)."""
     while t.dim() < ndim:
@@ -151,12 +164,7 @@ class Padding(Mask):
     lengths: Tensor
 
     def __post_init__(self):
-        t = self.lengths
-        if not isinstance(t, Tensor) or t.dim() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool:
-            desc = f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
-            raise ValueError(f"padding: `lengths` must be a 1-D integer tensor (B,), got {desc}")
-        if t.numel() and int(t.min()) < 0:
-            raise ValueError(f"padding: `lengths` must be >= 0, got min {int(t.min())}")
+        _check_lengths(self.lengths, "padding", "(B,)")
 
     def validate(self, lq, lk, batch):
         if batch is not None and self.lengths.shape[0] != batch:
@@ -205,12 +213,7 @@ class Segments(Mask):
     lengths: Tensor
 
     def __post_init__(self):
-        t = self.lengths
-        if not isinstance(t, Tensor) or t.dim() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool:
-            desc = f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
-            raise ValueError(f"segments: `lengths` must be a 1-D integer tensor (S,), got {desc}")
-        if t.numel() and int(t.min()) < 0:
-            raise ValueError(f"segments: `lengths` must be >= 0, got min {int(t.min())}")
+        _check_lengths(self.lengths, "segments", "(S,)")
 
     @property
     def total(self) -> int:
@@ -294,16 +297,12 @@ def window(left: int, right: int) -> Window:
 
 def padding(lengths: Tensor | list[int]) -> Padding:
     """Hide keys at or past each row's length. ``lengths``: (B,) integers."""
-    if not isinstance(lengths, Tensor):
-        lengths = torch.as_tensor(lengths, dtype=torch.long)
-    return Padding(lengths)
+    return Padding(_as_lengths(lengths))
 
 
 def segments(lengths: Tensor | list[int]) -> Segments:
     """Packed sequences: attend only within one's own segment. ``lengths``: (S,) integers."""
-    if not isinstance(lengths, Tensor):
-        lengths = torch.as_tensor(lengths, dtype=torch.long)
-    return Segments(lengths)
+    return Segments(_as_lengths(lengths))
 
 
 def graph(edge_index: Tensor, num_nodes: int) -> Graph:

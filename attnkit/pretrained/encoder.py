@@ -131,9 +131,13 @@ class SentenceEncoder:
                           f"(first: text {cut[0]})", UserWarning, stacklevel=3)
         return encodings
 
+    @staticmethod
+    def _lengths(encodings: list) -> np.ndarray:
+        return np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))  # (B,)
+
     def _batch(self, encodings: list) -> tuple[Tensor, Tensor]:
         """ids (B, L) right-padded with the pad id, lengths (B,)."""
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        lengths = self._lengths(encodings)
         ids = np.full((len(encodings), int(lengths.max())), self.pad_id, dtype=np.int64)  # (B, L)
         for row, e in enumerate(encodings):
             ids[row, : lengths[row]] = e.ids
@@ -141,7 +145,7 @@ class SentenceEncoder:
 
     def _pack(self, encodings: list) -> tuple[Tensor, Tensor, Tensor]:
         """ids (1, T) and positions (1, T) of the texts end to end, lengths (B,); T = sum of lengths."""
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        lengths = self._lengths(encodings)
         ids = np.fromiter((i for e in encodings for i in e.ids), dtype=np.int64, count=int(lengths.sum()))
         starts = np.repeat(np.cumsum(lengths) - lengths, lengths)  # each position's text start
         positions = np.arange(ids.size, dtype=np.int64) - starts
