@@ -10,8 +10,10 @@ With gradients, dropout, or where the kernel cannot run (no AVX-512 or compiler,
 dv not a multiple of 16), the call goes to ``local.band_attention``, the PyTorch path with the same
 maths (and a recomputing backward).
 
-Automatic choice: inference on CPU with Lk <= 64 (float32) or Lk <= 16 (bfloat16; with no mask or a
-padding mask the ``short`` kernel comes first where the CPU has AVX512-BF16). The rule comes
+Automatic choice: inference on CPU with Lk <= 64 (float32) or Lk <= 16 (bfloat16). Calls with no mask
+or a padding mask go to the ``short`` kernel first wherever it runs (both dtypes), so in practice this
+rule serves causal and window masks. It was measured (before ``short`` existed, with the kernel still
+on one thread) on the unmasked and padded case; the rule comes
 from attention timed inside the model it serves (all-MiniLM-L6-v2 encoding the 2000 sentences of
 ``bench/embed.py``, 12 heads of 32, batch 64, 2 threads, time summed over the attention calls of
 each length, interleaved medians of 3; 2026-11-22 16:05 UTC): in float32 this kernel took 1.05-1.10 s

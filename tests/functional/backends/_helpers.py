@@ -30,3 +30,28 @@ def compare(q, k, v, mask, backend, bias=None, extra=(), atol=1e-9, rtol=1e-7):
         assert torch.isfinite(a).all()
         torch.testing.assert_close(a, b, atol=atol, rtol=rtol)
     return out
+
+
+def check_packed_qkv_views(backend: str) -> None:
+    """A native backend on q, k, v views of one packed QKV tensor: equal to math, output written in
+    (B, L, H, dh) memory (merging heads is a view), and a length-0 sequence gives zeros, not NaN."""
+    from attnkit import masks as M
+
+    b, l, h, dh = 3, 21, 4, 32
+    qkv = torch.randn(b, l, 3, h, dh)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, L, dh), strided views
+    mask = M.padding(torch.tensor([21, 5, 0]))
+    with torch.no_grad():
+        out = attnkit.attention(q, k, v, mask, backend=backend)
+        ref = attnkit.attention(q.contiguous(), k.contiguous(), v.contiguous(), mask, backend="math")
+    torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
+    assert out.transpose(1, 2).is_contiguous()
+    assert (out[2] == 0).all()
+
+
+def check_other_ranks(backend: str, shape: tuple[int, ...], mask=None) -> None:
+    """2-D, 3-D and 5-D inputs give the math path's result."""
+    q, k, v = (rand(*shape, dtype=torch.float32, seed=s).detach() for s in range(3))
+    with torch.no_grad():
+        out = attnkit.attention(q, k, v, mask, backend=backend)
+    torch.testing.assert_close(out, attnkit.attention(q, k, v, mask, backend="math"), atol=2e-6, rtol=1e-5)

@@ -13,7 +13,7 @@ from attnkit.functional import select_backend
 from attnkit.functional.backends import short
 from attnkit.functional.backends.math import math_attention
 
-from ._helpers import compare, rand
+from ._helpers import check_other_ranks, check_packed_qkv_views, compare, rand
 
 
 @pytest.fixture(scope="module")
@@ -124,24 +124,12 @@ def test_gradients_match_math(pad):
 
 
 def test_packed_qkv_views_need_no_copy_and_heads_merge_free(native_kernel):
-    b, l, h, dh = 3, 21, 4, 32
-    qkv = torch.randn(b, l, 3, h, dh)
-    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, L, dh), strided views
-    mask = M.padding(torch.tensor([21, 5, 0]))
-    with torch.no_grad():
-        out = attnkit.attention(q, k, v, mask, backend="short")
-        ref = attnkit.attention(q.contiguous(), k.contiguous(), v.contiguous(), mask, backend="math")
-    torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
-    assert out.transpose(1, 2).is_contiguous()  # written as (B, L, H, dh): merging heads is a view
-    assert (out[2] == 0).all()  # a sequence of length 0 attends to nothing: zeros, not NaN
+    check_packed_qkv_views("short")
 
 
 @pytest.mark.parametrize("shape", [(9, 16), (2, 9, 16), (2, 2, 2, 9, 16)])
 def test_other_ranks(native_kernel, shape):
-    q, k, v = (rand(*shape, dtype=torch.float32, seed=s).detach() for s in range(3))
-    with torch.no_grad():
-        out = attnkit.attention(q, k, v, backend="short")
-    torch.testing.assert_close(out, attnkit.attention(q, k, v, backend="math"), atol=2e-6, rtol=1e-5)
+    check_other_ranks("short", shape)
 
 
 def test_falls_back_to_math_where_the_kernel_cannot_run():

@@ -11,7 +11,7 @@ import attnkit
 from attnkit import masks as M
 from attnkit.functional import select_backend
 
-from ._helpers import compare, rand
+from ._helpers import check_other_ranks, check_packed_qkv_views, compare, rand
 
 
 def _mask(kind: str, lk: int, batch: int, seed: int):
@@ -48,24 +48,12 @@ def test_gradients_match_math(kind):
 
 
 def test_packed_qkv_views_need_no_copy_and_heads_merge_free(native_kernel):
-    b, l, h, dh = 3, 21, 4, 32
-    qkv = torch.randn(b, l, 3, h, dh)
-    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, L, dh), strided views
-    mask = M.padding(torch.tensor([21, 5, 0]))
-    with torch.no_grad():
-        out = attnkit.attention(q, k, v, mask, backend="tiled")
-        ref = attnkit.attention(q.contiguous(), k.contiguous(), v.contiguous(), mask, backend="math")
-    torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
-    assert out.transpose(1, 2).is_contiguous()  # written as (B, L, H, dh): merging heads is a view
-    assert (out[2] == 0).all()  # a sequence of length 0 attends to nothing: zeros, not NaN
+    check_packed_qkv_views("tiled")
 
 
 @pytest.mark.parametrize("shape", [(9, 16), (2, 9, 16), (2, 2, 2, 9, 16)])
 def test_other_ranks(native_kernel, shape):
-    q, k, v = (rand(*shape, dtype=torch.float32, seed=s).detach() for s in range(3))
-    with torch.no_grad():
-        out = attnkit.attention(q, k, v, M.causal(), backend="tiled")
-    torch.testing.assert_close(out, attnkit.attention(q, k, v, M.causal(), backend="math"), atol=2e-6, rtol=1e-5)
+    check_other_ranks("tiled", shape, M.causal())
 
 
 def test_bfloat16_close_to_float32_reference(native_kernel):
