@@ -208,17 +208,17 @@ class GraphAttention(nn.Module):
         n, h, c = v.shape
         p = self.attention_dropout if self.training else 0.0
         weights = None
+        # the values are dropped; the scores, in both forms, come from the undropped projections
+        vals = F.dropout(v, self.value_dropout, self.training) if self.value_dropout else v
         if self.score == "additive":
             src, dst = edge_index[0], edge_index[1]
             a_src = (v * self.att_src).sum(-1)  # (N, H)
             a_dst = (v * self.att_dst).sum(-1)  # (N, H)
             e = F.leaky_relu(a_src.index_select(0, src) + a_dst.index_select(0, dst), self.negative_slope)  # (E, H)
             # segment softmax over each target's in-edges, dropout, weighted scatter of v[src]: (N, H, C)
-            vals = F.dropout(v, self.value_dropout, self.training) if self.value_dropout else v
             res = edge_attention(e, vals, edge_index, n, dropout_p=p, return_weights=need_weights)
             out, weights = res if need_weights else (res, None)
-        else:  # q, k came from the undropped projections, as the additive scores do
-            vals = F.dropout(v, self.value_dropout, self.training) if self.value_dropout else v
+        else:
             out = attention(q.transpose(0, 1), k.transpose(0, 1), vals.transpose(0, 1),  # (H, N, C) each
                             masks.graph(edge_index, n), dropout_p=p)  # (H, N, C)
             out = out.transpose(0, 1)  # (H, N, C) -> (N, H, C)
@@ -262,8 +262,7 @@ class GAT(nn.Module):
         pairs = torch.cat([positives, negatives], dim=1)  # (2, P + Q)
         target = torch.cat([torch.ones(positives.shape[1], device=x.device),
                             torch.zeros(negatives.shape[1], device=x.device)])
-        logits, loss = self._run(x, edge_index, (pairs, target))
-        return logits, loss
+        return self._run(x, edge_index, (pairs, target))
 
     def _run(self, x: Tensor, edge_index: Tensor, link: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor | None]:
         p = self.config.dropout
