@@ -13,6 +13,7 @@ never as markup, so any text is safe to show.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -169,8 +170,7 @@ def attention_html(weights, tokens: Sequence[str], path: str | os.PathLike, *,
             "weights": np.round(w, 4).tolist()}
     # JSON inside <script>: escape "<" so no text can close the element (a token "</script>" stays text).
     blob = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    title_html = (str(title).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
-    fill = {"__TITLE__": title_html, "__DATA_ID__": _DATA_ID, "__DATA__": blob}
+    fill = {"__TITLE__": html.escape(str(title), quote=False), "__DATA_ID__": _DATA_ID, "__DATA__": blob}
     page = re.sub("__TITLE__|__DATA_ID__|__DATA__", lambda m: fill[m.group(0)], _PAGE)  # one pass: no text is re-read
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
