@@ -288,6 +288,27 @@ struct Scratch {
       : kt(static_cast<size_t>(d) * kw), vp(static_cast<size_t>(kw / 2) * dv), s(QC * kw), inv(QC), p(QC * kw) {}
 };
 
+// Prefetches the n rows at p (step bytes apart, `bytes` long each) into L2 (prefetcht2). Measured on the
+// model's calls: 1.3x faster than into L1 (prefetcht0), where the next job's rows evict the current
+// one's. An asm statement, because GCC 12 dropped __builtin_prefetch / _mm_prefetch here as dead code.
+inline void prefetch_rows(const void* p, int64_t step, int n, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int i = 0; i < n; ++i, c += step) {
+    for (int64_t b = 0; b < bytes; b += 64) asm volatile("prefetcht2 %0" : : "m"(*(c + b)));
+    asm volatile("prefetcht2 %0" : : "m"(*(c + bytes - 1)));  // the last line, if the row is not 64-byte aligned
+  }
+}
+
+// Asks for a job's q, k and v rows one job ahead of its turn. The rows are one head's slice of each
+// token's packed q/k/v, thousands of bytes apart, which the hardware prefetchers do not follow.
+template <typename S>
+inline void prefetch(const Seq<S>& a, int d, int dv) {
+  constexpr int64_t e = sizeof(S);
+  prefetch_rows(a.q, a.qs * e, a.nq, d * e);
+  prefetch_rows(a.k, a.ks * e, std::max(a.nk, 0), d * e);
+  prefetch_rows(a.v, a.vs * e, std::max(a.nk, 0), dv * e);
+}
+
 template <typename S>
 void attend(const Seq<S>& a, int d, int dv, float scale, Scratch& w) {
   constexpr bool bf16 = sizeof(S) == 2;

@@ -180,16 +180,20 @@ torch::Tensor short_forward(torch::Tensor q, torch::Tensor k, torch::Tensor v, t
       S* op = reinterpret_cast<S*>(out.data_ptr());
       at::parallel_for(0, nb * per_b, 1, [&](int64_t begin, int64_t end) {
         attnkit_short::Scratch w(static_cast<int>(d), static_cast<int>(dv), std::max(kw, 16));
-        for (int64_t job = begin; job < end; ++job) {
+        auto job_at = [&](int64_t job) {
           const int64_t b = job / per_b, s = (job % per_b) / nh, h = job % nh;
           const int64_t start = nseg ? off[s] : 0;
           const int64_t nq = nseg ? off[s + 1] - start : lq;
           const int64_t nk = nseg ? nq : (len ? std::min<int64_t>(lk, std::max<int64_t>(len[b], 0)) : lk);
-          attnkit_short::Seq<S> a{qp + b * q.stride(0) + h * q.stride(1) + start * q.stride(2),
-                                  kp + b * k.stride(0) + h * k.stride(1) + start * k.stride(2),
-                                  vp + b * v.stride(0) + h * v.stride(1) + start * v.stride(2),
-                                  op + ((b * lq + start) * nh + h) * dv, q.stride(2), k.stride(2), v.stride(2),
-                                  nh * dv, static_cast<int>(nq), static_cast<int>(nk)};
+          return attnkit_short::Seq<S>{qp + b * q.stride(0) + h * q.stride(1) + start * q.stride(2),
+                                       kp + b * k.stride(0) + h * k.stride(1) + start * k.stride(2),
+                                       vp + b * v.stride(0) + h * v.stride(1) + start * v.stride(2),
+                                       op + ((b * lq + start) * nh + h) * dv, q.stride(2), k.stride(2), v.stride(2),
+                                       nh * dv, static_cast<int>(nq), static_cast<int>(nk)};
+        };
+        for (int64_t job = begin; job < end; ++job) {
+          const auto a = job_at(job);
+          if (job + 1 < end) attnkit_short::prefetch<S>(job_at(job + 1), static_cast<int>(d), static_cast<int>(dv));
           attnkit_short::attend<S>(a, static_cast<int>(d), static_cast<int>(dv), static_cast<float>(scale), w);
         }
       });
