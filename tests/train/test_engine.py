@@ -127,7 +127,7 @@ def test_extra_loss_from_forward_is_trained_and_logged(tmp_path):
     base.forward = with_extra
     extra = Trainer(base, CFG).fit(tmp_path / "extra")
     # training shrinks what the extra loss penalises; dev/test losses are cross-entropy alone
-    shrunk, kept = float(base.model[0].weight.norm()), float(ref.model[0].weight.norm())
+    shrunk, kept = float(base.model[0].weight.detach().norm()), float(ref.model[0].weight.detach().norm())
     assert shrunk < 0.85 * kept, (shrunk, kept)
     first = [r for r in read_metrics(tmp_path / "extra" / "metrics.jsonl") if r["split"] == "train"][0]
     first_plain = [r for r in read_metrics(tmp_path / "plain" / "metrics.jsonl") if r["split"] == "train"][0]

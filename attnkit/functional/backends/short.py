@@ -3,10 +3,11 @@
 The kernel (``csrc/short_attention.h``, built with the other native kernels by ``native.window_kernel``)
 takes one (sequence, head) at a time, whole: K is transposed once so that 16 keys sit in one zmm
 register, the scores of 4 queries x 64 keys are accumulated in registers, the softmax runs along
-each row, and P V is accumulated 8 queries x 32 features at a time. In bfloat16 both products use
-AVX512-BF16's ``vdpbf16ps`` (bfloat16 pairs, float32 sums), so nothing is converted to float32 on the
-way in; the math path's rounding points are kept (float32 scores and softmax, weights rounded to
-bfloat16 before P V, output rounded once). In float32 the products are FMAs. Like ``tiled`` it reads
+each row, and P V is accumulated 8 queries x 32 features at a time, while the next (sequence, head)'s
+rows are prefetched into L2. In bfloat16 both products use AVX512-BF16's ``vdpbf16ps`` (bfloat16
+pairs, float32 sums), so nothing is converted to float32 on the way in; the math path's rounding
+points are kept (float32 scores and softmax, weights rounded to bfloat16 before P V, output rounded
+once). In float32 the products are FMAs. Like ``tiled`` it reads
 q, k, v as strided (B, H, L, d) views (the heads of a fused QKV projection need no copy) and writes
 its output in (B, L, H, dv) memory, so merging the heads afterwards is free.
 
