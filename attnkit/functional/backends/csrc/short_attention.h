@@ -88,20 +88,24 @@ inline void with_constant(int n, F&& f) {
     with_constant<N - 1>(n, f);
 }
 
-// ---- step 2: S rows for NQ queries x NB key blocks --------------------------------------------------
+// ---- the register tile of steps 2 and 4; step 2: S rows for NQ queries x NB key blocks -------------
 #define ATTNKIT_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
+// The register tile both products use: acc[i][b] (16 floats) = sum over t < depth of a[i][t] * m[t][16 b ..].
+// a: NQ rows, row stride as; m: depth rows of 16 NB 32-bit words, row stride ms. Q K^T takes a = Q,
+// m = Kt; P V takes a = P, m = V (bfloat16: in pair layout). In bfloat16 a step t is one pair: a's
+// elements 2t, 2t + 1 against m's pair words (vdpbf16ps).
 template <int NQ, int NB>
 ATTNKIT_BF16 __attribute__((always_inline)) inline void accumulate_bf16(
-    const uint16_t* q, int64_t qs, const uint32_t* kt, int kw, int pairs, __m512 (&acc)[NQ][NB]) {
+    const uint16_t* a, int64_t as, const uint32_t* m, int64_t ms, int depth, __m512 (&acc)[NQ][NB]) {
   for (int i = 0; i < NQ; ++i)
     for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_setzero_ps();
-  for (int p = 0; p < pairs; ++p) {
-    __m512i kv[NB];
-    for (int b = 0; b < NB; ++b) kv[b] = _mm512_loadu_si512(kt + p * kw + 16 * b);
+  for (int t = 0; t < depth; ++t) {
+    __m512i mv[NB];
+    for (int b = 0; b < NB; ++b) mv[b] = _mm512_loadu_si512(m + t * ms + 16 * b);
     for (int i = 0; i < NQ; ++i) {
-      const __m512i qb = _mm512_set1_epi32(static_cast<int>(word(q + i * qs + 2 * p)));
-      for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_dpbf16_ps(acc[i][b], (__m512bh)kv[b], (__m512bh)qb);
+      const __m512i ab = _mm512_set1_epi32(static_cast<int>(word(a + i * as + 2 * t)));
+      for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_dpbf16_ps(acc[i][b], (__m512bh)mv[b], (__m512bh)ab);
     }
   }
 }
@@ -118,17 +122,18 @@ inline __mmask16 live_keys(int nk, int j) {  // lanes j .. j + 15 that are keys 
   return nk - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max(nk - j, 0)) - 1u);
 }
 
+// The same tile in float32 (FMAs; a step t is one element).
 template <int NQ, int NB>
-__attribute__((always_inline)) inline void accumulate_f32(const float* q, int64_t qs, const float* kt, int kw, int d,
-                                                          __m512 (&acc)[NQ][NB]) {
+__attribute__((always_inline)) inline void accumulate_f32(const float* a, int64_t as, const float* m, int64_t ms,
+                                                          int depth, __m512 (&acc)[NQ][NB]) {
   for (int i = 0; i < NQ; ++i)
     for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_setzero_ps();
-  for (int e = 0; e < d; ++e) {
-    __m512 kv[NB];
-    for (int b = 0; b < NB; ++b) kv[b] = _mm512_loadu_ps(kt + e * kw + 16 * b);
+  for (int t = 0; t < depth; ++t) {
+    __m512 mv[NB];
+    for (int b = 0; b < NB; ++b) mv[b] = _mm512_loadu_ps(m + t * ms + 16 * b);
     for (int i = 0; i < NQ; ++i) {
-      const __m512 qb = _mm512_set1_ps(q[i * qs + e]);
-      for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_fmadd_ps(qb, kv[b], acc[i][b]);
+      const __m512 ab = _mm512_set1_ps(a[i * as + t]);
+      for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_fmadd_ps(ab, mv[b], acc[i][b]);
     }
   }
 }
@@ -235,16 +240,7 @@ template <int NQ, int NC>
 ATTNKIT_BF16 inline void pv_bf16(
     const uint16_t* p, int kw, const uint32_t* vp, int dv, int npairs, const float* inv, uint16_t* o, int64_t os) {
   __m512 acc[NQ][NC];
-  for (int i = 0; i < NQ; ++i)
-    for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_setzero_ps();
-  for (int t = 0; t < npairs; ++t) {
-    __m512i vv[NC];
-    for (int c = 0; c < NC; ++c) vv[c] = _mm512_loadu_si512(vp + t * dv + 16 * c);
-    for (int i = 0; i < NQ; ++i) {
-      const __m512i pb = _mm512_set1_epi32(static_cast<int>(word(p + i * kw + 2 * t)));
-      for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_dpbf16_ps(acc[i][c], (__m512bh)vv[c], (__m512bh)pb);
-    }
-  }
+  accumulate_bf16<NQ, NC>(p, kw, vp, dv, npairs, acc);
   for (int i = 0; i < NQ; ++i)
     for (int c = 0; c < NC; ++c)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i * os + 16 * c),
@@ -255,16 +251,7 @@ template <int NQ, int NC>
 inline void pv_f32(const float* p, int kw, const float* v, int64_t vs, int nk, const float* inv, float* o,
                    int64_t os) {
   __m512 acc[NQ][NC];
-  for (int i = 0; i < NQ; ++i)
-    for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_setzero_ps();
-  for (int t = 0; t < nk; ++t) {
-    __m512 vv[NC];
-    for (int c = 0; c < NC; ++c) vv[c] = _mm512_loadu_ps(v + t * vs + 16 * c);
-    for (int i = 0; i < NQ; ++i) {
-      const __m512 pb = _mm512_set1_ps(p[i * kw + t]);
-      for (int c = 0; c < NC; ++c) acc[i][c] = _mm512_fmadd_ps(pb, vv[c], acc[i][c]);
-    }
-  }
+  accumulate_f32<NQ, NC>(p, kw, v, vs, nk, acc);
   for (int i = 0; i < NQ; ++i)
     for (int c = 0; c < NC; ++c)
       _mm512_storeu_ps(o + i * os + 16 * c, _mm512_mul_ps(acc[i][c], _mm512_set1_ps(inv[i])));
