@@ -11,6 +11,9 @@ word pieces (no padding counted), over the best GEMM rate this machine gives on 
 shapes (oneDNN with packed weights, the kernel attnkit runs, and torch.mm, the one
 sentence-transformers' nn.Linear runs), is the least time any implementation computing those
 layers in that dtype can take; sentence-transformers' median over it is the highest ratio possible.
+Where ``bench/cpu_peak.py``'s probe builds (AVX-512 and a C compiler), the same is given at this
+machine's arithmetic peak (one zmm FMA or BF16 dot instruction per cycle per core, measured), which no
+GEMM can beat.
 
     .venv/bin/python bench/embed.py [--n 2000] [--repeats 5] [--threads N] [--out embed.md]
 """
@@ -86,21 +89,47 @@ def gemm_rate(m: int, shapes: list[tuple[int, int]], dtype: torch.dtype, repeats
     return rates
 
 
+def machine_peak() -> dict[str, float]:
+    """GFLOP/s at one zmm FMA (float32) / BF16 dot (bfloat16) per cycle on every torch thread, measured
+    by ``cpu_peak.py``'s probe; empty where it cannot be built or run here."""
+    import tempfile
+    from pathlib import Path
+
+    import cpu_peak
+
+    threads = torch.get_num_threads()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            peak = cpu_peak.probe_peak(cpu_peak.build_probe(Path(tmp)), threads, "avx512_bf16" in cpu_peak.cpu_flags())
+    except (SystemExit, OSError, subprocess.CalledProcessError, ValueError):
+        return {}
+    return {"fp32": threads * 32 * peak["fma"] / 1e9, "bf16": threads * 64 * peak["dot"] / 1e9}
+
+
 def bound(cfg, pieces: int, st_seconds: float, m: int) -> list[str]:
-    """Lines: linear-layer FLOPs of the workload, best GEMM rate here, least time and highest ratio."""
+    """Lines: linear-layer FLOPs of the workload, best GEMM rate here and the machine's peak, least
+    times and highest ratios."""
     h, i, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
     shapes = [(3 * h, h), (h, h), (i, h), (h, i)]  # fused QKV, attention output, FFN up, FFN down
     per_piece = 2.0 * layers * sum(n * k for n, k in shapes)  # FLOPs per word piece
     total = per_piece * pieces
+    peaks = machine_peak()
     lines = [f"linear layers: {per_piece / 1e6:.1f} MFLOP per word piece x {pieces} pieces = "
              f"{total / 1e12:.3f} TFLOP (no padding counted)",
              "| dtype | GEMM GFLOP/s oneDNN packed | torch.mm | least time for the linear layers, s | "
-             "highest possible x sentence-transformers |", "|---|---:|---:|---:|---:|"]
+             "highest possible x sentence-transformers | machine peak GFLOP/s | least time at peak, s | "
+             "highest possible at peak |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
         r = gemm_rate(m, shapes, dtype)
         best = max(r.values())
         least = total / (best * 1e9)
-        lines.append(f"| {name} | {r['onednn']:.1f} | {r['torch.mm']:.1f} | {least:.3f} | {st_seconds / least:.3f} |")
+        row = f"| {name} | {r['onednn']:.1f} | {r['torch.mm']:.1f} | {least:.3f} | {st_seconds / least:.3f} |"
+        if peaks.get(name):
+            at_peak = total / (peaks[name] * 1e9)
+            row += f" {peaks[name]:.1f} | {at_peak:.3f} | {st_seconds / at_peak:.3f} |"
+        else:
+            row += " n/a | n/a | n/a |"
+        lines.append(row)
     return lines
 
 
