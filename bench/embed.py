@@ -28,13 +28,16 @@ import random
 import statistics
 import subprocess
 import sys
-import time
+import tempfile
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 
+import cpu_peak  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from _timing import time_once  # noqa: E402
 
 from attnkit.pretrained import builtin_path, load_pretrained  # noqa: E402
 
@@ -51,12 +54,6 @@ def make_sentences(vocab: dict[str, int], n: int, seed: int = 0) -> list[str]:
     return out
 
 
-def timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
-
-
 def cpu_name() -> str:
     try:
         for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
@@ -67,36 +64,9 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
-def gemm_rate(m: int, shapes: list[tuple[int, int]], dtype: torch.dtype, repeats: int = 7) -> dict[str, float]:
-    """Median GFLOP/s of x (m, k) @ W^T for each (n, k) in ``shapes`` (FLOPs weighted), by kernel."""
-    ops = torch.ops.mkldnn
-    rates: dict[str, float] = {}
-    for kernel in ("onednn", "torch.mm"):
-        flops = secs = 0.0
-        for n, k in shapes:
-            x, w = torch.randn(m, k).to(dtype), torch.randn(n, k).to(dtype)
-            if kernel == "onednn":
-                packed = ops._reorder_linear_weight(w, None)
-                fn = lambda x=x, packed=packed: ops._linear_pointwise(x, packed, None, "none", [], "")  # noqa: E731
-            else:
-                wt = w.t()
-                fn = lambda x=x, wt=wt: torch.mm(x, wt)  # noqa: E731
-            with torch.inference_mode():
-                fn()
-                t = statistics.median(timed(fn) for _ in range(repeats))
-            flops, secs = flops + 2.0 * m * n * k, secs + t
-        rates[kernel] = flops / secs / 1e9
-    return rates
-
-
 def machine_peak() -> dict[str, float]:
     """GFLOP/s at one zmm FMA (float32) / BF16 dot (bfloat16) per cycle on every torch thread, measured
     by ``cpu_peak.py``'s probe; empty where it cannot be built or run here."""
-    import tempfile
-    from pathlib import Path
-
-    import cpu_peak
-
     threads = torch.get_num_threads()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -120,10 +90,10 @@ def bound(cfg, pieces: int, st_seconds: float, m: int) -> list[str]:
              "highest possible x sentence-transformers | machine peak GFLOP/s | least time at peak, s | "
              "highest possible at peak |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        r = gemm_rate(m, shapes, dtype)
+        r = cpu_peak.gemm_rates(m, shapes, dtype)
         best = max(r.values())
         least = total / (best * 1e9)
-        row = f"| {name} | {r['onednn']:.1f} | {r['torch.mm']:.1f} | {least:.3f} | {st_seconds / least:.3f} |"
+        row = f"| {name} | {r['oneDNN packed']:.1f} | {r['torch.mm']:.1f} | {least:.3f} | {st_seconds / least:.3f} |"
         if peaks.get(name):
             at_peak = total / (peaks[name] * 1e9)
             row += f" {peaks[name]:.1f} | {at_peak:.3f} | {st_seconds / at_peak:.3f} |"
@@ -168,7 +138,7 @@ def main(argv=None) -> dict:
     times: dict[str, list[float]] = {k: [] for k in systems}
     for _ in range(args.repeats):
         for k, fn in systems.items():
-            times[k].append(timed(fn))
+            times[k].append(time_once(fn, 1))
     ref = outputs["sentence-transformers (fp32)"].float().cpu()
     f32 = outputs["attnkit (fp32)"]
     rows = []
