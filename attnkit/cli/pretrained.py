@@ -2,6 +2,7 @@
 
     attnkit embed "first text" "second text" --out vectors.npy
     attnkit embed --file texts.txt --out vectors.jsonl      (one text a line; "-" reads stdin)
+                                                            (a progress bar when stderr is a terminal)
     attnkit similarity "A man is eating food." "A man eats."
     attnkit attend "I saw a saw" --out runs/attend
 
@@ -54,7 +55,9 @@ def _read_texts(args) -> list[str]:
 
 def run_embed(args) -> int:
     texts = _read_texts(args)
-    vectors = _model(args.model).encode(texts, batch_size=args.batch_size, dtype=_dtype(args))  # (n, dim)
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    vectors = _model(args.model).encode(texts, batch_size=args.batch_size, dtype=_dtype(args),
+                                        progress=progress)  # (n, dim)
     out = args.out
     if out is not None and out.suffix == ".npy":
         import numpy as np
@@ -134,6 +137,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="output .npy or .jsonl (default: JSON lines on stdout)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--bf16", action="store_true", help="compute in bfloat16 (faster; outputs stay float32)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
     common(p)
     p.set_defaults(func=run_embed)
 

@@ -59,6 +59,15 @@ def pool(hidden: Tensor, lengths: Tensor, pooling: Pooling) -> Tensor:
     return F.normalize(out, p=2, dim=1) if pooling.normalize else out
 
 
+def _progress_bar(total: int):
+    """A tqdm bar over ``total`` texts, on stderr."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError as e:
+        raise ImportError("encode(progress=True) needs tqdm: pip install 'attnkit[pretrained]'") from e
+    return tqdm(total=total, desc="encode", unit="text", leave=False, dynamic_ncols=True, mininterval=0, miniters=1)
+
+
 def plan_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     """Indices sorted by token count, longest first, cut into batches of ``batch_size``.
 
@@ -174,7 +183,8 @@ class SentenceEncoder:
         return hidden, lengths
 
     def encode(self, sentences: Sequence[str] | str, batch_size: int = 64, *,
-               dtype: torch.dtype | None = None, normalize: bool | None = None) -> Tensor:
+               dtype: torch.dtype | None = None, normalize: bool | None = None,
+               progress: bool = False) -> Tensor:
         """Sentence vectors, float32 (n, dim), in the order given; an empty list gives (0, dim).
 
         Texts longer than ``max_seq_length`` word pieces are truncated to it, with a ``UserWarning``.
@@ -182,6 +192,7 @@ class SentenceEncoder:
         ``dtype``: the compute dtype, default the loaded weights' (``torch.bfloat16`` is faster on CPUs
         with AVX-512 BF16, cosine >= 0.999 to float32; outputs are float32 either way).
         ``normalize`` overrides the folder's L2 normalisation.
+        ``progress``: a progress bar (tqdm, on stderr) counting the texts encoded.
         """
         if isinstance(sentences, str):
             sentences = [sentences]
@@ -193,10 +204,17 @@ class SentenceEncoder:
         if not encodings:
             return out
         model, packed = self.model_for(dtype), self.packs(dtype)
-        with torch.inference_mode():
-            for idx in plan_batches([len(e.ids) for e in encodings], batch_size):
-                hidden, lengths = self._hidden(model, [encodings[i] for i in idx], packed)  # (B, L, d)
-                out[torch.as_tensor(idx)] = pool(hidden.float(), lengths, pooling)
+        bar = _progress_bar(len(encodings)) if progress else None
+        try:
+            with torch.inference_mode():
+                for idx in plan_batches([len(e.ids) for e in encodings], batch_size):
+                    hidden, lengths = self._hidden(model, [encodings[i] for i in idx], packed)  # (B, L, d)
+                    out[torch.as_tensor(idx)] = pool(hidden.float(), lengths, pooling)
+                    if bar is not None:
+                        bar.update(len(idx))
+        finally:
+            if bar is not None:
+                bar.close()
         return out
 
     def similarity(self, a: str, b: str, *, dtype: torch.dtype | None = None) -> float:

@@ -53,6 +53,17 @@ def test_embed_file_and_stdin_to_jsonl(run, tmp_path, monkeypatch, capsys):
     assert row["text"] == "from stdin" and len(row["embedding"]) == 384
 
 
+def test_embed_progress_flag(run, tmp_path, capsys):
+    go, _ = run
+    out = tmp_path / "v.npy"
+    assert go("embed", "one", "two", "three", "--out", str(out), "--progress") == 0
+    assert "3/3" in capsys.readouterr().err
+    assert go("embed", "one", "two", "--out", str(out), "--no-progress") == 0
+    assert capsys.readouterr().err == ""
+    assert go("embed", "one", "--out", str(out)) == 0  # default: a bar only when stderr is a terminal
+    assert capsys.readouterr().err == ""
+
+
 def test_embed_errors(run, tmp_path):
     go, _ = run
     with pytest.raises(FileNotFoundError, match="--file not found"):

@@ -49,3 +49,13 @@ def test_ids_only_tokenising_gives_the_same_ids_and_truncation(minilm):
     assert [bool(e.overflowing) for e in fast] == [bool(e.overflowing) for e in full] == [t.startswith("word ")
                                                                                           for t in TEXTS]
     assert sum("truncated" in str(w.message) for w in caught) == 2  # one warning per call
+
+
+def test_progress_bar_counts_texts_and_changes_nothing(minilm, capsys):
+    texts = [f"sentence number {i} about attention" for i in range(10)]
+    quiet = minilm.encode(texts, batch_size=4)
+    capsys.readouterr()
+    shown = minilm.encode(texts, batch_size=4, progress=True)
+    err = capsys.readouterr().err
+    assert torch.equal(shown, quiet)
+    assert "encode" in err and "10/10" in err  # tqdm's last refresh: every text counted once
