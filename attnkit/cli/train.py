@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = dist.setup(args.device)
+    ok = False
     try:
         train_cfg = config_from_args(TrainConfig, args)
         encoder = config_from_args(TransformerConfig, args)
@@ -65,8 +66,9 @@ def run(args: argparse.Namespace) -> int:
         result = Trainer(task, train_cfg, device=device).fit(args.out, resume=args.resume)
         if dist.is_main():
             report(args, result)
+        ok = True
     finally:
-        dist.teardown()
+        dist.teardown(synchronize=ok)  # all ranks leave together after a normal run
     return 130 if result["interrupted"] else 0
 
 

@@ -7,6 +7,7 @@ everything is a no-op and the world has one process. Only rank 0 logs and saves.
 
 from __future__ import annotations
 
+import gc
 import os
 
 import torch
@@ -38,8 +39,15 @@ def setup(device: str | None = None) -> torch.device:
     return torch.device(device or "cpu")
 
 
-def teardown() -> None:
+def teardown(synchronize: bool = True) -> None:
+    """Leave the process group. ``synchronize``: first wait at a barrier until every rank is done
+    (the normal end of a run; skip it when this rank is failing, so it does not wait on the others),
+    then free objects kept alive only by reference cycles (a DDP wrapper holds the group), so the
+    group is destroyed here, while the interpreter is fully alive, and not during its shutdown."""
     if dist.is_available() and dist.is_initialized():
+        if synchronize and dist.get_world_size() > 1:
+            dist.barrier()
+        gc.collect()
         dist.destroy_process_group()
 
 
