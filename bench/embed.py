@@ -28,8 +28,6 @@ import random
 import statistics
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
@@ -65,15 +63,11 @@ def cpu_name() -> str:
 
 
 def machine_peak() -> dict[str, float]:
-    """GFLOP/s at one zmm FMA (float32) / BF16 dot (bfloat16) per cycle on every torch thread, measured
-    by ``cpu_peak.py``'s probe; empty where it cannot be built or run here."""
-    threads = torch.get_num_threads()
+    """``cpu_peak.peak_gflops`` on every torch thread; empty where its probe cannot be built or run here."""
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            peak = cpu_peak.probe_peak(cpu_peak.build_probe(Path(tmp)), threads, "avx512_bf16" in cpu_peak.cpu_flags())
+        return cpu_peak.peak_gflops(torch.get_num_threads())
     except (SystemExit, OSError, subprocess.CalledProcessError, ValueError):
         return {}
-    return {"fp32": threads * 32 * peak["fma"] / 1e9, "bf16": threads * 64 * peak["dot"] / 1e9}
 
 
 def bound(cfg, pieces: int, st_seconds: float, m: int) -> list[str]:
@@ -89,14 +83,14 @@ def bound(cfg, pieces: int, st_seconds: float, m: int) -> list[str]:
              "| dtype | GEMM GFLOP/s oneDNN packed | torch.mm | least time for the linear layers, s | "
              "highest possible x sentence-transformers | machine peak GFLOP/s | least time at peak, s | "
              "highest possible at peak |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+    for name, long_name, dtype in (("fp32", "float32", torch.float32), ("bf16", "bfloat16", torch.bfloat16)):
         r = cpu_peak.gemm_rates(m, shapes, dtype)
         best = max(r.values())
         least = total / (best * 1e9)
         row = f"| {name} | {r['oneDNN packed']:.1f} | {r['torch.mm']:.1f} | {least:.3f} | {st_seconds / least:.3f} |"
-        if peaks.get(name):
-            at_peak = total / (peaks[name] * 1e9)
-            row += f" {peaks[name]:.1f} | {at_peak:.3f} | {st_seconds / at_peak:.3f} |"
+        if long_name in peaks:
+            at_peak = total / (peaks[long_name] * 1e9)
+            row += f" {peaks[long_name]:.1f} | {at_peak:.3f} | {st_seconds / at_peak:.3f} |"
         else:
             row += " n/a | n/a | n/a |"
         lines.append(row)

@@ -42,8 +42,8 @@ def setup(device: str | None = None) -> torch.device:
 def teardown(synchronize: bool = True) -> None:
     """Leave the process group. ``synchronize``: first wait at a barrier until every rank is done
     (the normal end of a run; skip it when this rank is failing, so it does not wait on the others),
-    then free objects kept alive only by reference cycles (a DDP wrapper holds the group), so the
-    group is destroyed here, while the interpreter is fully alive, and not during its shutdown."""
+    then collect reference cycles, so nothing they keep alive still holds the group (a DDP wrapper in a
+    cycle would) when it is destroyed here, while the interpreter is fully alive."""
     if dist.is_available() and dist.is_initialized():
         if synchronize and dist.get_world_size() > 1:
             dist.barrier()
