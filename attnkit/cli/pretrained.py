@@ -57,7 +57,7 @@ def run_embed(args) -> int:
     texts = _read_texts(args)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     vectors = _model(args.model).encode(texts, batch_size=args.batch_size, dtype=_dtype(args),
-                                        progress=progress)  # (n, dim)
+                                        progress=progress, workers=args.workers)  # (n, dim)
     out = args.out
     if out is not None and out.suffix == ".npy":
         import numpy as np
@@ -139,6 +139,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bf16", action="store_true", help="compute in bfloat16 (faster; outputs stay float32)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="batches encoded at once, one thread each (default: one per torch thread)")
     common(p)
     p.set_defaults(func=run_embed)
 

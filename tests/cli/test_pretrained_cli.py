@@ -64,6 +64,16 @@ def test_embed_progress_flag(run, tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_embed_workers(run, tmp_path):
+    go, model = run
+    out = tmp_path / "v.npy"
+    texts = [f"sentence {i} on workers" for i in range(6)]
+    assert go("embed", *texts, "--out", str(out), "--batch-size", "2", "--workers", "3") == 0
+    np.testing.assert_allclose(np.load(out), model.encode(texts, workers=1).numpy(), atol=1e-5)
+    with pytest.raises(ValueError, match="`workers` must be a positive integer"):
+        go("embed", "x", "--workers", "0")
+
+
 def test_embed_errors(run, tmp_path):
     go, _ = run
     with pytest.raises(FileNotFoundError, match="--file not found"):

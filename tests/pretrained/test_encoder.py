@@ -59,3 +59,62 @@ def test_progress_bar_counts_texts_and_changes_nothing(minilm, capsys):
     err = capsys.readouterr().err
     assert torch.equal(shown, quiet)
     assert "encode" in err and "10/10" in err  # tqdm's last refresh: every text counted once
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_concurrent_batches_equal_one_at_a_time(minilm, dtype):
+    threads = torch.get_num_threads()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the over-long text is truncated, with a warning
+        serial = minilm.encode(TEXTS, batch_size=3, dtype=dtype, workers=1)
+        streams = minilm.encode(TEXTS, batch_size=3, dtype=dtype, workers=3)
+    assert torch.get_num_threads() == threads  # restored after the workers set it to 1
+    assert F.cosine_similarity(streams, serial).min() > 0.99999
+    assert torch.allclose(streams, serial, atol=1e-5 if dtype == torch.float32 else 1e-3)
+
+
+def test_workers_run_batches_single_threaded_in_their_own_threads(minilm, monkeypatch):
+    import threading
+
+    seen = []
+    hidden = minilm._hidden
+
+    def spy(model, encodings, packed):
+        seen.append((threading.current_thread().name, torch.get_num_threads(), torch.is_inference_mode_enabled()))
+        return hidden(model, encodings, packed)
+
+    monkeypatch.setattr(minilm, "_hidden", spy)
+    texts = [f"text {i} " * (i + 1) for i in range(12)]
+    minilm.encode(texts, batch_size=4, workers=2)
+    assert len(seen) == 3 and all(name.startswith("attnkit-encode") and n == 1 and inf for name, n, inf in seen)
+    seen.clear()
+    minilm.encode(texts, batch_size=4, workers=1)
+    assert [name for name, _, _ in seen] == [threading.current_thread().name] * 3
+
+
+def test_a_failing_batch_raises_and_restores_the_thread_count(minilm, monkeypatch):
+    threads = torch.get_num_threads()
+
+    def boom(model, encodings, packed):
+        raise RuntimeError("batch failed")
+
+    monkeypatch.setattr(minilm, "_hidden", boom)
+    with pytest.raises(RuntimeError, match="batch failed"):
+        minilm.encode(["a", "b", "c", "d"], batch_size=1, workers=2)
+    assert torch.get_num_threads() == threads
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_bad_workers_is_a_clear_error(minilm, bad):
+    with pytest.raises(ValueError, match="`workers` must be a positive integer"):
+        minilm.encode(["a"], workers=bad)
+
+
+def test_stream_count(monkeypatch):
+    from attnkit.pretrained import encoder
+
+    assert encoder.stream_count(4, 2) == 2  # never more streams than batches
+    assert encoder.stream_count(1, 10) == 1
+    assert encoder.stream_count(None, 100) == (torch.get_num_threads() if encoder.openmp_backend() else 1)
+    monkeypatch.setattr(encoder, "openmp_backend", lambda: False)
+    assert encoder.stream_count(4, 10) == 1  # other backends share one thread count: one batch at a time

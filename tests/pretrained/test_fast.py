@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch import nn
 
+from attnkit.functional.norm import add_norm_kernel_runs
 from attnkit.models.bert import BertConfig, BertModel
 from attnkit.nn import TransformerConfig
 from attnkit.nn.blocks import EncoderLayer
@@ -55,11 +56,15 @@ def test_fused_encoder_layers_keep_outputs(dtype, tol):
     fast = fuse_encoder_layers(copy.deepcopy(model).to(dtype))
     assert all(isinstance(layer, FusedEncoderLayer) for layer in fast.encoder.layers)
     assert not any(type(m) is nn.Linear for m in fast.modules())
+    assert all(layer.native_norm == add_norm_kernel_runs(dtype, 16) for layer in fast.encoder.layers)
     ids, lengths = torch.randint(1, 40, (3, 9)), torch.tensor([9, 5, 1])
-    for grad in (False, True):  # autograd on: SDPA; inference: grouped math in bfloat16
-        with torch.set_grad_enabled(grad):
-            a, b = model(ids, lengths=lengths), fast(ids, lengths=lengths)
-        torch.testing.assert_close(b.last_hidden_state.float(), a.last_hidden_state, atol=tol, rtol=tol)
+    for native in (True, False):  # LN(h + f(h)): the native kernel, or the residual as a post-op and a LayerNorm
+        for layer in fast.encoder.layers:
+            layer.native_norm = native and add_norm_kernel_runs(dtype, 16)
+        for grad in (False, True):  # autograd on: SDPA; inference: grouped math in bfloat16
+            with torch.set_grad_enabled(grad):
+                a, b = model(ids, lengths=lengths), fast(ids, lengths=lengths)
+            torch.testing.assert_close(b.last_hidden_state.float(), a.last_hidden_state, atol=tol, rtol=tol)
     with pytest.raises(ValueError, match="weights"):
         fast(ids, lengths=lengths, need_weights=True)
 

@@ -17,8 +17,9 @@
 //   3. O (16 x dv) = P^T V: broadcast P[t, r] against v[t, :], 4 rows x up to 64 dims at a time.
 // The Python backend ("local") is the reference; tests compare the two on random shapes.
 //
-// This file also binds ``short_forward`` (full attention for short sequences, ``short_attention.h``),
-// so that the native kernels build as one extension.
+// This file also binds ``short_forward`` (full attention for short sequences, ``short_attention.h``)
+// and ``add_norm`` (residual addition then LayerNorm, ``add_norm.h``), so that the native kernels
+// build as one extension.
 
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
@@ -30,6 +31,7 @@
 #include <limits>
 #include <vector>
 
+#include "add_norm.h"
 #include "short_attention.h"
 #include "window_tiles.h"
 
@@ -206,6 +208,39 @@ torch::Tensor short_forward(torch::Tensor q, torch::Tensor k, torch::Tensor v, t
   return out.permute({0, 2, 1, 3});
 }
 
+// LayerNorm(x + r) over the last dimension (add_norm.h). x, r (..., d) contiguous, weight and bias (d,),
+// all float32 or all bfloat16; d a multiple of 16. Inference only (no autograd).
+torch::Tensor add_norm(const torch::Tensor& x, const torch::Tensor& r, const torch::Tensor& weight,
+                       const torch::Tensor& bias, double eps) {
+  const auto dt = x.scalar_type();
+  TORCH_CHECK(dt == torch::kFloat32 || dt == torch::kBFloat16, "add_norm: x must be float32 or bfloat16");
+  TORCH_CHECK(r.scalar_type() == dt && weight.scalar_type() == dt && bias.scalar_type() == dt,
+              "add_norm: x, r, weight and bias must share one dtype");
+  TORCH_CHECK(x.dim() >= 1 && r.sizes() == x.sizes(), "add_norm: r must have the shape of x");
+  const int64_t d = x.size(-1);
+  TORCH_CHECK(d % 16 == 0 && weight.dim() == 1 && weight.size(0) == d && bias.dim() == 1 && bias.size(0) == d,
+              "add_norm: the last dimension must be a multiple of 16, weight and bias (d,)");
+  TORCH_CHECK(x.is_contiguous() && r.is_contiguous() && weight.is_contiguous() && bias.is_contiguous(),
+              "add_norm: tensors must be contiguous");
+  auto out = torch::empty_like(x);
+  const int64_t rows = d ? x.numel() / d : 0;
+  auto go = [&](auto tag) {
+    using S = decltype(tag);
+    const S *xp = reinterpret_cast<const S*>(x.data_ptr()), *rp = reinterpret_cast<const S*>(r.data_ptr()),
+            *wp = reinterpret_cast<const S*>(weight.data_ptr()), *bp = reinterpret_cast<const S*>(bias.data_ptr());
+    S* op = reinterpret_cast<S*>(out.data_ptr());
+    at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
+      std::vector<float> y(d);
+      attnkit_norm::add_norm_rows<S>(xp, rp, wp, bp, op, begin, end, d, static_cast<float>(eps), y.data());
+    });
+  };
+  if (dt == torch::kFloat32)
+    go(float{});
+  else
+    go(uint16_t{});
+  return out;
+}
+
 bool short_bf16_supported() { return attnkit_short::cpu_has_bf16(); }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -214,6 +249,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("window_backward", &window_backward, "its backward (float32, recomputing the weights)",
         py::call_guard<py::gil_scoped_release>());
   m.def("short_forward", &short_forward, "full attention for short sequences (float32 / bfloat16, AVX-512)",
+        py::call_guard<py::gil_scoped_release>());
+  m.def("add_norm", &add_norm, "LayerNorm(x + r) over the last dimension (float32 / bfloat16, AVX-512)",
         py::call_guard<py::gil_scoped_release>());
   m.def("short_bf16_supported", &short_bf16_supported, "whether this CPU has AVX512-BF16");
 }
