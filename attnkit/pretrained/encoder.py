@@ -7,6 +7,7 @@ folder's sentence-transformers config says (e.g. mean over real tokens, then L2 
 Where the native ``short`` attention kernel runs (AVX-512 CPUs; bfloat16 needs AVX512-BF16) a batch
 is packed: its texts end to end in one row with a ``segments`` mask and per-text positions, so no
 layer computes anything on padding. Elsewhere batches are right-padded with a ``padding`` mask.
+Batches run concurrently, one single-threaded worker thread per torch thread (``workers``).
 
 Texts longer than ``max_seq_length`` tokens ([CLS] and [SEP] included) are truncated to it, with a
 ``UserWarning`` saying how many were cut; the limit is ``sentence_bert_config.json``'s
