@@ -229,9 +229,10 @@ torch::Tensor add_norm(const torch::Tensor& x, const torch::Tensor& r, const tor
     const S *xp = reinterpret_cast<const S*>(x.data_ptr()), *rp = reinterpret_cast<const S*>(r.data_ptr()),
             *wp = reinterpret_cast<const S*>(weight.data_ptr()), *bp = reinterpret_cast<const S*>(bias.data_ptr());
     S* op = reinterpret_cast<S*>(out.data_ptr());
+    const bool native_bf16 = attnkit_short::cpu_has_bf16();
     at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
       std::vector<float> y(d);
-      attnkit_norm::add_norm_rows<S>(xp, rp, wp, bp, op, begin, end, d, static_cast<float>(eps), y.data());
+      attnkit_norm::add_norm_rows<S>(xp, rp, wp, bp, op, begin, end, d, static_cast<float>(eps), y.data(), native_bf16);
     });
   };
   if (dt == torch::kFloat32)
