@@ -108,6 +108,8 @@ def test_a_failing_batch_raises_and_restores_the_thread_count(minilm, monkeypatc
 def test_bad_workers_is_a_clear_error(minilm, bad):
     with pytest.raises(ValueError, match="`workers` must be a positive integer"):
         minilm.encode(["a"], workers=bad)
+    with pytest.raises(ValueError, match="`workers` must be a positive integer"):
+        minilm.encode([], workers=bad)  # checked before the empty-input shortcut
 
 
 def test_stream_count(monkeypatch):
