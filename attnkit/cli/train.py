@@ -30,13 +30,24 @@ def floor(x: float, digits: int = 4) -> str:
 
 def add_common(p: argparse.ArgumentParser, mod) -> None:
     p.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, metrics.jsonl, curves.png")
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    run = p.add_mutually_exclusive_group()
+    run.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    run.add_argument("--overwrite", action="store_true",
+                     help="delete the run already in --out and start a new one (without it, a fresh run "
+                          "refuses a folder that holds another run)")
     p.add_argument("--device", default=None, help="cpu (default) or cuda")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per process (default 1: faster for small models on a shared CPU)")
+    add_progress_option(p)
     add_config_args(p, TrainConfig, defaults=mod.TRAIN_DEFAULTS, title="training")
     add_config_args(p, TransformerConfig, defaults=mod.ENCODER_DEFAULTS, only=ENCODER_FIELDS,
                     title="encoder (from scratch)")
+
+
+def add_progress_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bars (default: only when stderr is a terminal; otherwise a plain line every "
+                        "~10 s). Dev results and the summary print either way")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -63,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         train_cfg = config_from_args(TrainConfig, args)
         encoder = config_from_args(TransformerConfig, args)
         task = mod.build(args, encoder, seed=train_cfg.seed)
-        result = Trainer(task, train_cfg, device=device).fit(args.out, resume=args.resume)
+        result = Trainer(task, train_cfg, device=device).fit(args.out, resume=args.resume, overwrite=args.overwrite)
         if dist.is_main():
             report(args, result)
         ok = True
@@ -72,14 +83,30 @@ def run(args: argparse.Namespace) -> int:
     return 130 if result["interrupted"] else 0
 
 
+def summary(result: dict) -> list[str]:
+    """The closing lines of a run: how far it got, the best dev score and where things are."""
+    out, lines = Path(result["out"]), []
+    where = f"at step {result['step']} of {result['total_steps']}"
+    if result["interrupted"]:
+        lines.append(f"interrupted {where}; continue with: --resume --out {out}")
+    elif result["time_budget_reached"]:
+        lines.append(f"stopped by the time budget (--max-minutes) {where}; continue with: --resume --out {out}")
+    if result.get("best_dev"):
+        lines.append(f"best dev accuracy: {floor(result['best_dev']['accuracy'])} at step {result['best_step']}")
+    if result.get("dev") and result.get("best_step") != result["step"]:
+        lines.append(f"last dev accuracy: {floor(result['dev']['accuracy'])} at step {result['step']}")
+    if result.get("test"):
+        lines.append(f"test accuracy: {floor(result['test']['accuracy'])}"
+                     + (" (best dev checkpoint)" if result.get("best_dev") else ""))
+    if result.get("checkpoint"):
+        lines.append(f"checkpoint: {result['checkpoint']}")
+    lines.append(f"curves: {out / 'curves.png'}  metrics: {out / 'metrics.jsonl'}")
+    return lines
+
+
 def report(args, result: dict) -> None:
     out = Path(args.out)
     print(f"parameters: {result['params']}  steps: {result['step']}  train time: "
           f"{result['train_seconds']:.1f} s  world size: {int(os.environ.get('WORLD_SIZE', '1'))}")
-    if result["interrupted"]:
-        print(f"stopped early; continue with: --resume --out {out}")
-    for key, name in (("dev", "last dev"), ("best_dev", "best dev"), ("test", "test")):
-        if result.get(key):
-            print(f"{name} accuracy: {floor(result[key]['accuracy'])}")
+    print("\n".join(summary(result)))
     (out / "result.json").write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
-    print(f"checkpoint, metrics.jsonl and curves.png in {out}")

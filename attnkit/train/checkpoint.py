@@ -1,35 +1,43 @@
-"""Atomic checkpoints: weights in safetensors, a JSON of config / vocabulary / labels, trainer state.
+"""Atomic, checksummed checkpoints: weights in safetensors, everything else in JSON. No pickle.
 
 Layout of a run folder ``out/``::
 
-    out/ckpt-00001200/model.safetensors   the weights (float tensors, contiguous)
-    out/ckpt-00001200/meta.json           format version, task, model config, vocab, labels, metrics
-    out/ckpt-00001200/trainer.pt          optimiser, scheduler, RNG states, step / epoch (for --resume)
-    out/latest.json                       {"path": "ckpt-00001200", ...}: the newest complete checkpoint
-    out/best.json                         the checkpoint with the best dev metric
+    out/ckpt-00001200/model.safetensors     the weights (float tensors, contiguous)
+    out/ckpt-00001200/trainer.safetensors   optimiser moments, RNG states: the tensors of the trainer state
+    out/ckpt-00001200/trainer.json          the rest of it: step / epoch / batch, best, scheduler, ...
+    out/ckpt-00001200/meta.json             format version, task, model config, vocab, labels, metrics,
+                                            and the sha256 of every other file of the folder
+    out/latest.json                         {"path": "ckpt-00001200", ...}: the newest complete checkpoint
+    out/best.json                           the checkpoint with the best dev metric
 
 A checkpoint is written into a hidden temporary folder, flushed, then renamed into place; only then
 is ``latest.json`` replaced (``os.replace``, atomic). A kill or a full disk mid-save leaves at most
-a ``.tmp-*`` folder that is ignored and cleaned next time: the previous checkpoint stays the latest.
+a ``.tmp-*`` folder or file that is ignored and cleaned next time: the previous checkpoint stays the
+latest. Loading checks every file against its recorded sha256 first; any problem is one
+``CheckpointError`` line naming the file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import uuid
 from pathlib import Path
 
-import torch
 from torch import nn
 
-FORMAT_VERSION = 1
-WEIGHTS, META, TRAINER = "model.safetensors", "meta.json", "trainer.pt"
+from .state import decode, encode
+
+FORMAT_VERSION = 2  # 1: trainer state in trainer.pt (a pickle, no longer read), no checksums
+WEIGHTS, META, STATE_TENSORS, STATE_JSON = "model.safetensors", "meta.json", "trainer.safetensors", "trainer.json"
+OLD_TRAINER = "trainer.pt"
+RUN_FILES = ("latest.json", "best.json", "metrics.jsonl", "curves.png", "result.json")
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be used: missing, from another task, or from a newer format."""
+    """A checkpoint that cannot be used: missing, damaged, from another task, or from a newer format."""
 
 
 def _fsync_dir(path: Path) -> None:
@@ -47,19 +55,31 @@ def _fsync_dir(path: Path) -> None:
 
 def _write_json(path: Path, obj: dict) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def save_checkpoint(out_dir: str | os.PathLike, model: nn.Module, meta: dict, *, step: int,
                     trainer_state: dict | None = None, best: bool = False, keep: int = 2) -> Path:
     """Write ``out_dir/ckpt-{step}`` atomically and point ``latest.json`` (and ``best.json``) at it.
 
-    ``meta`` must hold ``task``; it is stored with ``format_version`` and ``step``. Keeps the
-    ``keep`` newest checkpoints plus the best one.
+    ``meta`` must hold ``task``; it is stored with ``format_version``, ``step`` and the sha256 of
+    every file. ``trainer_state``: nested dicts / lists / tuples of tensors and JSON values (see
+    ``attnkit.train.state``). Keeps the ``keep`` newest checkpoints plus the best one.
     """
     from safetensors.torch import save_file
 
@@ -71,11 +91,14 @@ def save_checkpoint(out_dir: str | os.PathLike, model: nn.Module, meta: dict, *,
     try:
         tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
         save_file(tensors, str(tmp / WEIGHTS), metadata={"format_version": str(FORMAT_VERSION)})
-        full_meta = {**meta, "format_version": FORMAT_VERSION, "step": step}
+        if trainer_state is not None:
+            doc, state_tensors = encode(trainer_state)
+            save_file(state_tensors, str(tmp / STATE_TENSORS))
+            (tmp / STATE_JSON).write_text(json.dumps(doc, sort_keys=True), encoding="utf-8")
+        files = {p.name: sha256(p) for p in sorted(tmp.iterdir())}
+        full_meta = {**meta, "format_version": FORMAT_VERSION, "step": step, "files": files}
         with open(tmp / META, "w", encoding="utf-8") as f:
             json.dump(full_meta, f, indent=1, sort_keys=True)
-        if trainer_state is not None:
-            torch.save(trainer_state, tmp / TRAINER)
         for p in tmp.iterdir():
             with open(p, "rb") as f:
                 os.fsync(f.fileno())
@@ -97,8 +120,16 @@ def save_checkpoint(out_dir: str | os.PathLike, model: nn.Module, meta: dict, *,
 def _pointer(out: Path, which: str) -> str | None:
     try:
         return json.loads((out / f"{which}.json").read_text(encoding="utf-8"))["path"]
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def clean_leftovers(out: Path) -> None:
+    """Remove what a killed save leaves: ``.tmp-ckpt-*`` folders and ``.*.tmp`` files."""
+    for p in out.glob(".tmp-ckpt-*"):
+        shutil.rmtree(p, ignore_errors=True)
+    for p in [*out.glob(".*.tmp"), *out.glob("*.jsonl.tmp")]:
+        p.unlink(missing_ok=True)
 
 
 def _prune(out: Path, keep: int) -> None:
@@ -107,8 +138,28 @@ def _prune(out: Path, keep: int) -> None:
     for p in ckpts[:-keep] if keep > 0 else ckpts:
         if p.name not in protected:
             shutil.rmtree(p, ignore_errors=True)
-    for p in out.glob(".tmp-ckpt-*"):  # leftovers of a killed save
-        shutil.rmtree(p, ignore_errors=True)
+    clean_leftovers(out)
+
+
+def existing_run(out: str | os.PathLike) -> str | None:
+    """A description of the run ``out`` holds (its checkpoints or metrics), or None."""
+    out = Path(out)
+    ckpts = sorted(p.name for p in out.glob("ckpt-*") if p.is_dir())
+    if ckpts:
+        return f"{len(ckpts)} checkpoint(s), the latest {_pointer(out, 'latest') or ckpts[-1]}"
+    found = [n for n in RUN_FILES if (out / n).exists()]
+    return f"{', '.join(found)}" if found else None
+
+
+def clear_run(out: str | os.PathLike) -> None:
+    """Delete the run in ``out``: its checkpoints and the files the engine writes (nothing else)."""
+    out = Path(out)
+    for p in out.glob("ckpt-*"):
+        if p.is_dir():
+            shutil.rmtree(p)
+    for n in RUN_FILES:
+        (out / n).unlink(missing_ok=True)
+    clean_leftovers(out)
 
 
 def resolve(path: str | os.PathLike, which: str = "latest") -> Path:
@@ -127,38 +178,99 @@ def resolve(path: str | os.PathLike, which: str = "latest") -> Path:
     return ckpts[-1]
 
 
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+def read_meta(folder: Path) -> dict:
+    """meta.json of a checkpoint folder, checked: a JSON object with the keys its format version needs."""
+    path = folder / META
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint: {path} is missing") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"checkpoint: {path} is not valid JSON ({_one_line(e)})") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"checkpoint: {path} must hold a JSON object, got {type(meta).__name__}")
+    version = meta.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise CheckpointError(f"checkpoint: {path} has no valid `format_version` (got {version!r})")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint: {folder} has format version {version!r}; this attnkit reads "
+                              f"versions <= {FORMAT_VERSION}. Upgrade attnkit to load it.")
+    need = {"task": str, "step": int, **({"files": dict} if version >= 2 else {})}
+    for key, kind in need.items():
+        if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
+            raise CheckpointError(f"checkpoint: {path} lacks a valid `{key}` ({kind.__name__}), "
+                                  f"got {meta.get(key)!r}")
+    files = meta.get("files", {})
+    if not all(isinstance(v, str) and len(v) == 64 for v in files.values()):
+        raise CheckpointError(f"checkpoint: {path}: `files` must map file names to sha256 hex digests")
+    return meta
+
+
+def verified(folder: Path, name: str, meta: dict | None = None) -> Path:
+    """``folder/name`` after checking it exists and (format >= 2) matches its sha256 in meta.json."""
+    meta = read_meta(folder) if meta is None else meta
+    path = folder / name
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint: {path} is missing")
+    if meta["format_version"] >= 2:
+        want = meta["files"].get(name)
+        if want is None:
+            raise CheckpointError(f"checkpoint: {path} is not listed in {folder / META}")
+        if sha256(path) != want:
+            raise CheckpointError(f"checkpoint: {path} is damaged: its sha256 differs from the one recorded in "
+                                  f"{META} at save time (truncated, or changed since)")
+    return path
+
+
 def load_meta(path: str | os.PathLike, task: str | None = None, which: str = "latest") -> tuple[Path, dict]:
     """Read and check meta.json: the format version must be known and the task must match."""
     folder = resolve(path, which)
-    try:
-        meta = json.loads((folder / META).read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise CheckpointError(f"checkpoint: {folder / META} is not valid JSON: {e}") from None
-    version = meta.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint: {folder} has format version {version!r}; this attnkit reads "
-                              f"versions <= {FORMAT_VERSION}. Upgrade attnkit to load it.")
+    meta = read_meta(folder)
     if task is not None and meta.get("task") != task:
         raise CheckpointError(f"checkpoint: {folder} was trained for task {meta.get('task')!r}, "
                               f"not {task!r}")
     return folder, meta
 
 
-def load_weights(folder: str | os.PathLike, model: nn.Module) -> None:
+def _read_safetensors(path: Path) -> dict:
     from safetensors.torch import load_file
 
-    state = load_file(str(Path(folder) / WEIGHTS))
+    try:
+        return load_file(str(path))
+    except Exception as e:  # safetensors raises its own error type on a damaged file
+        raise CheckpointError(f"checkpoint: {path} cannot be read ({_one_line(e)})") from None
+
+
+def load_weights(folder: str | os.PathLike, model: nn.Module) -> None:
+    folder = Path(folder)
+    state = _read_safetensors(verified(folder, WEIGHTS))
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as e:
-        raise CheckpointError(f"checkpoint: weights in {folder} do not fit the model: {e}") from None
+        raise CheckpointError(f"checkpoint: weights in {folder} do not fit the model: {_one_line(e)}") from None
     if missing or unexpected:
         raise CheckpointError(f"checkpoint: weights in {folder} do not fit the model: missing {missing[:5]}, "
                               f"unexpected {unexpected[:5]}")
 
 
 def load_trainer_state(folder: str | os.PathLike) -> dict:
-    p = Path(folder) / TRAINER
-    if not p.exists():
-        raise CheckpointError(f"checkpoint: {folder} has no {TRAINER}; it cannot be resumed")
-    return torch.load(p, map_location="cpu", weights_only=False)
+    """The ``trainer_state`` given to ``save_checkpoint``, verified. Never unpickles anything."""
+    folder = Path(folder)
+    meta = read_meta(folder)
+    if (folder / OLD_TRAINER).exists():
+        raise CheckpointError(
+            f"checkpoint: {folder / OLD_TRAINER} is an older attnkit's training state, stored as a pickle, "
+            f"which attnkit no longer loads (a pickle can run code); its weights still work with evaluate and "
+            f"predict, but training cannot resume from it: start a new run (--overwrite or another --out)")
+    if not (folder / STATE_JSON).exists():
+        raise CheckpointError(f"checkpoint: {folder} has no {STATE_JSON}; it cannot be resumed")
+    path = verified(folder, STATE_JSON, meta)
+    tensors = _read_safetensors(verified(folder, STATE_TENSORS, meta))
+    try:
+        return decode(json.loads(path.read_text(encoding="utf-8")), tensors)
+    except (ValueError, UnicodeDecodeError, TypeError, KeyError) as e:
+        raise CheckpointError(f"checkpoint: {path} is not a valid trainer state ({_one_line(e)})") from None

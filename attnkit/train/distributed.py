@@ -78,6 +78,23 @@ def all_reduce_sum(values: list[float]) -> list[float]:
     return t.tolist()
 
 
+def gather_rng(state: dict) -> list[dict]:
+    """Every rank's RNG state (``attnkit.train.state.rng_state``), in rank order (all ranks call it)."""
+    if world_size() == 1:
+        return [state]
+    from .state import from_bytes, to_bytes
+
+    data = torch.frombuffer(bytearray(to_bytes(state)), dtype=torch.uint8)
+    sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(world_size())]
+    dist.all_gather(sizes, torch.tensor([data.numel()], dtype=torch.int64))
+    longest = int(max(sizes))
+    padded = torch.zeros(longest, dtype=torch.uint8)
+    padded[:data.numel()] = data
+    parts = [torch.zeros(longest, dtype=torch.uint8) for _ in sizes]
+    dist.all_gather(parts, padded)
+    return [from_bytes(p[:int(n)].numpy().tobytes()) for p, n in zip(parts, sizes)]
+
+
 def broadcast_flag(flag: bool) -> bool:
     """True on every rank if rank 0's flag is True (used to stop all ranks together on Ctrl-C)."""
     if world_size() == 1:

@@ -13,17 +13,22 @@ How a task plugs in: build a ``Task`` with
 - ``meta``: a JSON-able dict (model config, vocabulary, label set) saved next to the weights;
 - ``lengths`` (optional): one size per train example; batches are then bucketed by length.
 
-Then ``Trainer(task, TrainConfig(...)).fit(out_dir, resume=...)``. The engine gives AdamW, warm-up
-then decay (``attnkit.train.schedule``), gradient clipping, label smoothing, seeds, optional bfloat16
-autocast, tqdm progress, ``metrics.jsonl`` + ``curves.png``, atomic checkpoints, ``--resume`` with
-optimiser / scheduler / RNG state (same result as an uninterrupted run), Ctrl-C = save and stop,
-and DistributedDataParallel when launched by torchrun (``attnkit.train.distributed``).
+Then ``Trainer(task, TrainConfig(...)).fit(out_dir, resume=..., overwrite=...)``. ``fit`` reads as
+its steps: set up (seeds, optimiser, schedule; ``resume`` or start fresh), then per batch
+``train_step``, ``maybe_evaluate`` and ``save`` when due, then ``finish`` (test set, result). The
+engine gives AdamW, warm-up then decay by steps (``attnkit.train.schedule``), gradient clipping,
+label smoothing, seeds, optional bfloat16 autocast on the model's device, progress bars on a
+terminal and plain lines in a log (``attnkit.train.progress``), ``metrics.jsonl`` + ``curves.png``,
+atomic checksummed checkpoints without pickle (``attnkit.train.checkpoint``), ``--resume`` with
+optimiser / scheduler / RNG state (the same numbers as an uninterrupted run, also after a stop by
+``max_minutes``), Ctrl-C = save and stop, and DistributedDataParallel when launched by torchrun
+(``attnkit.train.distributed``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-import random
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -36,9 +41,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import distributed as dist
-from .checkpoint import load_meta, load_trainer_state, load_weights, save_checkpoint
-from .metrics import IGNORE, MetricsLog, count_correct, plot_curves
+from .checkpoint import (STATE_JSON, CheckpointError, clean_leftovers, clear_run, existing_run, load_meta,
+                         load_trainer_state, load_weights, resolve, save_checkpoint)
+from .evaluation import autocast, evaluate, to_device
+from .metrics import IGNORE, MetricsLog, plot_curves
+from .progress import Progress, bars_wanted
 from .schedule import SCHEDULES, make_scheduler
+from .state import RunState, rng_state, seed_everything, set_rng_state
+
+__all__ = ["TrainConfig", "Task", "Trainer", "evaluate", "to_device", "steps_in"]
 
 
 @dataclass(frozen=True)
@@ -60,8 +71,8 @@ class TrainConfig:
     log_every: int = 20
     eval_batch_size: int = 128
     keep: int = 2
-    max_minutes: float = 0.0  # stop after this much training time; the schedule then decays by the clock
-    progress: bool = True
+    max_minutes: float = 0.0  # stop this invocation after this much training time (saved; resume continues)
+    progress: bool | None = None  # progress bars; None: when stderr is a terminal
 
     def __post_init__(self):
         def fail(name, msg):
@@ -82,6 +93,8 @@ class TrainConfig:
             fail("label_smoothing", "must be in [0, 1)")
         if self.schedule not in SCHEDULES:
             fail("schedule", f"must be one of {SCHEDULES}")
+        if self.progress not in (None, True, False):
+            fail("progress", "must be True, False or None (automatic)")
 
 
 @dataclass
@@ -99,57 +112,12 @@ class Task:
     lengths: Sequence[int] | None = None
 
 
-def to_device(batch: Any, device: torch.device) -> Any:
-    if isinstance(batch, Tensor):
-        return batch.to(device)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device) for k, v in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(to_device(v, device) for v in batch)
-    return batch
-
-
-def _tqdm(**kw):
-    from tqdm.auto import tqdm
-
-    return tqdm(dynamic_ncols=True, **kw)
-
-
-@torch.no_grad()
-def evaluate(task: Task, model: nn.Module, data: Sequence, *, batch_size: int = 128, bf16: bool = False,
-             device: torch.device | str = "cpu", progress: bool = True, desc: str = "eval") -> dict:
-    """Accuracy and mean loss of ``model`` on ``data`` (sharded over torchrun processes, then summed)."""
-    if len(data) == 0:
-        raise ValueError(f"evaluate: the {desc} dataset is empty")
-    was = model.training
-    model.eval()
-    r, w = dist.rank(), dist.world_size()
-    idx = list(range(r, len(data), w))
-    try:  # batches of similar lengths pad less (examples whose first field has a length: token ids)
-        idx.sort(key=lambda j: len(data[j][0]))
-    except TypeError:
-        pass
-    correct = counted = loss_sum = 0.0
-    bar = _tqdm(total=len(idx), desc=desc, leave=False, disable=not (progress and dist.is_main()))
-    for i in range(0, len(idx), batch_size):
-        chunk = [data[j] for j in idx[i:i + batch_size]]
-        batch = to_device(task.collate(chunk), torch.device(device))
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits, targets = task.forward(model, batch)[:2]
-        logits = logits.float()
-        c, n = count_correct(logits, targets)
-        if n:
-            loss_sum += float(F.cross_entropy(logits, targets, ignore_index=IGNORE, reduction="sum"))
-        correct, counted = correct + c, counted + n
-        bar.update(len(chunk))
-    bar.close()
-    correct, counted, loss_sum = dist.all_reduce_sum([correct, counted, loss_sum])
-    model.train(was)
-    return {"accuracy": correct / max(counted, 1), "loss": loss_sum / max(counted, 1), "count": int(counted)}
-
-
 class Trainer:
-    """Runs ``task`` with ``config``; ``fit(out_dir, resume)`` returns the final metrics."""
+    """Runs ``task`` with ``config``; ``fit(out_dir, resume=, overwrite=)`` returns the final metrics.
+
+    ``on_step(trainer, step, record)`` (optional) runs after every optimiser step. ``clock`` gives
+    seconds (tests replace it to stop a run by its time budget at a chosen step).
+    """
 
     def __init__(self, task: Task, config: TrainConfig, *, device: torch.device | str = "cpu",
                  on_step: Callable[[Trainer, int, dict], None] | None = None):
@@ -158,8 +126,12 @@ class Trainer:
         if task.lengths is not None and len(task.lengths) != len(task.train):
             raise ValueError(f"Trainer: `lengths` has {len(task.lengths)} entries, train {len(task.train)}")
         self.task, self.config, self.device, self.on_step = task, config, torch.device(device), on_step
+        self.clock: Callable[[], float] = time.perf_counter
+        self.state = RunState()
+        self.progress: Progress | None = None
         self._stop = False
         self._plotted = -1e9
+        self._new_best = False
 
     def request_stop(self) -> None:
         """Finish the current step, save a checkpoint, return (what Ctrl-C does)."""
@@ -181,23 +153,183 @@ class Trainer:
         order = torch.randperm(len(groups), generator=g).tolist()
         return [groups[i][r::w] for i in order]
 
-    # -- state ---------------------------------------------------------------------------------
-    def _meta(self, metrics: dict) -> dict:
-        return {**self.task.meta, "task": self.task.name, "train_config": asdict(self.config),
-                "metrics": metrics}
+    # -- fit, step by step ---------------------------------------------------------------------
+    def fit(self, out_dir: str | Path, *, resume: bool = False, overwrite: bool = False) -> dict:
+        """Train for ``total`` steps (or until stopped), evaluating and saving on the way.
 
-    def _save(self, out: Path, model, opt, sched, step, pos, best_flag, metrics, extra, final=False) -> None:
+        ``resume``: continue the run in ``out_dir``; otherwise ``out_dir`` must not hold another
+        run unless ``overwrite`` (which deletes it).
+        """
+        notes = self._setup(Path(out_dir), resume, overwrite)
+        with self._catch_sigint(), Progress(self.total, self.state.step, f"train {self.task.name}",
+                                            bars=self.bars, enabled=dist.is_main()) as self.progress:
+            for line in notes:
+                self.progress.write(line)
+            stop = self._loop()
+        return self.finish(stop)
+
+    def _setup(self, out: Path, resume: bool, overwrite: bool) -> list[str]:
+        """Seeds, model on its device, optimiser, schedule, log; then resume or start fresh."""
+        cfg = self.config
+        self.out = out
+        seed_everything(cfg.seed + dist.rank())
+        self.model = self.task.model.to(self.device)
+        self.total = cfg.max_steps or cfg.epochs * len(self.epoch_batches(0))
+        self.optimizer = self._optimizer(self.model)
+        self.scheduler = make_scheduler(self.optimizer, cfg.schedule, cfg.warmup_steps, self.total)
+        self.log = MetricsLog(out / "metrics.jsonl", enabled=dist.is_main())
+        self.bars = bars_wanted(cfg.progress) and dist.is_main()
+        notes = self.resume() if resume else self._start_fresh(overwrite)
+        self.dmodel = dist.wrap(self.model)
+        self.dmodel.train()
+        return notes
+
+    def _start_fresh(self, overwrite: bool) -> list[str]:
+        found = existing_run(self.out)
+        if found and not overwrite:
+            raise ValueError(f"train: {self.out} already holds a run ({found}); continue it with --resume, "
+                             f"or start over with --overwrite (deletes it)")
+        dist.barrier()  # every rank has looked before rank 0 deletes anything
+        if found and dist.is_main():
+            clear_run(self.out)
+        self.state = RunState()
+        return [f"deleted the previous run in {self.out} (--overwrite)"] if found else []
+
+    def resume(self) -> list[str]:
+        """Continue from the latest checkpoint in ``out``: weights, optimiser, schedule, RNG, position."""
+        folder, _ = load_meta(self.out, task=self.task.name)
+        load_weights(folder, self.model)
+        st = load_trainer_state(folder)
+        try:
+            self.optimizer.load_state_dict(st["optimizer"])
+            self.scheduler.load_state_dict(st["scheduler"])
+            self.state = RunState(**st["run"])
+            rng, saved_world = st["rng"], st["world_size"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise CheckpointError(f"checkpoint: {folder / STATE_JSON} does not fit this run ({e})") from None
+        notes = [f"resumed from {folder} at step {self.state.step}"]
+        if saved_world == dist.world_size():
+            notes += set_rng_state(rng[dist.rank()], self.device)
+        else:
+            seed_everything(self.config.seed + dist.rank() + 1_000_003 * self.state.step)
+            notes.append(f"the run was saved by {saved_world} process(es), resumed by {dist.world_size()}: "
+                         f"batches and random draws differ from an uninterrupted run")
         if dist.is_main():
-            state = {"step": step, "epoch": pos[0], "batch": pos[1], "optimizer": opt.state_dict(),
-                     "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(),
-                     "python_rng": random.getstate(), **extra}
-            save_checkpoint(out, dist.unwrap(model), self._meta(metrics), step=step, trainer_state=state,
-                            best=best_flag, keep=self.config.keep)
+            clean_leftovers(self.out)
+        self.log.truncate_after(self.state.step)
+        return notes
+
+    def _loop(self) -> str | None:
+        """Steps until the last one; returns why it ended early: "user" (Ctrl-C), "time", or None."""
+        s = self.state
+        self._started, seconds_before = self.clock(), s.seconds
+        window_start, epoch, batches = self._started, None, []
+        while s.step < self.total:
+            if epoch != s.epoch:
+                epoch, batches = s.epoch, self.epoch_batches(s.epoch)
+            loss, n = self.train_step(batches[s.batch])
+            s.advance(len(batches))
+            now = self.clock()
+            s.seconds = seconds_before + now - self._started
+            s.window_loss, s.window_items = s.window_loss + loss * n, s.window_items + n
+            rec = {"step": s.step, "epoch": epoch, "split": "train", "loss": s.window_loss / max(s.window_items, 1),
+                   "lr": self.scheduler.get_last_lr()[0], "items_per_s": s.window_items / max(now - window_start, 1e-9)}
+            logged = s.step % self.config.log_every == 0 or s.step == self.total
+            if logged:
+                self.log.write(rec)
+                s.window_loss, s.window_items, window_start = 0.0, 0, now
+            self.progress.step(s.step, rec if logged else None)
+            if self.on_step is not None:
+                self.on_step(self, s.step, rec)
+            stop = self._stop_reason()
+            if self.maybe_evaluate() or stop:  # a stop saves without an extra evaluation: resume stays exact
+                self.save(final=bool(stop) or s.step >= self.total)
+            if stop:
+                return stop
+        return None
+
+    def train_step(self, indices: list[int]) -> tuple[float, int]:
+        """One optimiser step on the train examples ``indices``: (loss, number of scored targets)."""
+        cfg, task = self.config, self.task
+        batch = to_device(task.collate([task.train[i] for i in indices]), self.device)
+        with autocast(self.device, cfg.bf16):
+            logits, targets, *extra = task.forward(self.dmodel, batch)
+        loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE, label_smoothing=cfg.label_smoothing)
+        if extra:
+            loss = loss + extra[0].float()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        return float(loss.detach()), int((targets != IGNORE).sum())
+
+    def _stop_reason(self) -> str | None:
+        over = self.config.max_minutes > 0 and self.clock() - self._started > 60 * self.config.max_minutes
+        user = self._stop
+        if dist.world_size() > 1:  # every rank stops at the same step
+            over, user = dist.broadcast_flag(over), dist.broadcast_flag(user)
+        return "user" if user else "time" if over and self.state.step < self.total else None
+
+    def maybe_evaluate(self) -> bool:
+        """Score dev when due (every ``eval_every`` steps, else at each epoch's end, and at the last
+        step) and track the best; True when due (a checkpoint follows)."""
+        cfg, s = self.config, self.state
+        due = s.step >= self.total or (s.step % cfg.eval_every == 0 if cfg.eval_every else s.at_epoch_end)
+        if not due or self.task.dev is None:
+            return due
+        m = evaluate(self.task, self.model, self.task.dev, batch_size=cfg.eval_batch_size, bf16=cfg.bf16,
+                     device=self.device, progress=self.bars, desc="dev")
+        self.log.write({"step": s.step, "epoch": s.epoch - s.at_epoch_end, "split": "dev", "seconds": s.seconds,
+                        **m})
+        s.dev, self._new_best = m, s.best is None or m["accuracy"] > s.best
+        if self._new_best:
+            s.best = m["accuracy"]
+        self.progress.write(f"step {s.step}/{self.total}  dev accuracy {m['accuracy']:.4f}  loss {m['loss']:.4f}"
+                            + ("  (best so far)" if self._new_best else ""))
+        return True
+
+    def save(self, final: bool = False) -> None:
+        """A checkpoint of weights, optimiser, schedule, every rank's RNG and the run state; rank 0 writes."""
+        rngs = dist.gather_rng(rng_state(self.device))
+        if dist.is_main():
+            state = {"run": asdict(self.state), "optimizer": self.optimizer.state_dict(),
+                     "scheduler": self.scheduler.state_dict(), "rng": rngs, "world_size": dist.world_size()}
+            save_checkpoint(self.out, dist.unwrap(self.dmodel), self._meta(), step=self.state.step,
+                            trainer_state=state, best=self._new_best, keep=self.config.keep)
             now = time.perf_counter()
             if final or now - self._plotted > 60:  # matplotlib is slow: at most once a minute, and at the end
-                plot_curves(out / "metrics.jsonl", out / "curves.png", title=self.task.name)
+                plot_curves(self.out / "metrics.jsonl", self.out / "curves.png", title=self.task.name)
                 self._plotted = now
+        self._new_best = False
         dist.barrier()
+
+    def finish(self, stop: str | None) -> dict:
+        """The result; unless the user stopped the run, the test set scored with the best checkpoint."""
+        s, task, cfg = self.state, self.task, self.config
+        result = {"step": s.step, "total_steps": self.total, "train_seconds": s.seconds, "dev": s.dev,
+                  "interrupted": stop == "user", "time_budget_reached": stop == "time",
+                  "complete": s.step >= self.total, "out": str(self.out),
+                  "params": sum(p.numel() for p in self.model.parameters())}
+        best = load_meta(self.out, which="best") if (self.out / "best.json").exists() else None
+        if best is not None:
+            result["best_dev"], result["best_step"] = best[1].get("metrics", {}), best[1]["step"]
+        if existing_run(self.out):
+            result["checkpoint"] = str(resolve(self.out, "best"))
+        if task.test is None or stop == "user":
+            return result
+        if best is not None:
+            load_weights(best[0], self.model)
+        result["test"] = evaluate(task, self.model, task.test, batch_size=cfg.eval_batch_size, bf16=cfg.bf16,
+                                  device=self.device, progress=self.bars, desc="test")
+        self.log.write({"step": s.step, "split": "test", **result["test"]})
+        return result
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _meta(self) -> dict:
+        return {**self.task.meta, "task": self.task.name, "train_config": asdict(self.config),
+                "metrics": self.state.dev}
 
     def _optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
@@ -205,146 +337,25 @@ class Trainer:
         return torch.optim.AdamW([{"params": decay, "weight_decay": self.config.weight_decay},
                                   {"params": no_decay, "weight_decay": 0.0}], lr=self.config.lr)
 
-    # -- the loop ------------------------------------------------------------------------------
-    def fit(self, out_dir: str | Path, *, resume: bool = False) -> dict:
-        cfg, task, out = self.config, self.task, Path(out_dir)
-        torch.manual_seed(cfg.seed + dist.rank())
-        random.seed(cfg.seed + dist.rank())
-        model = task.model.to(self.device)
-        steps_per_epoch = len(self.epoch_batches(0))
-        total = cfg.max_steps or cfg.epochs * steps_per_epoch
-        opt = self.optimizer = self._optimizer(model)
-        clock = {"seconds": 0.0, "start": time.perf_counter()}
-
-        def budget_used() -> float:  # with --max-minutes the schedule also follows the clock
-            return (clock["seconds"] + time.perf_counter() - clock["start"]) / (60 * cfg.max_minutes)
-
-        sched = make_scheduler(opt, cfg.schedule, cfg.warmup_steps, total,
-                               progress=budget_used if cfg.max_minutes else None)
-        step, pos, best, seconds, last_eval = 0, (0, 0), None, 0.0, {}
-        log = MetricsLog(out / "metrics.jsonl", enabled=dist.is_main())
-        if resume:
-            folder, meta = load_meta(out, task=task.name)
-            load_weights(folder, model)
-            st = load_trainer_state(folder)
-            opt.load_state_dict(st["optimizer"])
-            sched.load_state_dict(st["scheduler"])
-            torch.set_rng_state(st["torch_rng"])
-            random.setstate(st["python_rng"])
-            step, pos = st["step"], (st["epoch"], st["batch"])
-            best, seconds = st.get("best"), st.get("seconds", 0.0)
-            last_eval = meta.get("metrics", {})
-            log.truncate_after(step)
-            if dist.is_main():
-                print(f"resumed from {folder} at step {step}")
-        elif dist.is_main() and log.path.exists():
-            log.path.unlink()
-        dmodel = dist.wrap(model)
-        dmodel.train()
+    @contextlib.contextmanager
+    def _catch_sigint(self):
+        """Ctrl-C finishes the step, saves and stops (a second Ctrl-C aborts); the old handler comes back."""
         self._stop = False
-        old_handler = None
         try:
-            old_handler = signal.signal(signal.SIGINT, self._on_sigint)
+            old = signal.signal(signal.SIGINT, self._on_sigint)
         except ValueError:  # not the main thread
-            pass
-        bar = _tqdm(total=total, initial=step, desc=f"train {task.name}",
-                    disable=not (cfg.progress and dist.is_main()))
-        t_start, t_log, items, loss_acc, n_acc = time.perf_counter(), time.perf_counter(), 0, 0.0, 0
-        clock.update(seconds=seconds, start=t_start)
-        saved_at = step if resume else -1
-        budget_hit = False
+            old = None
         try:
-            while step < total:
-                epoch, first = pos
-                batches = self.epoch_batches(epoch)
-                for bi in range(first, len(batches)):
-                    batch = to_device(task.collate([task.train[i] for i in batches[bi]]), self.device)
-                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
-                        logits, targets, *extra = task.forward(dmodel, batch)
-                    loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE,
-                                           label_smoothing=cfg.label_smoothing)
-                    if extra:
-                        loss = loss + extra[0].float()
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if cfg.clip_norm > 0:
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-                    opt.step()
-                    sched.step()
-                    step += 1
-                    pos = (epoch, bi + 1) if bi + 1 < len(batches) else (epoch + 1, 0)
-                    n = int((targets != IGNORE).sum())
-                    items, loss_acc, n_acc = items + n, loss_acc + float(loss.detach()) * n, n_acc + n
-                    bar.update(1)
-                    now = time.perf_counter()
-                    rec = {"step": step, "epoch": epoch, "split": "train", "loss": loss_acc / max(n_acc, 1),
-                           "lr": sched.get_last_lr()[0], "items_per_s": items / max(now - t_log, 1e-9)}
-                    if step % cfg.log_every == 0 or step == total:
-                        log.write(rec)
-                        bar.set_postfix(loss=f"{rec['loss']:.4f}", it_s=f"{rec['items_per_s']:.0f}")
-                        t_log, items, loss_acc, n_acc = now, 0, 0.0, 0
-                    if self.on_step is not None:
-                        self.on_step(self, step, rec)
-                    over = bool(cfg.max_minutes) and (seconds + now - t_start) > 60 * cfg.max_minutes
-                    user = self._stop
-                    if dist.world_size() > 1:  # every rank stops at the same step
-                        over, user = dist.broadcast_flag(over), dist.broadcast_flag(user)
-                    finished = step >= total or over  # the time budget ends a run like its last step
-                    due = (cfg.eval_every and step % cfg.eval_every == 0) or \
-                        (not cfg.eval_every and pos[1] == 0) or finished
-                    if due or user:  # a user stop saves without an extra evaluation: resume stays exact
-                        elapsed = seconds + time.perf_counter() - t_start
-                        is_best = False
-                        if due:
-                            last_eval, is_best = self._eval_dev(model, step, epoch, elapsed, log, best)
-                        if is_best:
-                            best = last_eval.get("accuracy")
-                        extra = {"best": best, "seconds": elapsed}
-                        self._save(out, dmodel, opt, sched, step, pos, is_best, last_eval, extra,
-                                   final=user or finished)
-                        saved_at = step
-                    if user or finished:
-                        budget_hit = over and not user
-                        break
-                else:
-                    continue
-                break
+            yield
         finally:
-            bar.close()
-            if old_handler is not None:
-                signal.signal(signal.SIGINT, old_handler)
-        seconds += time.perf_counter() - t_start
-        if saved_at != step:  # pragma: no cover - every exit path above saves
-            extra = {"best": best, "seconds": seconds}
-            self._save(out, dmodel, opt, sched, step, pos, False, last_eval, extra, final=True)
-        done = step >= total or budget_hit
-        result = {"step": step, "train_seconds": seconds, "dev": last_eval, "interrupted": not done,
-                  "time_budget_reached": budget_hit,
-                  "params": sum(p.numel() for p in model.parameters())}
-        if task.test is not None and done:
-            if task.dev is not None and (out / "best.json").exists():
-                folder, meta = load_meta(out, which="best")
-                load_weights(folder, model)
-                result["best_dev"] = meta.get("metrics", {})
-            result["test"] = evaluate(task, model, task.test, batch_size=cfg.eval_batch_size, bf16=cfg.bf16,
-                                      device=self.device, progress=cfg.progress, desc="test")
-            log.write({"step": step, "split": "test", **result["test"]})
-        return result
-
-    def _eval_dev(self, model, step, epoch, elapsed, log, best) -> tuple[dict, bool]:
-        if self.task.dev is None:
-            return {}, False
-        m = evaluate(self.task, model, self.task.dev, batch_size=self.config.eval_batch_size,
-                     bf16=self.config.bf16, device=self.device, progress=self.config.progress, desc="dev")
-        log.write({"step": step, "epoch": epoch, "split": "dev", "seconds": elapsed, **m})
-        if dist.is_main() and self.config.progress:
-            print(f"step {step}: dev accuracy {m['accuracy']:.4f} loss {m['loss']:.4f}", flush=True)
-        return m, best is None or m["accuracy"] > best
+            if old is not None:
+                signal.signal(signal.SIGINT, old)
 
     def _on_sigint(self, signum, frame):
         if self._stop:  # second Ctrl-C: give up at once
             raise KeyboardInterrupt
-        print("\ninterrupt: finishing this step, saving a checkpoint (Ctrl-C again to abort)", flush=True)
+        line = "interrupt: finishing this step, saving a checkpoint (Ctrl-C again to abort)"
+        self.progress.write(line) if self.progress is not None else print(line, flush=True)
         self._stop = True
 
 

@@ -33,10 +33,11 @@ class MetricsLog:
             f.write(json.dumps(record, sort_keys=True) + "\n")
 
     def truncate_after(self, step: int) -> None:
-        """Drop records logged after ``step`` (used on resume, so a record is never repeated)."""
+        """Drop records logged after ``step``, and test scores, which the end of a run writes (used on
+        resume, so a record is never repeated and the log reads as an uninterrupted run's)."""
         if not self.enabled or not self.path.exists():
             return
-        keep = [r for r in read_metrics(self.path) if r.get("step", 0) <= step]
+        keep = [r for r in read_metrics(self.path) if r.get("step", 0) <= step and r.get("split") != "test"]
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in keep), encoding="utf-8")
         os.replace(tmp, self.path)

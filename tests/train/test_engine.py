@@ -23,7 +23,10 @@ def test_fit_learns_and_writes_run_folder(tmp_path):
     latest = json.loads((tmp_path / "latest.json").read_text())
     assert latest["step"] == 36
     folder, meta = load_meta(tmp_path, task="toy")
-    assert meta["labels"] == ["left", "right"] and meta["format_version"] == 1
+    assert meta["labels"] == ["left", "right"] and meta["format_version"] == 2
+    assert sorted(meta["files"]) == ["model.safetensors", "trainer.json", "trainer.safetensors"]
+    assert res["best_dev"]["accuracy"] == max(r["accuracy"] for r in read_metrics(tmp_path / "metrics.jsonl")
+                                              if r["split"] == "dev")
     recs = read_metrics(tmp_path / "metrics.jsonl")
     assert {r["split"] for r in recs} == {"train", "dev", "test"}
     assert [r["step"] for r in recs if r["split"] == "dev"] == [9, 18, 27, 36]
@@ -101,11 +104,99 @@ def test_ctrl_c_saves_and_stops_cleanly(tmp_path):
         signal.signal(signal.SIGINT, before)
 
 
-def test_time_budget_finishes_the_run(tmp_path):
-    cfg = TrainConfig(**{**CFG.__dict__, "max_minutes": 1e-6})
-    res = Trainer(toy_task(), cfg).fit(tmp_path)
-    assert res["step"] == 1 and res["time_budget_reached"] and not res["interrupted"]
-    assert res["test"]["count"] == 24
+class FakeClock:
+    """Seconds that advance one per call of ``tick`` (one per step), whatever the real time."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def _budget_stopped(task, cfg, stop_at):
+    """A trainer whose clock says one minute passes per step: ``max_minutes=stop_at`` stops it there."""
+    clock = FakeClock()
+
+    def tick(trainer, step, rec):
+        clock.t += 60.0 + 1e-6
+
+    tr = Trainer(task, TrainConfig(**{**cfg.__dict__, "max_minutes": float(stop_at) - 0.5}), on_step=tick)
+    tr.clock = clock
+    return tr
+
+
+@pytest.mark.parametrize("stop_at", [9, 14])  # at an epoch end (and evaluation), mid-epoch
+def test_time_budget_stop_then_resume_matches_uninterrupted_run(tmp_path, stop_at):
+    """--max-minutes stops a run early and saves it; the schedule follows steps, not the clock, so
+    resuming gives bitwise the weights and metrics of a run that was never stopped."""
+    full = toy_task()
+    res_full = Trainer(full, CFG).fit(tmp_path / "full")
+    res = _budget_stopped(toy_task(), CFG, stop_at).fit(tmp_path / "part")
+    assert res["step"] == stop_at and res["time_budget_reached"] and not res["interrupted"] and not res["complete"]
+    assert res["test"]["count"] == 24  # scored with what it has
+    assert json.loads((tmp_path / "part/latest.json").read_text())["step"] == stop_at
+    resumed = toy_task(model_seed=99)  # fresh weights: everything must come from the checkpoint
+    res_resumed = Trainer(resumed, CFG).fit(tmp_path / "part", resume=True)
+    assert res_resumed["step"] == 36 and res_resumed["complete"] and not res_resumed["time_budget_reached"]
+    for k, v in _weights(full.model).items():
+        torch.testing.assert_close(_weights(resumed.model)[k], v, rtol=0, atol=0)
+    assert res_resumed["test"] == res_full["test"] and res_resumed["best_dev"] == res_full["best_dev"]
+
+    def records(run):
+        return [{k: v for k, v in r.items() if k not in ("items_per_s", "seconds")}
+                for r in read_metrics(tmp_path / run / "metrics.jsonl")]
+
+    assert records("part") == records("full")  # train losses, learning rates, dev and test: one test record
+
+
+def test_schedule_follows_steps_not_the_clock(tmp_path):
+    """A slow clock (an hour per step) and a time budget that is never reached change nothing."""
+    lrs = {}
+    for name, hours in (("fast", 0.0), ("slow", 1.0)):
+        clock = FakeClock()
+        seen = lrs.setdefault(name, [])
+
+        def tick(trainer, step, rec, clock=clock, hours=hours, seen=seen):
+            clock.t += 3600 * hours
+            seen.append(rec["lr"])
+
+        tr = Trainer(toy_task(), TrainConfig(**{**CFG.__dict__, "max_minutes": 1e6}), on_step=tick)
+        tr.clock = clock
+        lrs[name + "_res"] = tr.fit(tmp_path / name)
+    assert lrs["fast"] == lrs["slow"] and len(lrs["fast"]) == 36
+    assert lrs["fast"][1] == pytest.approx(1e-2) and lrs["fast"][-1] == 0.0
+    assert lrs["fast_res"]["test"] == lrs["slow_res"]["test"]
+
+
+def test_same_seed_same_numbers_other_seed_other_numbers(tmp_path):
+    a, b, c = toy_task(), toy_task(), toy_task()
+    ra = Trainer(a, CFG).fit(tmp_path / "a")
+    rb = Trainer(b, CFG).fit(tmp_path / "b")
+    rc = Trainer(c, TrainConfig(**{**CFG.__dict__, "seed": 4})).fit(tmp_path / "c")
+    assert ra["test"] == rb["test"] and ra["dev"] == rb["dev"]
+    for k, v in _weights(a.model).items():
+        torch.testing.assert_close(_weights(b.model)[k], v, rtol=0, atol=0)
+    assert rc["dev"]["loss"] != ra["dev"]["loss"]
+
+
+def test_fresh_run_refuses_a_folder_with_a_run_unless_overwrite(tmp_path):
+    Trainer(toy_task(), CFG).fit(tmp_path)
+    mine = tmp_path / "notes.txt"
+    mine.write_text("not attnkit's")
+    with pytest.raises(ValueError, match="already holds a run .*--resume.*--overwrite"):
+        Trainer(toy_task(), CFG).fit(tmp_path)
+    assert (tmp_path / "latest.json").exists()  # nothing was deleted
+    cfg = TrainConfig(**{**CFG.__dict__, "max_steps": 5})
+    res = Trainer(toy_task(), cfg).fit(tmp_path, overwrite=True)
+    assert res["step"] == 5 and mine.read_text() == "not attnkit's"
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*")) == ["ckpt-00000005"]
+    assert max(r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")) == 5  # the old log is gone
+    with pytest.raises(CheckpointError, match="empty does not exist"):
+        Trainer(toy_task(), CFG).fit(tmp_path / "empty", resume=True)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="no checkpoint in"):
+        Trainer(toy_task(), CFG).fit(tmp_path / "empty", resume=True)
 
 
 def test_bfloat16_autocast_and_inverse_sqrt_schedule(tmp_path):
