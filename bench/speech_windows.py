@@ -80,7 +80,7 @@ def main(argv=None) -> int:
         ns = argparse.Namespace(data=args.data, download=False, window=window, subsample=args.subsample, n_mels=40,
                                 holdout_speaker=args.holdout_speaker, dev=False, augment=True)
         task = S.build(ns, enc, seed=args.seed)
-        result = Trainer(task, train_cfg).fit(root / f"w{w}")
+        result = Trainer(task, train_cfg).fit(root / f"w{w}", overwrite=True)
         model = task.model
         batch = S.collate(task.train[:32])
         opt = torch.optim.SGD(model.parameters(), lr=0.0)

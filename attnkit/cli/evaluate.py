@@ -17,13 +17,18 @@ def open_checkpoint(path: Path, which: str = "best"):
         raise CheckpointError(f"checkpoint: {folder} is for task {meta.get('task')!r}, which this attnkit does "
                               f"not know (known: {sorted(TASKS)})")
     mod = task_module(meta["task"])
-    return folder, meta, mod, mod.load(folder, meta)
+    try:
+        model = mod.load(folder, meta)
+    except (KeyError, TypeError, AttributeError) as e:  # meta.json without what this task's model needs
+        raise CheckpointError(f"checkpoint: {folder / 'meta.json'} lacks or has an invalid entry for the "
+                              f"{meta['task']} model ({type(e).__name__}: {e})") from None
+    return folder, meta, mod, model
 
 
 def run(args) -> int:
     folder, meta, mod, model = open_checkpoint(args.checkpoint, args.which)
     data = mod.evaluation_data(meta, args.data, args)
-    res = evaluate(mod.task_for(model, meta), model, data, batch_size=args.batch_size, progress=True)
+    res = evaluate(mod.task_for(model, meta), model, data, batch_size=args.batch_size, progress=None)
     print(f"checkpoint: {folder} (task {meta['task']}, step {meta.get('step')})")
     print(f"examples scored: {res['count']}  loss: {res['loss']:.4f}")
     print(f"accuracy: {floor(res['accuracy'])}")

@@ -266,7 +266,7 @@ def load_trainer_state(folder: str | os.PathLike) -> dict:
             f"checkpoint: {folder / OLD_TRAINER} is an older attnkit's training state, stored as a pickle, "
             f"which attnkit no longer loads (a pickle can run code); its weights still work with evaluate and "
             f"predict, but training cannot resume from it: start a new run (--overwrite or another --out)")
-    if not (folder / STATE_JSON).exists():
+    if STATE_JSON not in meta.get("files", {}) and not (folder / STATE_JSON).exists():  # saved without it
         raise CheckpointError(f"checkpoint: {folder} has no {STATE_JSON}; it cannot be resumed")
     path = verified(folder, STATE_JSON, meta)
     tensors = _read_safetensors(verified(folder, STATE_TENSORS, meta))

@@ -41,8 +41,18 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import distributed as dist
-from .checkpoint import (STATE_JSON, CheckpointError, clean_leftovers, clear_run, existing_run, load_meta,
-                         load_trainer_state, load_weights, resolve, save_checkpoint)
+from .checkpoint import (
+    STATE_JSON,
+    CheckpointError,
+    clean_leftovers,
+    clear_run,
+    existing_run,
+    load_meta,
+    load_trainer_state,
+    load_weights,
+    resolve,
+    save_checkpoint,
+)
 from .evaluation import autocast, evaluate, to_device
 from .metrics import IGNORE, MetricsLog, plot_curves
 from .progress import Progress, bars_wanted
@@ -241,9 +251,10 @@ class Trainer:
             self.progress.step(s.step, rec if logged else None)
             if self.on_step is not None:
                 self.on_step(self, s.step, rec)
-            stop = self._stop_reason()
+            stop, paused = self._stop_reason(), self.clock()
             if self.maybe_evaluate() or stop:  # a stop saves without an extra evaluation: resume stays exact
                 self.save(final=bool(stop) or s.step >= self.total)
+            window_start += self.clock() - paused  # the rate counts training time only
             if stop:
                 return stop
         return None

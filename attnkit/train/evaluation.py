@@ -57,7 +57,8 @@ def evaluate(task: Task, model: nn.Module, data: Sequence, *, batch_size: int = 
     except TypeError:
         pass
     correct = counted = loss_sum = 0.0
-    bar = tqdm_bar(total=len(idx), desc=desc, leave=False, disable=not (bars_wanted(progress) and dist.is_main()))
+    bar = tqdm_bar(total=len(idx), desc=desc, unit=" examples", leave=False,
+                   disable=not (bars_wanted(progress) and dist.is_main()))
     for i in range(0, len(idx), batch_size):
         chunk = [data[j] for j in idx[i:i + batch_size]]
         batch = to_device(task.collate(chunk), torch.device(device))

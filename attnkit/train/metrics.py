@@ -44,14 +44,15 @@ class MetricsLog:
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:
+    """The records of a metrics log; lines that are not a JSON object (cut by a kill, damaged) are skipped."""
     out = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:  # a line cut by a kill: skip it
-                continue
+    for line in Path(path).read_bytes().decode("utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
     return out
 
 

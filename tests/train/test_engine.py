@@ -224,3 +224,50 @@ def test_extra_loss_from_forward_is_trained_and_logged(tmp_path):
     first_plain = [r for r in read_metrics(tmp_path / "plain" / "metrics.jsonl") if r["split"] == "train"][0]
     assert first["loss"] > first_plain["loss"] + 1.0  # the logged training loss includes the extra term
     assert extra["test"]["loss"] < 1.0 and plain["test"]["loss"] < 1.0
+
+
+KILLABLE = """
+import sys, time
+from attnkit.train import TrainConfig, Trainer
+from tests.train.toy import toy_task
+from tests.train.test_engine import CFG
+Trainer(toy_task(), CFG, on_step=lambda t, s, r: time.sleep(0.05)).fit(sys.argv[1], resume=len(sys.argv) > 2)
+"""
+
+
+def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
+    """kill -9 in the middle of a run (after its first checkpoint), then --resume: bitwise the same."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "killed"
+    p = subprocess.Popen([sys.executable, "-c", KILLABLE, str(out)], env=env, cwd=root,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not (out / "latest.json").exists() and time.time() < deadline and p.poll() is None:
+        time.sleep(0.02)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    killed_at = json.loads((out / "latest.json").read_text())["step"]
+    assert p.returncode == -signal.SIGKILL and 9 <= killed_at < 36
+    r = subprocess.run([sys.executable, "-c", KILLABLE, str(out), "resume"], env=env, cwd=root,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    Trainer(toy_task(), CFG).fit(tmp_path / "full")
+    from safetensors.torch import load_file
+
+    def last_weights(run):
+        return load_file(str(run / json.loads((run / "latest.json").read_text())["path"] / "model.safetensors"))
+
+    resumed, full = last_weights(out), last_weights(tmp_path / "full")
+    for k, v in full.items():
+        torch.testing.assert_close(resumed[k], v, rtol=0, atol=0)
+    a = [r for r in read_metrics(tmp_path / "full/metrics.jsonl") if r["split"] != "train"]
+    b = [r for r in read_metrics(out / "metrics.jsonl") if r["split"] != "train"]
+    assert [(r["step"], r["accuracy"], r["loss"]) for r in a] == [(r["step"], r["accuracy"], r["loss"]) for r in b]
