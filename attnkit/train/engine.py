@@ -233,31 +233,41 @@ class Trainer:
         """Steps until the last one; returns why it ended early: "user" (Ctrl-C), "time", or None."""
         s = self.state
         self._started, seconds_before = self.clock(), s.seconds
-        window_start, epoch, batches = self._started, None, []
+        self._window_start, epoch, batches = self._started, None, []
         while s.step < self.total:
             if epoch != s.epoch:
                 epoch, batches = s.epoch, self.epoch_batches(s.epoch)
+            if s.batch >= len(batches):  # resumed with a larger batch size: this epoch is done
+                s.epoch, s.batch = s.epoch + 1, 0
+                continue
             loss, n = self.train_step(batches[s.batch])
             s.advance(len(batches))
-            now = self.clock()
-            s.seconds = seconds_before + now - self._started
-            s.window_loss, s.window_items = s.window_loss + loss * n, s.window_items + n
-            rec = {"step": s.step, "epoch": epoch, "split": "train", "loss": s.window_loss / max(s.window_items, 1),
-                   "lr": self.scheduler.get_last_lr()[0], "items_per_s": s.window_items / max(now - window_start, 1e-9)}
-            logged = s.step % self.config.log_every == 0 or s.step == self.total
-            if logged:
-                self.log.write(rec)
-                s.window_loss, s.window_items, window_start = 0.0, 0, now
-            self.progress.step(s.step, rec if logged else None)
+            s.seconds = seconds_before + self.clock() - self._started
+            rec = self._record(epoch, loss, n)
             if self.on_step is not None:
                 self.on_step(self, s.step, rec)
             stop, paused = self._stop_reason(), self.clock()
             if self.maybe_evaluate() or stop:  # a stop saves without an extra evaluation: resume stays exact
                 self.save(final=bool(stop) or s.step >= self.total)
-            window_start += self.clock() - paused  # the rate counts training time only
+            self._window_start += self.clock() - paused  # the rate counts training time only
             if stop:
                 return stop
         return None
+
+    def _record(self, epoch: int, loss: float, n: int) -> dict:
+        """The step's train record: mean loss and items/s since the last logged step. Every
+        ``log_every`` steps (and at the last) it goes to metrics.jsonl and the progress display."""
+        s, now = self.state, self.clock()
+        s.window_loss, s.window_items = s.window_loss + loss * n, s.window_items + n
+        rec = {"step": s.step, "epoch": epoch, "split": "train", "loss": s.window_loss / max(s.window_items, 1),
+               "lr": self.scheduler.get_last_lr()[0],
+               "items_per_s": s.window_items / max(now - self._window_start, 1e-9)}
+        logged = s.step % self.config.log_every == 0 or s.step == self.total
+        if logged:
+            self.log.write(rec)
+            s.window_loss, s.window_items, self._window_start = 0.0, 0, now
+        self.progress.step(s.step, rec if logged else None)
+        return rec
 
     def train_step(self, indices: list[int]) -> tuple[float, int]:
         """One optimiser step on the train examples ``indices``: (loss, number of scored targets)."""
