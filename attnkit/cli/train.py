@@ -35,7 +35,9 @@ def add_common(p: argparse.ArgumentParser, mod) -> None:
     run.add_argument("--overwrite", action="store_true",
                      help="delete the run already in --out and start a new one (without it, a fresh run "
                           "refuses a folder that holds another run)")
-    p.add_argument("--device", default=None, help="cpu (default) or cuda")
+    p.add_argument("--device", default=None,
+                   help="cpu, cuda, cuda:N or mps (default: cuda when available, else cpu; under torchrun "
+                        "each process takes the GPU of its LOCAL_RANK)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per process (default 1: faster for small models on a shared CPU)")
     add_progress_option(p)

@@ -27,13 +27,30 @@ def is_main() -> bool:
     return rank() == 0
 
 
+def check_device(device: str) -> torch.device:
+    """``device`` as a torch.device, or a ValueError saying it is unknown or not available here."""
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"device: unknown device {device!r}; use cpu, cuda, cuda:N or mps") from None
+    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+    if not available.get(dev.type, False):
+        have = [k for k, v in available.items() if v]
+        raise ValueError(f"device: {device!r} is not available on this machine (available: {', '.join(have)})")
+    return dev
+
+
 def setup(device: str | None = None) -> torch.device:
-    """Join the torchrun process group if launched by torchrun; return this process's device."""
-    use_cuda = torch.cuda.is_available() and device != "cpu"
+    """Join the torchrun process group if launched by torchrun; return this process's device
+    (``device``, checked; by default cuda when available, else cpu)."""
+    if device is not None:
+        check_device(device)
+    use_cuda = torch.cuda.is_available() and (device is None or torch.device(device).type == "cuda")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")
     if use_cuda:
-        local = int(os.environ.get("LOCAL_RANK", "0"))
+        index = torch.device(device).index if device else None
+        local = int(os.environ["LOCAL_RANK"]) if "LOCAL_RANK" in os.environ else (index or 0)
         torch.cuda.set_device(local)
         return torch.device("cuda", local)
     return torch.device(device or "cpu")

@@ -65,3 +65,18 @@ def test_torchrun_stopped_by_time_budget_then_resumed_matches_uninterrupted(tmp_
     assert all(torch.equal(a[k], b[k]) for k in a)
     results = [json.loads((run / "result.json").read_text()) for run in (full, part)]
     assert results[0]["test"] == results[1]["test"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_unavailable_or_unknown_device_is_a_one_line_error(tmp_path, capsys):
+    from attnkit.cli.main import main
+    from attnkit.train import distributed as dist
+
+    assert dist.setup("cpu") == torch.device("cpu") and dist.setup(None) == torch.device("cpu")
+    with pytest.raises(ValueError, match="'cuda' is not available on this machine \\(available: cpu"):
+        dist.setup("cuda")
+    with pytest.raises(ValueError, match="unknown device 'gpu0'"):
+        dist.setup("gpu0")
+    assert main([*ARGS, "--out", str(tmp_path / "x"), "--device", "cuda:1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("attnkit: error: device: 'cuda:1' is not available")
