@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .download import cache_dir, data_root, fetch
+from .download import cache_dir, data_root, fetch, missing_data
 
 __all__ = ["TaggedSentence", "read_conllu", "ewt_path", "EWT_FILES", "FIELDS", "UPOS"]
 
@@ -129,4 +129,4 @@ def ewt_path(split: str, root: str | os.PathLike | None = None, *, download: boo
     cached = cache_dir("ud_english_ewt") / name
     if cached.exists() or download:
         return fetch(EWT_URL + name, cached, sha)
-    raise FileNotFoundError(f"UD English EWT: {name} is not in {folder}; pass a path or use --download")
+    raise missing_data("UD English EWT", name, folder, "ud_english_ewt", path_option="--train/--dev/--test FILE")

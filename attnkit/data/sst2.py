@@ -16,7 +16,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .download import cache_dir, data_root, fetch
+from .download import cache_dir, data_root, fetch, missing_data
 
 __all__ = ["LabelledText", "read_tsv", "sst2_path", "SST2_URL"]
 
@@ -83,7 +83,7 @@ def sst2_path(split: str, root: str | os.PathLike | None = None, *, download: bo
     if target.exists():
         return target
     if not download:
-        raise FileNotFoundError(f"SST-2: {split}.tsv is not in {folder}; pass --train/--dev or use --download")
+        raise missing_data("SST-2", f"{split}.tsv", folder, "sst2", path_option="--train/--dev FILE")
     zpath = fetch(SST2_URL, cache / "SST-2.zip", SST2_SHA256)
     with zipfile.ZipFile(zpath) as z:
         data = z.read(f"SST-2/{split}.tsv")
