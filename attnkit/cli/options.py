@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..data.text import decode_line, utf8_lines
+
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Appends ``(choices: ...; default: ...)`` to an option's help unless the help already says it."""
@@ -56,19 +58,11 @@ def utf8_text(value: str, name: str) -> str:
 def read_lines(path: Path | str) -> list[str]:
     """The lines of a UTF-8 text file (``-`` = stdin), without line ends. Bytes that are not UTF-8 raise a
     ValueError naming the file, the line and the column."""
-    if str(path) == "-":
-        name, data = "<stdin>", sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
-    else:
+    if str(path) != "-":
         if not Path(path).is_file():
             raise FileNotFoundError(f"{path}: no such file")
-        name, data = str(path), Path(path).read_bytes()
-    if isinstance(data, str):  # a text stream without bytes (tests replace stdin)
-        return data.splitlines()
-    lines = []
-    for n, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").splitlines(), 1):  # a BOM is not text
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{name}:{n}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1})") \
-                from None
-    return lines
+        return [line for _, line in utf8_lines(path)]
+    if not hasattr(sys.stdin, "buffer"):  # a text stream without bytes (tests replace stdin)
+        return sys.stdin.read().splitlines()
+    data = sys.stdin.buffer.read().removeprefix(b"\xef\xbb\xbf")
+    return [decode_line(raw, "<stdin>", n) for n, raw in enumerate(data.splitlines(), 1)]
