@@ -15,7 +15,7 @@ from ..models.classifier import ClassifierConfig, PretrainedClassifier, Sequence
 from ..nn import TransformerConfig
 from ..train import Task
 from ..train.checkpoint import load_weights
-from .options import add_config_args, add_data_args
+from .options import add_config_args, add_split_files
 
 NAME = "classifier"
 HELP = "sequence classification (one label per sentence) from TSV: SST-2 sentiment"
@@ -31,15 +31,8 @@ PAD, UNK = 0, 1
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--train", type=Path, default=None, metavar="FILE",
-                   help="TSV file of text<TAB>label rows (default: SST-2 train from --data-dir)")
-    p.add_argument("--dev", type=Path, default=None, metavar="FILE",
-                   help="TSV dev file for picking the best checkpoint (default: SST-2 dev when --train is not "
-                        "given, else none)")
-    p.add_argument("--test", type=Path, default=None, metavar="FILE",
-                   help="TSV test file with labels, scored at the end (default: none; SST-2's test labels are "
-                        "not public)")
-    add_data_args(p, "sst2/", "fetch SST-2 from GLUE into the cache if missing")
+    add_split_files(p, "text<TAB>label TSV", "SST-2", "sst2/", "fetch SST-2 from GLUE into the cache if missing",
+                    test="none; SST-2's test labels are not public")
     p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,
                    help="lowercase the text before splitting it into tokens at spaces")
     p.add_argument("--min-freq", type=int, default=1, help="tokens seen fewer times in train are <unk>")

@@ -37,7 +37,7 @@ def add_config_args(parser: argparse.ArgumentParser, cls, *, defaults: dict | No
             continue
         flag = "--" + (prefix + f.name).replace("_", "-")
         dest = prefix + f.name
-        text = f.metadata.get("help", "")
+        text = f.metadata.get("help", "").replace("%", "%%")  # argparse formats help with %
         if isinstance(default, bool):
             group.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default, help=text)
         else:
@@ -74,3 +74,17 @@ def split_item(spec: str, splits: tuple[str, ...] = ("train", "dev", "test")) ->
     if not index.isdigit():
         raise ValueError(f"predict: {spec!r}: expected {name}:N with N a whole number >= 0")
     return name, int(index)
+
+
+def add_split_files(p: argparse.ArgumentParser, kind: str, dataset: str, folder: str, download: str, *,
+                    test: str) -> None:
+    """``--train/--dev/--test FILE`` of ``kind`` files (defaults: ``dataset``'s splits from the datasets
+    root; ``test`` says what the test default is), then ``--data-dir`` and ``--download``."""
+    p.add_argument("--train", type=Path, default=None, metavar="FILE",
+                   help=f"{kind} train file (default: {dataset} train from --data-dir)")
+    p.add_argument("--dev", type=Path, default=None, metavar="FILE",
+                   help=f"{kind} dev file, for picking the best checkpoint (default: {dataset} dev when --train is "
+                        "not given, else none)")
+    p.add_argument("--test", type=Path, default=None, metavar="FILE",
+                   help=f"{kind} test file with labels, scored at the end (default: {test})")
+    add_data_args(p, folder, download)

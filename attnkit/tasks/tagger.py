@@ -15,7 +15,7 @@ from ..nn import TransformerConfig
 from ..train import IGNORE, Task
 from ..train.checkpoint import load_weights
 from . import subword
-from .options import add_data_args
+from .options import add_split_files
 
 NAME = "tagger"
 HELP = "sequence labelling (one label per word) from CoNLL-U: part-of-speech tagging"
@@ -32,14 +32,9 @@ MAX_CHARS = 20
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--train", type=Path, default=None, metavar="FILE",
-                   help="CoNLL-U train file (default: UD English EWT train from --data-dir)")
-    p.add_argument("--dev", type=Path, default=None, metavar="FILE",
-                   help="CoNLL-U dev file for picking the best checkpoint (default: EWT dev when --train is not "
-                        "given, else none)")
-    p.add_argument("--test", type=Path, default=None, metavar="FILE",
-                   help="CoNLL-U test file scored at the end (default: EWT test when --train is not given, else none)")
-    add_data_args(p, "ud_english_ewt/", "fetch UD English EWT from its GitHub release into the cache if missing")
+    add_split_files(p, "CoNLL-U", "UD English EWT", "ud_english_ewt/",
+                    "fetch UD English EWT from its GitHub release into the cache if missing",
+                    test="EWT test when --train is not given, else none")
     p.add_argument("--field", choices=FIELDS, default="upos", help="which tag column to learn")
     p.add_argument("--min-freq", type=int, default=2,
                    help="words seen fewer times in train are <unk> (their characters still count)")
