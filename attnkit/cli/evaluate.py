@@ -6,6 +6,7 @@ Without ``--data`` each task scores its standard split (see ``EVALUATION_DATA`` 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..tasks import TASKS, task_module
@@ -27,7 +28,8 @@ def open_checkpoint(path: Path, which: str = "best"):
 def run(args) -> int:
     folder, meta, mod, model = open_checkpoint(args.checkpoint, args.which)
     data = mod.evaluation_data(meta, args.data, args)
-    res = evaluate(mod.task_for(model, meta, args), model, data, batch_size=args.batch_size, progress=True)
+    res = evaluate(mod.task_for(model, meta, args), model, data, batch_size=args.batch_size,
+                   progress=sys.stderr.isatty())  # a bar on a terminal, nothing in a piped log
     print(f"checkpoint: {folder} (task {meta['task']}, step {meta.get('step')})")
     print(f"examples scored: {res['count']}  loss: {res['loss']:.4f}")
     print(f"accuracy: {floor(res['accuracy'])}")

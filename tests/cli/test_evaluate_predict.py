@@ -24,7 +24,9 @@ def test_tagger_defaults_to_ewt_test_and_splits_raw_text(tmp_path, capsys):
                  "--batch-size", "8", "--lr", "3e-3", "--warmup-steps", "10", *TINY]) == 0
     capsys.readouterr()
     assert main(["evaluate", str(out), "--data-dir", str(tmp_path / "data")]) == 0  # no --data: EWT test
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
+    assert captured.err == ""  # stderr is not a terminal: no progress bar
     n_words = sum(1 for line in (ewt / "en_ewt-ud-test.conllu").read_text().splitlines() if line[:1].isdigit())
     assert f"examples scored: {n_words} " in text and "accuracy: 1.0000" in text
     # raw text: the final period is a word of its own, as in the treebank
