@@ -110,9 +110,9 @@ def save_checkpoint(out_dir: str | os.PathLike, model: nn.Module, meta: dict, *,
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _write_json(out / "latest.json", {"path": name, "step": step})
-    if best:
+    if best:  # before latest.json: whatever latest names, best.json already accounts for it
         _write_json(out / "best.json", {"path": name, "step": step, "metrics": meta.get("metrics", {})})
+    _write_json(out / "latest.json", {"path": name, "step": step})
     _prune(out, keep)
     return final
 
@@ -139,6 +139,19 @@ def _prune(out: Path, keep: int) -> None:
         if p.name not in protected:
             shutil.rmtree(p, ignore_errors=True)
     clean_leftovers(out)
+
+
+def point_best(out: str | os.PathLike, step: int | None) -> None:
+    """Make ``best.json`` name the checkpoint of ``step`` (None: remove it). A resumed run calls it
+    with its state's best step, undoing a pointer that a killed run wrote past its last checkpoint."""
+    out = Path(out)
+    if step is None:
+        (out / "best.json").unlink(missing_ok=True)
+        return
+    name = f"ckpt-{step:08d}"
+    if _pointer(out, "best") != name:
+        meta = read_meta(out / name)
+        _write_json(out / "best.json", {"path": name, "step": step, "metrics": meta.get("metrics", {})})
 
 
 def existing_run(out: str | os.PathLike) -> str | None:
@@ -172,6 +185,9 @@ def resolve(path: str | os.PathLike, which: str = "latest") -> Path:
     name = _pointer(p, which) or _pointer(p, "latest")
     if name and (p / name / META).exists():
         return p / name
+    if name and which == "best" and _pointer(p, "best"):  # never another checkpoint in its place
+        raise CheckpointError(f"checkpoint: {p / 'best.json'} names {name}, which is missing from {p}; "
+                              f"use the latest checkpoint instead (--which latest)")
     ckpts = sorted(c for c in p.glob("ckpt-*") if (c / META).exists())
     if not ckpts:
         raise CheckpointError(f"checkpoint: no checkpoint in {p} (expected {META} or latest.json)")

@@ -40,19 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import checkpoint as ckpt
 from . import distributed as dist
-from .checkpoint import (
-    STATE_JSON,
-    CheckpointError,
-    clean_leftovers,
-    clear_run,
-    existing_run,
-    load_meta,
-    load_trainer_state,
-    load_weights,
-    resolve,
-    save_checkpoint,
-)
 from .evaluation import autocast, evaluate, to_device
 from .metrics import IGNORE, MetricsLog, plot_curves
 from .progress import Progress, bars_wanted
@@ -209,28 +198,29 @@ class Trainer:
         return notes
 
     def _start_fresh(self, overwrite: bool) -> list[str]:
-        found = existing_run(self.out)
+        found = ckpt.existing_run(self.out)
         if found and not overwrite:
             raise ValueError(f"train: {self.out} already holds a run ({found}); continue it with --resume, "
                              f"or start over with --overwrite (deletes it)")
         dist.barrier()  # every rank has looked before rank 0 deletes anything
         if found and dist.is_main():
-            clear_run(self.out)
+            ckpt.clear_run(self.out)
         self.state = RunState()
         return [f"deleted the previous run in {self.out} (--overwrite)"] if found else []
 
     def resume(self) -> list[str]:
         """Continue from the latest checkpoint in ``out``: weights, optimiser, schedule, RNG, position."""
-        folder, _ = load_meta(self.out, task=self.task.name)
-        load_weights(folder, self.model)
-        st = load_trainer_state(folder)
+        folder, _ = ckpt.load_meta(self.out, task=self.task.name)
+        ckpt.load_weights(folder, self.model)
+        st = ckpt.load_trainer_state(folder)
         try:
             self.optimizer.load_state_dict(st["optimizer"])
             self.scheduler.load_state_dict(st["scheduler"])
             self.state = RunState(**st["run"])
             rng, saved_world = st["rng"], st["world_size"]
         except (KeyError, TypeError, ValueError) as e:
-            raise CheckpointError(f"checkpoint: {folder / STATE_JSON} does not fit this run ({e})") from None
+            raise ckpt.CheckpointError(f"checkpoint: {folder / ckpt.STATE_JSON} does not fit this run ({e})") \
+                from None
         notes = [f"resumed from {folder} at step {self.state.step}"]
         if saved_world == dist.world_size():
             notes += set_rng_state(rng[dist.rank()], self.device)
@@ -239,7 +229,8 @@ class Trainer:
             notes.append(f"the run was saved by {saved_world} process(es), resumed by {dist.world_size()}: "
                          f"batches and random draws differ from an uninterrupted run")
         if dist.is_main():
-            clean_leftovers(self.out)
+            ckpt.clean_leftovers(self.out)
+            ckpt.point_best(self.out, self.state.best_step)
         self.log.truncate_after(self.state.step)
         return notes
 
@@ -320,7 +311,7 @@ class Trainer:
                         **m})
         s.dev, self._new_best = m, s.best is None or m["accuracy"] > s.best
         if self._new_best:
-            s.best = m["accuracy"]
+            s.best, s.best_step = m["accuracy"], s.step
         self.progress.write(f"step {s.step}/{self.total}  dev accuracy {m['accuracy']:.4f}  loss {m['loss']:.4f}"
                             + ("  (best so far)" if self._new_best else ""))
         return True
@@ -331,8 +322,8 @@ class Trainer:
         if dist.is_main():
             state = {"run": asdict(self.state), "optimizer": self.optimizer.state_dict(),
                      "scheduler": self.scheduler.state_dict(), "rng": rngs, "world_size": dist.world_size()}
-            save_checkpoint(self.out, dist.unwrap(self.dmodel), self._meta(), step=self.state.step,
-                            trainer_state=state, best=self._new_best, keep=self.config.keep)
+            ckpt.save_checkpoint(self.out, dist.unwrap(self.dmodel), self._meta(), step=self.state.step,
+                                 trainer_state=state, best=self._new_best, keep=self.config.keep)
             now = time.perf_counter()
             if final or now - self._plotted > 60:  # matplotlib is slow: at most once a minute, and at the end
                 plot_curves(self.out / "metrics.jsonl", self.out / "curves.png", title=self.task.name)
@@ -347,15 +338,15 @@ class Trainer:
                   "interrupted": stop == "user", "time_budget_reached": stop == "time",
                   "complete": s.step >= self.total, "out": str(self.out),
                   "params": sum(p.numel() for p in self.model.parameters())}
-        best = load_meta(self.out, which="best") if (self.out / "best.json").exists() else None
+        best = ckpt.load_meta(self.out, which="best") if (self.out / "best.json").exists() else None
         if best is not None:
             result["best_dev"], result["best_step"] = best[1].get("metrics", {}), best[1]["step"]
-        if existing_run(self.out):
-            result["checkpoint"] = str(resolve(self.out, "best"))
+        if ckpt.existing_run(self.out):
+            result["checkpoint"] = str(ckpt.resolve(self.out, "best"))
         if task.test is None or stop == "user":
             return result
         if best is not None:
-            load_weights(best[0], self.model)
+            ckpt.load_weights(best[0], self.model)
         result["test"] = evaluate(task, self.model, task.test, batch_size=cfg.eval_batch_size, bf16=cfg.bf16,
                                   device=self.device, progress=self.bars, desc="test")
         self.log.write({"step": s.step, "split": "test", **result["test"]})

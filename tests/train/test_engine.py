@@ -273,3 +273,36 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
                 if m["split"] != "train"]
 
     assert scores(tmp_path / "full") == scores(out), (killed_at, r.stdout[-3000:])
+
+
+@pytest.mark.parametrize("pointer", ["missing", "elsewhere"])
+def test_resume_repairs_best_json_left_wrong_by_a_kill(tmp_path, pointer):
+    """A kill between the writes of best.json and latest.json leaves best.json missing or naming a
+    checkpoint the resumed state has not reached: resume points it back at the state's best step,
+    so the test set is still scored with the best checkpoint, as in an uninterrupted run."""
+    res_full = Trainer(toy_task(), CFG).fit(tmp_path / "full")
+    assert res_full["best_step"] == 9  # the toy run's best dev score is its first
+
+    def stopper(trainer, step, rec):
+        if step == 20:
+            trainer.request_stop()
+
+    part = tmp_path / "part"
+    Trainer(toy_task(), CFG, on_step=stopper).fit(part)
+    if pointer == "missing":
+        (part / "best.json").unlink()
+    else:
+        (part / "best.json").write_text(json.dumps({"path": "ckpt-00000018", "step": 18, "metrics": {}}))
+    res = Trainer(toy_task(model_seed=99), CFG).fit(part, resume=True)
+    assert res["best_step"] == 9 and res["test"] == res_full["test"] and res["best_dev"] == res_full["best_dev"]
+    assert json.loads((part / "best.json").read_text())["path"] == "ckpt-00000009"
+
+
+def test_best_json_naming_a_missing_checkpoint_is_an_error_not_a_substitute(tmp_path):
+    Trainer(toy_task(), CFG).fit(tmp_path)
+    import shutil
+
+    shutil.rmtree(tmp_path / "ckpt-00000009")
+    with pytest.raises(CheckpointError, match="best.json names ckpt-00000009, which is missing.*--which latest"):
+        load_meta(tmp_path, which="best")
+    assert load_meta(tmp_path, which="latest")[0].name == "ckpt-00000036"
