@@ -38,6 +38,8 @@ def test_demo_replaces_its_own_run_and_leaves_other_runs_alone(tmp_path, capsys)
     capsys.readouterr()
     assert main(["demo", "--out", str(other), "--epochs", "1"]) == 1
     assert "holds another run" in capsys.readouterr().err and (other / "ckpt-00000002").exists()
+    (other / "attention_test0.png").write_bytes(b"")  # what an older attnkit's demo left (runs were not marked)
+    assert demo.run(other, epochs=1, progress=False)["test"] == first["test"]
 
 
 def test_demo_says_when_the_safety_limit_cut_it_short(tmp_path, capsys):
