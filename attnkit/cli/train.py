@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 from pathlib import Path
 
@@ -17,12 +16,7 @@ from ..tasks import TASKS, task_module
 from ..tasks.options import add_config_args, config_from_args
 from ..train import TrainConfig, Trainer
 from ..train import distributed as dist
-
-
-def floor(x: float, digits: int = 4) -> str:
-    """Format without ever rounding up (0.96999 -> '0.9699')."""
-    f = 10 ** digits
-    return f"{math.floor(x * f + 1e-9) / f:.{digits}f}"
+from ..train.metrics import floor
 
 
 def add_common(p: argparse.ArgumentParser, mod) -> None:

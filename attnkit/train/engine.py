@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from . import checkpoint as ckpt
 from . import distributed as dist
 from .evaluation import autocast, evaluate, to_device
-from .metrics import IGNORE, MetricsLog, plot_curves
+from .metrics import IGNORE, MetricsLog, floor, plot_curves
 from .progress import Progress, bars_wanted
 from .schedule import SCHEDULES, make_scheduler
 from .state import RunState, rng_state, seed_everything, set_rng_state
@@ -312,7 +312,7 @@ class Trainer:
         s.dev, self._new_best = m, s.best is None or m["accuracy"] > s.best
         if self._new_best:
             s.best, s.best_step = m["accuracy"], s.step
-        self.progress.write(f"step {s.step}/{self.total}  dev accuracy {m['accuracy']:.4f}  loss {m['loss']:.4f}"
+        self.progress.write(f"step {s.step}/{self.total}  dev accuracy {floor(m['accuracy'])}  loss {m['loss']:.4f}"
                             + ("  (best so far)" if self._new_best else ""))
         return True
 

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
 from torch import Tensor
 
 IGNORE = -100  # targets with this value are not scored (padding, non-first subwords, unlabelled nodes)
+
+
+def floor(x: float, digits: int = 4) -> str:
+    """Format without ever rounding up (0.96999 -> '0.9699'): a printed score is never better than measured."""
+    f = 10 ** digits
+    return f"{math.floor(x * f + 1e-9) / f:.{digits}f}"
 
 
 def count_correct(logits: Tensor, targets: Tensor) -> tuple[int, int]:
