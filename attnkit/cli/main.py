@@ -16,6 +16,8 @@ COMMAND_MODULES = [
     "train",
     "evaluate",
     "predict",
+    "positions",
+    "complexity",
 ]
 
 
