@@ -174,21 +174,23 @@ class Page:
 
     def click(self, selector: str) -> None:
         """A real mouse click (press and release) at the middle of the first element matching ``selector``."""
-        box = self.eval(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
-                        "if (!e) return null; e.scrollIntoView({block: 'center', inline: 'center'}); "
-                        "const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
-        if box is None:
-            raise ValueError(f"page: nothing matches {selector!r}")
-        self.mouse(*box, "mousePressed")
-        self.mouse(*box, "mouseReleased")
+        x, y = self._centre(selector)
+        self.mouse(x, y, "mouseMoved")
+        self.mouse(x, y, "mousePressed")
+        self.mouse(x, y, "mouseReleased")
 
     def hover(self, selector: str) -> None:
+        """Move the mouse onto the element (from the page's corner, so the move is always seen)."""
+        self.mouse(0, 0, "mouseMoved")
+        self.mouse(*self._centre(selector), "mouseMoved")
+
+    def _centre(self, selector: str) -> tuple[float, float]:
         box = self.eval(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
                         "if (!e) return null; e.scrollIntoView({block: 'center', inline: 'center'}); "
                         "const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
         if box is None:
             raise ValueError(f"page: nothing matches {selector!r}")
-        self.mouse(*box, "mouseMoved")
+        return box[0], box[1]
 
     def mouse(self, x: float, y: float, kind: str) -> None:
         params = {"type": kind, "x": x, "y": y, "button": "left" if kind != "mouseMoved" else "none"}

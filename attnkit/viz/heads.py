@@ -40,8 +40,8 @@ class LayerParts(NamedTuple):
 
     q: Tensor  # (H, Lq, dh): q^i of every head, as dotted with the keys (after RoPE, if any)
     k: Tensor  # (H, Lk, dh)
-    v: Tensor  # (H, Lk, dh)
-    w_o: Tensor  # (d_out, H * dh): W^o; columns h*dh:(h+1)*dh take head h's output
+    v: Tensor  # (H, Lk, dv)
+    w_o: Tensor  # (d_out, H * dv): W^o; columns h*dv:(h+1)*dv take head h's output
     b_o: Tensor | None  # (d_out,)
     mask: Tensor | None  # (Lq, Lk) bool, True = may attend; None = every key
 
@@ -119,8 +119,8 @@ def explain_layer(parts: LayerParts, scale: float | None = None) -> tuple[Interm
     ||W^o_h b^{i,h}|| (H, Lq): how much head h adds to token i's output).
     """
     ex = explain(parts.q, parts.k, parts.v, parts.mask, score="scaled_dot", scale=scale)
-    h, lq, dh = ex.out.shape
-    blocks = parts.w_o.view(parts.w_o.shape[0], h, dh)  # (d_out, H * dh) -> (d_out, H, dh)
+    h, lq, dv = ex.out.shape
+    blocks = parts.w_o.view(parts.w_o.shape[0], h, dv)  # (d_out, H * dv) -> (d_out, H, dv)
     contrib = torch.einsum("ohd,hid->hio", blocks, ex.out)  # W^o_h b^{i,h}: (H, Lq, d_out)
     merged = contrib.sum(0) + (0 if parts.b_o is None else parts.b_o)  # (Lq, d_out)
     return ex, merged, contrib.norm(dim=-1)

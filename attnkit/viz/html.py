@@ -12,7 +12,8 @@ one page with three views:
 
 ``cross_attention_html(weights, src_tokens, tgt_tokens, path)`` is the same page for a decoder's
 cross-attention (layers, heads, T, S): source on the left, target on the right, the alignment matrix
-with one row per target token. Weights are stored rounded to 4 decimals (``page.pack``).
+with one row per target token. Weights are stored rounded to 4 decimals, or 3 past 200,000 weights
+(``page.pack``: MiniLM over 100 tokens, about 0.5 MB).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def _weights(weights, name: str) -> np.ndarray:
     return w.clip(0.0, 1.0)
 
 
+SMALL = 200_000  # weights stored with 4 decimals up to this many, with 3 above (pages stay small)
 SPECIAL = frozenset({"[CLS]", "[SEP]", "[PAD]", "<s>", "</s>", "<pad>", "<bos>", "<eos>", "<unk>"})
 
 
@@ -91,7 +93,7 @@ def _page(w: np.ndarray, queries: list[str], keys: list[str], path, *, title: st
     if len(names) != n:
         raise ValueError(f"{name}: `layer_names` has {len(names)} names for {n} layers")
     data = {"title": str(title), "queries": queries, "keys": keys, "layer_names": names, "sides": list(sides),
-            "left": left, "pin": _first_word(queries), "weights": pack(w, decimals=4)}
+            "left": left, "pin": _first_word(queries), "weights": pack(w, decimals=4 if w.size <= SMALL else 3)}
     plural = {"query": "queries", "key": "keys"}
     body = _BODY
     for mark, word in (("__QS__", plural.get(sides[0], sides[0] + "s")), ("__KS__", plural.get(sides[1], sides[1] + "s")),
@@ -130,7 +132,7 @@ def cross_attention_html(weights, src_tokens: Sequence[str], tgt_tokens: Sequenc
 
 def read_attention_html(path: str | os.PathLike) -> dict:
     """The data stored in a page written by ``attention_html`` or ``cross_attention_html``: title, queries,
-    keys, layer_names, sides and weights (N, H, Lq, Lk) as the page shows them (rounded to 4 decimals)."""
+    keys, layer_names, sides and weights (N, H, Lq, Lk) as the page shows them (rounded)."""
     d = read_page_data(path, what="a page written by attention_html")
     if "weights" not in d or "queries" not in d:
         raise ValueError(f"{path} is not a page written by attention_html")

@@ -76,7 +76,7 @@ function main(D) {
     svg.setAttribute("height", top + row * Math.max(LQ, LK) + 6);
     svg.appendChild(svgEl("text", {x: left, y: 14, "text-anchor": "end", class: "side"}, D.sides[keysLeft ? 1 : 0]));
     svg.appendChild(svgEl("text", {x: right, y: 14, class: "side"}, D.sides[keysLeft ? 0 : 1]));
-    const f = st.pinned || st.focus;
+    const f = st.focus || st.pinned;  // pointing wins over the kept token
     const y = k => top + row * k + row / 2;
     for (let h = 0; h < NH; h++) {
       if (!st.on[h]) continue;

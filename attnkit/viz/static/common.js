@@ -4,16 +4,19 @@ window.attnkitReady = false;
 const $ = id => document.getElementById(id);
 const SVG_NS = "http://www.w3.org/2000/svg";
 
-// An array stored by attnkit.viz.page.pack: zlib bytes in base64 -> {shape, data (Float64Array)}.
+// An array stored by attnkit.viz.page.pack: byte planes, zlib, base64 -> {shape, data (Float64Array)}.
 async function unpack(d) {
   const bytes = Uint8Array.from(atob(d.z), c => c.charCodeAt(0));
   const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-  const buf = await new Response(stream).arrayBuffer();
-  const raw = d.dtype === "u2" ? new Uint16Array(buf) : new Float32Array(buf);
+  const planes = new Uint8Array(await new Response(stream).arrayBuffer());
+  const size = d.dtype === "u2" ? 2 : 4, n = planes.length / size, buf = new Uint8Array(planes.length);
+  for (let b = 0; b < size; b++) for (let i = 0; i < n; i++) buf[i * size + b] = planes[b * n + i];
+  const view = new DataView(buf.buffer), data = new Float64Array(n);
   // rounded values k / 10^decimals (dividing by the integer 10^decimals gives the nearest double)
-  const div = d.scale === undefined ? 1 : Math.round(1 / d.scale);
-  const data = new Float64Array(raw.length);
-  for (let i = 0; i < raw.length; i++) data[i] = raw[i] / div;
+  const div = d.decimals === undefined ? 1 : 10 ** d.decimals;
+  for (let i = 0; i < n; i++) {
+    data[i] = (size === 2 ? view.getUint16(2 * i, true) : view.getFloat32(4 * i, true)) / div;
+  }
   return {shape: d.shape, data};
 }
 

@@ -3,9 +3,9 @@
 // b^i = sum_j alpha'_ij v^j -> the heads merged by W^o into o^i.
 // Every number is computed here from the stored q, k, v (exact float32), in float64.
 
-// The chain for layer n, head h, query i: alpha (LK), alpha' (LK), b (DH), and the keys it may see.
+// The chain for layer n, head h, query i: alpha (LK), alpha' (LK), b (DV), and the keys it may see.
 function lectureChain(D, n, h, i) {
-  const DH = D.q.shape[3], LK = D.k.shape[2];
+  const DH = D.q.shape[3], DV = D.v.shape[3], LK = D.k.shape[2];
   const q = vec(D.q, n, h, i), alpha = new Float64Array(LK), live = [];
   for (let j = 0; j < LK; j++) {
     const k = vec(D.k, n, h, j);
@@ -13,7 +13,7 @@ function lectureChain(D, n, h, i) {
     alpha[j] = s * D.scale;
     if (!D.masks || get(D.masks, n, i, j) > 0.5) live.push(j);
   }
-  const p = new Float64Array(LK), b = new Float64Array(DH);
+  const p = new Float64Array(LK), b = new Float64Array(DV);
   if (live.length) {  // a query with no key to see keeps alpha' = 0 and b = 0
     const m = Math.max(...live.map(j => alpha[j]));
     let z = 0; for (const j of live) { p[j] = Math.exp(alpha[j] - m); z += p[j]; }
@@ -21,7 +21,7 @@ function lectureChain(D, n, h, i) {
   }
   for (let j = 0; j < LK; j++) {
     const v = vec(D.v, n, h, j);
-    for (let d = 0; d < DH; d++) b[d] += p[j] * v[d];
+    for (let d = 0; d < DV; d++) b[d] += p[j] * v[d];
   }
   return {q, alpha, p, b, live};
 }
