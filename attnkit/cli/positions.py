@@ -17,9 +17,9 @@ def run(args) -> int:
 
     learned, name = None, ""
     if args.model:
-        from ..pretrained import load_pretrained
+        from .pretrained import _model
 
-        enc = load_pretrained(args.model)
+        enc = _model(args.model)  # loaded once per process
         learned = enc.model.embeddings.position_embeddings.weight.detach()[: args.learned_positions]  # (P, d)
         name = enc.name
     res = position_figures(args.out, length=args.length, dim=args.dim, delta=args.delta, learned=learned,

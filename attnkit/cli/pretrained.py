@@ -151,7 +151,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("attend", help="a text's attention, every layer and head: what the heads do, HTML pages, PNG")
     p.add_argument("text")
-    p.add_argument("--out", type=Path, default=Path("runs/attend"), help="folder for attention.html, lecture.html and the PNG files")
+    p.add_argument("--out", type=Path, default=Path("runs/attend"),
+                   help="folder for attention.html, lecture.html and the PNG files")
     p.add_argument("--each-head", action="store_true", help="also one PNG per layer and head")
     p.add_argument("--no-plots", action="store_true", help="only print the summary of what the heads do (no files)")
     common(p)

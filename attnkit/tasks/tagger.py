@@ -203,7 +203,7 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None) -> list[
             stacked = torch.stack([a[0] for a in attn])  # layers x (1, H, L, L) -> (N, H, L, L)
             p = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words, title=text)
             page = attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
-            lecture = model_lecture_html(model, lambda: tag(model, meta, words), words,
+            lecture = model_lecture_html(model, lambda ws=words: tag(model, meta, ws), words,
                                          Path(out_dir) / f"lecture_{k}.html", title=f"{lines[-1]}: step by step")
             lines.append(f"wrote {p}, {page} and {lecture}")
     return lines

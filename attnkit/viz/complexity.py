@@ -58,23 +58,27 @@ class PeakMemory(TorchDispatchMode):
 
     def __init__(self):
         super().__init__()
-        self.live: list[tuple[StorageWeakRef, int]] = []
-        self.seen: set[int] = set()
+        self.live: dict[int, tuple[StorageWeakRef, int]] = {}  # storages made in the block, still alive
+        self.before: dict[int, StorageWeakRef] = {}  # storages met as inputs that were made before it
         self.peak = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        alive = [(ref, n) for ref, n in self.live if not ref.expired()]
-        self.seen = {ref.cdata for ref, _ in alive}
-        self.live = alive
+        kwargs = kwargs or {}
+        for t in tree_leaves((args, kwargs)):
+            if isinstance(t, torch.Tensor):
+                ref = StorageWeakRef(t.untyped_storage())
+                if ref.cdata not in self.live:
+                    self.before[ref.cdata] = ref
+        out = func(*args, **kwargs)
+        self.live = {k: v for k, v in self.live.items() if not v[0].expired()}  # freed since the last op
+        self.before = {k: r for k, r in self.before.items() if not r.expired()}
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor) and t.device.type == "cpu":
                 storage = t.untyped_storage()
                 ref = StorageWeakRef(storage)
-                if ref.cdata not in self.seen and storage.nbytes():
-                    self.seen.add(ref.cdata)
-                    self.live.append((ref, storage.nbytes()))
-        self.peak = max(self.peak, sum(n for _, n in self.live))
+                if ref.cdata not in self.live and ref.cdata not in self.before and storage.nbytes():
+                    self.live[ref.cdata] = (ref, storage.nbytes())
+        self.peak = max(self.peak, sum(n for _, n in self.live.values()))
         return out
 
 

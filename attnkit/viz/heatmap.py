@@ -10,8 +10,6 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from .page import as_numpy
 
 CMAP = "Blues"  # white = 0, dark blue = high: the same scale as the HTML pages

@@ -96,8 +96,9 @@ def _page(w: np.ndarray, queries: list[str], keys: list[str], path, *, title: st
             "left": left, "pin": _first_word(queries), "weights": pack(w, decimals=4 if w.size <= SMALL else 3)}
     plural = {"query": "queries", "key": "keys"}
     body = _BODY
-    for mark, word in (("__QS__", plural.get(sides[0], sides[0] + "s")), ("__KS__", plural.get(sides[1], sides[1] + "s")),
-                       ("__Q__", sides[0]), ("__K__", sides[1])):
+    marks = (("__QS__", plural.get(sides[0], sides[0] + "s")), ("__KS__", plural.get(sides[1], sides[1] + "s")),
+             ("__Q__", sides[0]), ("__K__", sides[1]))
+    for mark, word in marks:
         body = body.replace(mark, word)
     return write_page(path, title=title, body=body, scripts=["matrix.js", "attention.js"], data=data)
 

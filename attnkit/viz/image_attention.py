@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
 from .heatmap import CMAP, _pyplot, _save
 from .page import as_numpy
 

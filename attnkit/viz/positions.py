@@ -206,7 +206,8 @@ def _page(res: dict, path: Path, length: int, dim: int, delta: int, learned_name
         _img(res["distance"], "dot products against distance"),
         "<h3>3. Relative positions by one fixed rotation (d2l)</h3>",
         "<p class='note'>For any offset &delta;, the pair (p<sub>i,2j</sub>, p<sub>i,2j+1</sub>) times the matrix "
-        "[[cos &delta;w<sub>j</sub>, sin &delta;w<sub>j</sub>], [&minus;sin &delta;w<sub>j</sub>, cos &delta;w<sub>j</sub>]] "
+        "[[cos &delta;w<sub>j</sub>, sin &delta;w<sub>j</sub>], "
+        "[&minus;sin &delta;w<sub>j</sub>, cos &delta;w<sub>j</sub>]] "
         "is (p<sub>i+&delta;,2j</sub>, p<sub>i+&delta;,2j+1</sub>); the matrix does not depend on i. "
         f"Checked here for &delta; = {rc.delta} on all {rc.positions} positions and {rc.pairs} pairs: largest "
         f"difference <span id='rotation-error' class='num'>{rc.max_error:.2e}</span>.</p>",

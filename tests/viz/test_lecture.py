@@ -111,7 +111,8 @@ def test_tagger_page_holds_the_models_own_numbers(tmp_path):
     model = Tagger(TaggerConfig(vocab_size=10, char_vocab_size=8, num_tags=3, word_dim=8, char_dim=4,
                                 char_channels=6, encoder=enc)).eval()
     words, chars, lengths = torch.tensor([[2, 3, 4, 5]]), torch.randint(1, 8, (1, 4, 3)), torch.tensor([4])
-    path = model_lecture_html(model, lambda: model(words, chars, lengths), ["I", "saw", "a", "saw"], tmp_path / "t.html")
+    path = model_lecture_html(model, lambda: model(words, chars, lengths), ["I", "saw", "a", "saw"],
+                              tmp_path / "t.html")
     d = read_lecture_html(path)
     _, attn = model(words, chars, lengths, need_weights=True)
     for n in range(2):
