@@ -203,9 +203,17 @@ class Page:
         self.eval(f"(() => {{ const s = document.querySelector({json.dumps(selector)}); "
                   f"s.value = {json.dumps(str(value))}; s.dispatchEvent(new Event('change')); }})()")
 
-    def screenshot(self, path, *, full_page: bool = True) -> Path:
-        params = {"format": "png", "captureBeyondViewport": full_page}
-        if full_page:
+    def screenshot(self, path, *, full_page: bool = True, selector: str | None = None) -> Path:
+        """A PNG of the whole page, the viewport (``full_page=False``) or one element (``selector``)."""
+        params = {"format": "png", "captureBeyondViewport": full_page or selector is not None}
+        if selector is not None:
+            box = self.eval(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return null; "
+                            "const r = e.getBoundingClientRect(); "
+                            "return [r.x + scrollX, r.y + scrollY, r.width, r.height]; })()")
+            if box is None:
+                raise ValueError(f"page: nothing matches {selector!r}")
+            params["clip"] = {"x": box[0], "y": box[1], "width": box[2], "height": box[3], "scale": 1}
+        elif full_page:
             w, h = self.eval("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
             params["clip"] = {"x": 0, "y": 0, "width": w, "height": h, "scale": 1}
         data = self.send("Page.captureScreenshot", params)["data"]

@@ -47,8 +47,8 @@ def _ticks(ax, axis: str, labels: Sequence[str] | None, n: int, room_in: float) 
     idx = list(range(0, n, step))
     names = [str(labels[i]) for i in idx] if labels is not None else [str(i + 1) for i in idx]
     font = max(size, MIN_LABEL_PT)
-    if axis == "x":
-        ax.set_xticks(idx, labels=names, rotation=90, fontsize=font)
+    if axis == "x":  # short labels stay upright
+        ax.set_xticks(idx, labels=names, rotation=90 if max(map(len, names)) > 3 else 0, fontsize=font)
     else:
         ax.set_yticks(idx, labels=names, fontsize=font)
 

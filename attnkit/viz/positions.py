@@ -107,7 +107,7 @@ def _distance_figure(plt, p: np.ndarray, path: Path) -> Path:
 def _rotation_figure(plt, p: np.ndarray, delta: int, base: float, path: Path) -> Path:
     dim = p.shape[1]
     half = dim // 2  # slow enough pairs that the arrows turn by less than a half circle
-    pairs = sorted({min(half - 1, max(1, half // f)) for f in (16, 8, 4)}) if half >= 4 else list(range(half))
+    pairs = sorted({min(half - 1, max(1, half // f)) for f in (16, 8, 5)}) if half >= 4 else list(range(half))
     fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 4.4), layout="constrained", squeeze=False)
     shown = min(p.shape[0] - delta, 8)
     t = np.linspace(0, 2 * np.pi, 200)
