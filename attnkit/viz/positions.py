@@ -64,44 +64,52 @@ def _by_distance(m: np.ndarray, max_distance: int) -> np.ndarray:
     return np.array([np.diagonal(m, k).mean() for k in range(max_distance + 1)])
 
 
-def _table_figure(plt, p: np.ndarray, path: Path) -> Path:
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained", width_ratios=[1.4, 1])
-    im = a.imshow(p, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
-    a.set_xlabel("encoding dimension (2j: sin, 2j+1: cos)")
-    a.set_ylabel("position i")
-    a.set_title(f"sinusoidal table P ({p.shape[0]} positions x {p.shape[1]} dimensions)")
-    fig.colorbar(im, ax=a, label="P[i, dim]")
-    for col in (6, 7, 8, 9):  # d2l plots these columns
-        if col < p.shape[1]:
-            b.plot(np.arange(p.shape[0]), p[:, col], label=f"dim {col}")
-    b.set_xlabel("position i")
-    b.set_ylabel("P[i, dim]")
-    b.set_title("columns 6-9: lower dimensions oscillate faster")
+class Panel(NamedTuple):
+    """One figure's two panels: a matrix as an image (left), curves (right)."""
+
+    matrix: np.ndarray
+    image: dict  # imshow arguments (cmap, vmin, vmax, aspect)
+    axes: tuple[str, str, str, str]  # x label, y label, title, colour bar label
+    curves: list[tuple[np.ndarray, np.ndarray, str]]  # (x, y, legend)
+    curve_axes: tuple[str, str, str]  # x label, y label, title
+
+
+def _matrix_and_curves(plt, panel: Panel, path: Path, width_ratios=(1, 1)) -> Path:
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.4), layout="constrained", width_ratios=list(width_ratios))
+    im = a.imshow(panel.matrix, interpolation="nearest", **panel.image)
+    a.set_xlabel(panel.axes[0])
+    a.set_ylabel(panel.axes[1])
+    a.set_title(panel.axes[2])
+    fig.colorbar(im, ax=a, label=panel.axes[3])
+    for x, y, label in panel.curves:
+        b.plot(x, y, label=label, lw=1.5, alpha=0.85)
+    b.set_xlabel(panel.curve_axes[0])
+    b.set_ylabel(panel.curve_axes[1])
+    b.set_title(panel.curve_axes[2])
     b.legend(fontsize=8)
     out = _save(fig, path)
     plt.close(fig)
     return out
+
+
+def _table_figure(plt, p: np.ndarray, path: Path) -> Path:
+    length, dim = p.shape
+    curves = [(np.arange(length), p[:, col], f"dim {col}") for col in (6, 7, 8, 9) if col < dim]  # d2l's columns
+    return _matrix_and_curves(plt, Panel(
+        p, {"cmap": "RdBu_r", "vmin": -1, "vmax": 1, "aspect": "auto"},
+        ("encoding dimension (2j: sin, 2j+1: cos)", "position i",
+         f"sinusoidal table P ({length} positions x {dim} dimensions)", "P[i, dim]"),
+        curves, ("position i", "P[i, dim]", "columns 6-9: lower dimensions oscillate faster")), path, (1.4, 1))
 
 
 def _distance_figure(plt, p: np.ndarray, path: Path) -> Path:
-    dots = p @ p.T  # (L, L)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
-    im = a.imshow(dots, cmap="Blues", aspect="equal", interpolation="nearest")
-    a.set_xlabel("position k")
-    a.set_ylabel("position i")
-    a.set_title("P[i] . P[k] for every pair of positions")
-    fig.colorbar(im, ax=a, label="dot product")
-    length = p.shape[0]
-    for i in (0, length // 4, length // 2):
-        k = np.arange(length)
-        b.plot(k - i, dots[i], label=f"from position i = {i}", lw=1.5, alpha=0.8)
-    b.set_xlabel("distance k - i")
-    b.set_ylabel("P[i] . P[k]")
-    b.set_title("the same curve from every i: it depends on the distance only")
-    b.legend(fontsize=8)
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    dots, k = p @ p.T, np.arange(p.shape[0])  # (L, L)
+    curves = [(k - i, dots[i], f"from position i = {i}") for i in (0, len(k) // 4, len(k) // 2)]
+    return _matrix_and_curves(plt, Panel(
+        dots, {"cmap": "Blues", "aspect": "equal"},
+        ("position k", "position i", "P[i] . P[k] for every pair of positions", "dot product"),
+        curves, ("distance k - i", "P[i] . P[k]", "the same curve from every i: it depends on the distance only")),
+        path)
 
 
 def _rotation_figure(plt, p: np.ndarray, delta: int, base: float, path: Path) -> Path:
@@ -137,24 +145,15 @@ def _rotation_figure(plt, p: np.ndarray, delta: int, base: float, path: Path) ->
 
 
 def _learned_figure(plt, learned: np.ndarray, name: str, sinus: np.ndarray, path: Path) -> Path:
-    cos_l, cos_s = _cosine(learned), _cosine(sinus)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.4), layout="constrained")
-    im = a.imshow(cos_l, cmap="RdBu_r", vmin=-1, vmax=1, aspect="equal", interpolation="nearest")
-    a.set_xlabel("position k")
-    a.set_ylabel("position i")
-    a.set_title(f"{name}: cosine similarity of learned position vectors")
-    fig.colorbar(im, ax=a, label="cosine similarity")
-    dist = min(len(learned) - 1, 100)
-    b.plot(_by_distance(cos_l, dist), label=f"{name} (learned)")
-    b.plot(_by_distance(cos_s, dist), label=f"sinusoidal, same size ({sinus.shape[1]} dims)")
-    b.axhline(0, color="#999", lw=0.8)
-    b.set_xlabel("distance k - i")
-    b.set_ylabel("mean cosine similarity")
-    b.set_title("nearby positions get similar vectors, learned or not")
-    b.legend(fontsize=8)
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
+    cos_l, dist = _cosine(learned), min(len(learned) - 1, 100)
+    k = np.arange(dist + 1)
+    curves = [(k, _by_distance(cos_l, dist), f"{name} (learned)"),
+              (k, _by_distance(_cosine(sinus), dist), f"sinusoidal, same size ({sinus.shape[1]} dims)")]
+    return _matrix_and_curves(plt, Panel(
+        cos_l, {"cmap": "RdBu_r", "vmin": -1, "vmax": 1, "aspect": "equal"},
+        ("position k", "position i", f"{name}: cosine similarity of learned position vectors", "cosine similarity"),
+        curves, ("distance k - i", "mean cosine similarity", "nearby positions get similar vectors, learned or not")),
+        path)
 
 
 def position_figures(out_dir: str | os.PathLike, *, length: int = 64, dim: int = 128, delta: int = 3,
