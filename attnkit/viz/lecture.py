@@ -8,7 +8,8 @@ model's own numbers.
 see ``attnkit.viz.heads``); the page computes alpha, alpha' and b^i itself from the exact float32 q, k,
 v (a browser test checks them against ``attnkit.explain`` to 3 decimals). ``model_lecture_html(model,
 run, tokens, path)`` captures a real model's attention inputs while ``run()`` runs it once and writes
-the page for every self-attention layer whose length matches ``tokens``.
+the page for every self-attention layer whose length matches ``tokens`` (``keys=``: every cross-attention
+layer of a decoder, e.g. a translation's target tokens against its source).
 
 Size: 3 x layers x heads x L x head size float32 numbers, plus layers x L x d_model for o^i
 (MiniLM, 10 tokens: about 0.5 MB).
@@ -91,21 +92,26 @@ def lecture_html(layers: Sequence[LayerParts], tokens: Sequence[str], path: str 
 
 
 def model_lecture_html(model: nn.Module, run: Callable[[], object], tokens: Sequence[str],
-                       path: str | os.PathLike, *, title: str = "self-attention, step by step", notes: str = "",
-                       example: int = 0) -> Path:
-    """The lecture page of a real model: ``run()`` runs ``model`` once on one input of len(tokens)
-    tokens (batch row ``example``); every self-attention call on that many tokens becomes a layer."""
+                       path: str | os.PathLike, *, keys: Sequence[str] | None = None,
+                       title: str = "self-attention, step by step", notes: str = "", example: int = 0) -> Path:
+    """The lecture page of a real model: ``run()`` runs ``model`` once on one input of len(tokens) tokens
+    (batch row ``example``; the decoder on the whole target at once, no K/V cache). Every self-attention
+    call over that many tokens becomes a layer of the page; with ``keys`` (a decoder's source tokens),
+    every cross-attention call from len(tokens) queries to len(keys) keys instead."""
     calls = capture_attention(model, run)
-    n = len(tokens)
-    chosen = [c for c in calls if c.key is c.query and c.query.shape[1] == n]
+    n, m = len(tokens), len(tokens) if keys is None else len(keys)
+    cross = keys is not None
+    chosen = [c for c in calls if (c.key is not c.query) == cross and c.query.shape[1] == n and c.key.shape[1] == m]
     if not chosen:
-        raise ValueError(f"model_lecture_html: no self-attention call over {n} tokens while running the model "
-                         f"(calls seen: {[tuple(c.query.shape) for c in calls]})")
+        kind = f"cross-attention call from {n} queries to {m} keys" if cross else f"self-attention call over {n} tokens"
+        raise ValueError(f"model_lecture_html: no {kind} while running the model "
+                         f"(calls seen: {[(tuple(c.query.shape), tuple(c.key.shape)) for c in calls]})")
     parts = [head_parts(c, example) for c in chosen]
     positions = {type(c.module.position).__name__ for c in chosen if c.module.position is not None}
     if positions and not notes:
         notes = f"q and k are shown as the scores see them: after the {', '.join(sorted(positions))} rotation."
-    return lecture_html(parts, tokens, path, title=title, notes=notes)
+    names = [f"{'cross-attention ' if cross else ''}layer {i + 1}" for i in range(len(parts))]
+    return lecture_html(parts, tokens, path, keys=keys, title=title, notes=notes, layer_names=names)
 
 
 def read_lecture_html(path: str | os.PathLike) -> dict:

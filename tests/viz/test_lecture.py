@@ -201,3 +201,22 @@ def test_minilm_lecture_page_numbers_equal_explain(tmp_path, minilm, open_page):
         page.click(f"#heads-table tbody tr[data-h='{(head + 1) % 12}']")
         assert page.eval("document.getElementById('head').value") == str((head + 1) % 12)
     assert re.search(r"\u03b1'_ij = softmax", page.eval("document.body.textContent"))
+
+
+def test_cross_attention_lecture_of_a_decoder(tmp_path):
+    """keys=: the page holds each decoder layer's cross-attention (target queries, source keys)."""
+    torch.manual_seed(4)
+    cfg = TransformerConfig(d_model=16, num_heads=4, d_ff=32, num_encoder_layers=1, num_decoder_layers=2,
+                            dropout=0.0)
+    dec = Decoder(cfg).eval()
+    memory, y = torch.randn(1, 5, 16), torch.randn(1, 3, 16)
+    path = model_lecture_html(dec, lambda: dec(y, memory), ["the", "dog", "</s>"], tmp_path / "x.html",
+                              keys=["der", "Hund", "bellt", ".", "</s>"])
+    d = read_lecture_html(path)
+    weights = dec(y, memory, need_weights=True).cross_attentions
+    assert d["layer_names"] == ["cross-attention layer 1", "cross-attention layer 2"] and d["k"].shape == (2, 4, 5, 4)
+    for n in range(2):
+        ex = explain(torch.tensor(d["q"][n]), torch.tensor(d["k"][n]), torch.tensor(d["v"][n]))
+        torch.testing.assert_close(ex.weights.float(), weights[n][0], atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="no cross-attention call from 3 queries to 2 keys"):
+        model_lecture_html(dec, lambda: dec(y, memory), ["a", "b", "c"], tmp_path / "y.html", keys=["x", "y"])
