@@ -108,7 +108,8 @@ def attention_grid(weights, path: str | os.PathLike, *, tokens: Sequence[str] | 
         panels = [(n, h) for n in range(n_layers) for h in range(n_heads)]
     labelled = tokens is not None
     margin = 1.4 if labelled else 0.6  # room for the token labels on the left and at the bottom
-    panel = min(4.0, (MAX_WIDTH_IN - margin - 1.0) / ncols, (MAX_HEIGHT_IN - margin - 0.8) / nrows)
+    panel = min(4.0, 1.0 + 0.3 * max(lq, lk),  # inches: grows with the tokens, bounded by the page
+                (MAX_WIDTH_IN - margin - 1.0) / ncols, (MAX_HEIGHT_IN - margin - 0.8) / nrows)
     fig, axes = plt.subplots(nrows, ncols, figsize=(ncols * panel + margin + 1.0, nrows * panel + margin + 0.8),
                              squeeze=False, sharex=True, sharey=True, layout="constrained")
     norm = PowerNorm(0.5, vmin=0.0, vmax=max(1e-9, float(w.max())))

@@ -108,8 +108,9 @@ def model_lecture_html(model: nn.Module, run: Callable[[], object], tokens: Sequ
                          f"(calls seen: {[(tuple(c.query.shape), tuple(c.key.shape)) for c in calls]})")
     parts = [head_parts(c, example) for c in chosen]
     positions = {type(c.module.position).__name__ for c in chosen if c.module.position is not None}
-    if positions and not notes:
-        notes = f"q and k are shown as the scores see them: after the {', '.join(sorted(positions))} rotation."
+    if positions and not notes:  # only rotations get this far (head_parts refuses positions that add a bias)
+        named = ", ".join(sorted("rotary position (RoPE)" if p == "Rotary" else p for p in positions))
+        notes = f"q and k are shown as the scores see them: after the {named} rotation."
     names = [f"{'cross-attention ' if cross else ''}layer {i + 1}" for i in range(len(parts))]
     return lecture_html(parts, tokens, path, keys=keys, title=title, notes=notes, layer_names=names)
 

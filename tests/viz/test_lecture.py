@@ -118,7 +118,7 @@ def test_tagger_page_holds_the_models_own_numbers(tmp_path):
     for n in range(2):
         ex = explain(torch.tensor(d["q"][n]), torch.tensor(d["k"][n]), torch.tensor(d["v"][n]))
         torch.testing.assert_close(ex.weights.float(), attn[n][0], atol=1e-5, rtol=0)
-    assert "Rotary" in d["notes"]
+    assert "after the rotary position (RoPE) rotation" in d["notes"]
 
 
 # ---- the page's script: node (light) and Chromium (what is drawn) ------------------------------------

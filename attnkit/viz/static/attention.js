@@ -29,8 +29,7 @@ function main(D) {
       let m = 0;
       for (let i = 0; i < LQ; i++) for (let j = 0; j < LK; j++) m = Math.max(m, w(n, h, i, j));
       for (let i = 0; i < LQ; i++) for (let j = 0; j < LK; j++) {
-        const rgb = shade(w(n, h, i, j) / (m || 1)).slice(4, -1).split(",").map(Number), o = 4 * (i * LK + j);
-        img.data.set([...rgb, 255], o);
+        img.data.set([...shadeRGB(w(n, h, i, j) / (m || 1)), 255], 4 * (i * LK + j));
       }
       ctx.putImageData(img, 0, 0);
       c.onclick = () => openHead(n, h);

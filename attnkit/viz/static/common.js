@@ -48,11 +48,12 @@ function vec(a, ...idx) {  // the last axis at the given leading indices
 
 // Weights 0 -> vmax: white -> blue -> dark blue. Text on a cell: dark on light, white on dark.
 const STOPS = [[255, 255, 255], [107, 174, 214], [33, 113, 181], [8, 48, 107]];
-function shade(t) {
+function shadeRGB(t) {  // -> [r, g, b]
   t = Math.max(0, Math.min(1, t)) * (STOPS.length - 1);
   const i = Math.min(STOPS.length - 2, Math.floor(t)), f = t - i, a = STOPS[i], b = STOPS[i + 1];
-  return `rgb(${a.map((x, k) => Math.round(x + f * (b[k] - x))).join(",")})`;
+  return a.map((x, k) => Math.round(x + f * (b[k] - x)));
 }
+const shade = t => `rgb(${shadeRGB(t).join(",")})`;
 const ink = t => (t > 0.45 ? "#fff" : "#222");
 // Signed numbers: blue below 0, white at 0, red above, |x| / vmax.
 function diverge(x, vmax) {
