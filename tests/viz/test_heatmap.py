@@ -69,3 +69,18 @@ def test_class_token_maps_have_a_colour_bar(tmp_path, monkeypatch):
     assert "one cell per 2 x 2 patch" in fig._suptitle.get_text()
     with pytest.raises(ValueError, match="patch grid"):
         class_token_maps(torch.rand(1, 8, 8), torch.rand(2, 4, 10, 10), cfg, tmp_path / "bad.png")
+
+
+def test_frame_attention_maps(tmp_path, monkeypatch):
+    from attnkit.viz.frame_attention import frame_attention_maps
+
+    figures = []
+    monkeypatch.setattr("attnkit.viz.frame_attention._save", lambda fig, path: figures.append(fig) or path)
+    frame_attention_maps(torch.randn(40, 20), torch.rand(2, 3, 20, 20).softmax(-1), tmp_path / "s.png",
+                         title="3.wav: 3", frames_per_step=2)
+    fig = figures[0]
+    bars = [ax.get_ylabel() for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert bars == ["log mel energy", "attention weight (square-root colour scale)"]
+    assert len(fig.axes) == 1 + 6 + 2 and "one step per 2 frame(s)" in fig.axes[0].get_xlabel()
+    with pytest.raises(ValueError, match="layers, heads"):
+        frame_attention_maps(torch.randn(40, 20), torch.rand(2, 20, 20), tmp_path / "bad.png")
