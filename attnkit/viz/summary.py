@@ -59,7 +59,7 @@ def attention_summary(attentions, tokens: Sequence[str], *, links: int = 6) -> l
         if not heads:
             continue
         shown = ", ".join(f"L{n + 1}H{h + 1}" for n, h, _ in heads[:10]) + (" ..." if len(heads) > 10 else "")
-        lines.append(f"  {role:>15}: {len(heads):2d} heads  {shown}")
+        lines.append(f"  {role:>15}: {len(heads):2d} head{'s' if len(heads) > 1 else ' '}  {shown}")
     if (~words).any() and len(q):
         on_markers = w[:, :, q][..., ~words].sum(-1).mean(axis=(1, 2))  # (N,): mean weight words put on markers
         lines.append("Weight the words put on [CLS]/[SEP], per layer (mean over heads): "

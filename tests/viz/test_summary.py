@@ -30,7 +30,7 @@ def test_summary_lines_say_what_the_heads_do():
     lines = attention_summary(patterned(), TOKENS)
     assert lines[0].startswith("What the 8 heads do (2 layers x 4 heads)") and "(5 words)" in lines[0]
     text = "\n".join(lines)
-    assert "previous token:  1 heads  L1H1" in text and "next token:  1 heads  L1H2" in text
+    assert "previous token:  1 head   L1H1" in text and "next token:  1 head   L1H2" in text
     assert "[CLS]/[SEP]:  5 heads  L1H3, L2H1, L2H2, L2H3, L2H4" in text
     markers = next(line for line in lines if line.startswith("Weight the words put on"))
     l1, l2 = (float(x) for x in markers.split("L1 ")[1].split("  L2 "))
