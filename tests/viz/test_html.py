@@ -169,3 +169,11 @@ def test_cross_attention_page_puts_the_source_left(tmp_path, open_page):
     ys = page.eval("[...document.querySelectorAll('#lines line')].map(l => [+l.dataset.q, +l.dataset.k, "
                    "+l.getAttribute('y1'), +l.getAttribute('y2')])")
     assert ys and all(y1 < y2 for q, k, y1, y2 in ys if k < q) and all(y1 > y2 for q, k, y1, y2 in ys if k > q)
+
+
+def test_thumbnails_stay_small_for_long_inputs(tmp_path, open_page):
+    page = open_page(attention_html(weights(1, 2, 200, 150), [f"q{i}" for i in range(200)], tmp_path / "t.html",
+                                    keys=[f"k{j}" for j in range(150)]))
+    sizes = page.eval("[...document.querySelectorAll('#thumbs canvas')].map(c => [c.width, c.height, "
+                      "c.getBoundingClientRect().width, c.getBoundingClientRect().height])")
+    assert all(w == 150 and h == 200 and 50 <= bw <= 80 and 70 <= bh <= 80 for w, h, bw, bh in sizes), sizes

@@ -13,7 +13,7 @@ function main(D) {
   $("title").textContent = D.title;
 
   // ---- model view: one canvas per (layer, head), each scaled 0 -> its own largest weight
-  const grid = $("thumbs"), px = Math.max(1, Math.floor(72 / Math.max(LQ, LK)));
+  const grid = $("thumbs"), px = 72 / Math.max(LQ, LK);  // a thumbnail is 72 px on its long side
   grid.style.gridTemplateColumns = `auto repeat(${NH}, auto)`;
   grid.appendChild(el("span"));
   for (let h = 0; h < NH; h++) grid.appendChild(el("span", {class: "lab"}, `head ${h + 1}`));
@@ -24,7 +24,7 @@ function main(D) {
     for (let h = 0; h < NH; h++) {
       const c = el("canvas", {width: LK, height: LQ, "data-layer": n, "data-head": h,
                               title: `${D.layer_names[n]}, head ${h + 1}: click to open in the head view`});
-      c.style.width = `${LK * px}px`; c.style.height = `${LQ * px}px`;
+      c.style.width = `${Math.round(LK * px)}px`; c.style.height = `${Math.round(LQ * px)}px`;
       const ctx = c.getContext("2d"), img = ctx.createImageData(LK, LQ);
       let m = 0;
       for (let i = 0; i < LQ; i++) for (let j = 0; j < LK; j++) m = Math.max(m, w(n, h, i, j));
