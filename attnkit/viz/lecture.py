@@ -11,8 +11,8 @@ run, tokens, path)`` captures a real model's attention inputs while ``run()`` ru
 the page for every self-attention layer whose length matches ``tokens`` (``keys=``: every cross-attention
 layer of a decoder, e.g. a translation's target tokens against its source).
 
-Size: 3 x layers x heads x L x head size float32 numbers, plus layers x L x d_model for o^i
-(MiniLM, 10 tokens: about 0.5 MB).
+Size: 3 x layers x heads x L x head size float32 numbers, plus layers x L x d_model for o^i, exact
+(MiniLM: about 43 KB a token, 0.4 MB for 10 tokens, 1.8 MB for 43).
 """
 
 from __future__ import annotations
