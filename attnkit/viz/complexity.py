@@ -3,8 +3,9 @@
 Five layers of the same width d on one sequence of n vectors: a convolution (kernel k), a GRU, full
 self-attention (the n x n weights materialised: the ``math`` backend), window attention (``local``,
 w keys each side) and linear attention (``linear_approx``, elu + 1 features). For each n: the median
-time of a forward pass and the peak memory of the tensors it allocates (``PeakMemory``: every
-allocation seen by the dispatcher, freed when its storage dies). A least-squares line through
+time of a forward pass (the repeats interleaved over every layer and length) and the peak memory of
+the tensors it allocates (``PeakMemory``: every allocation seen by the dispatcher, freed when its
+storage dies). A least-squares line through
 log(cost) against log(n) on the longer half of the sizes gives the exponent the lecture predicts:
 about 2 for full self-attention, about 1 for the others.
 """
@@ -30,7 +31,7 @@ from .. import masks
 from ..nn import MultiHeadAttention
 from .heatmap import _pyplot, _save
 
-__all__ = ["LECTURE_TABLE", "PeakMemory", "Measurement", "build_layers", "measure", "fit_exponent",
+__all__ = ["LECTURE_TABLE", "PeakMemory", "Measurement", "build_layers", "peak_memory", "seconds", "fit_exponent",
            "complexity_report"]
 
 
@@ -108,18 +109,20 @@ def build_layers(d: int = 64, heads: int = 4, kernel: int = 3, window: int = 16,
 
 
 @torch.inference_mode()
-def measure(fn: Callable[[torch.Tensor], torch.Tensor], n: int, d: int, repeats: int = 5) -> tuple[float, int]:
-    """(median seconds, peak bytes) of ``fn`` on one random (1, n, d) input."""
-    x = torch.randn(1, n, d)
-    fn(x)  # warm up (and compile a native kernel on first use)
+def peak_memory(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> int:
+    """Peak bytes of the tensors one call of ``fn(x)`` allocates (after a warm-up call, which also
+    compiles a native kernel on first use)."""
+    fn(x)
     with PeakMemory() as pm:
         fn(x)
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn(x)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), pm.peak
+    return pm.peak
+
+
+@torch.inference_mode()
+def seconds(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> float:
+    t = time.perf_counter()
+    fn(x)
+    return time.perf_counter() - t
 
 
 def fit_exponent(ns: Sequence[int], ys: Sequence[float], *, tail: float = 0.5) -> float:
@@ -149,17 +152,19 @@ def _table(rows: list[dict], lengths: Sequence[int]) -> str:
 def _figure(rows: list[dict], path: Path, d: int, kernel: int, window: int) -> Path:
     plt = _pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
+    ns = [m.n for m in rows[0]["points"]]  # every layer at the same lengths
     for r in rows:
-        ns = [m.n for m in r["points"]]
         a.loglog(ns, [m.seconds * 1e3 for m in r["points"]], "o-", label=f"{r['row'].layer}: n^{r['time_exp']:.2f}")
         b.loglog(ns, [m.peak_bytes / 2**20 for m in r["points"]], "o-",
                  label=f"{r['row'].layer}: n^{r['mem_exp']:.2f}")
     for ax, what in ((a, "forward time (ms, median)"), (b, "peak memory of its tensors (MiB)")):
         ax.set_xlabel("sequence length n")
+        ax.set_xticks(ns, labels=[str(n) for n in ns])
+        ax.minorticks_off()
         ax.set_ylabel(what)
         ax.grid(True, which="both", color="#eee")
         ax.legend(fontsize=8, title="fitted exponent", title_fontsize=8)
-    a.set_title("time: self-attention bends up (n^2), the others grow like n")
+    a.set_title("time (the lecture: n^2 for self-attention, n for the others)")
     b.set_title("memory: only self-attention keeps an n x n matrix")
     fig.suptitle(f"one layer of width d = {d} on this machine (convolution k = {kernel}, window w = {window} "
                  "each side, 4 heads)", fontsize=10)
@@ -177,17 +182,22 @@ def complexity_report(out_dir: str | os.PathLike | None, lengths: Sequence[int] 
     if len(lengths) < 3 or lengths[0] < 1:
         raise ValueError(f"complexity_report: `lengths` needs three or more positive sizes, got {lengths}")
     layers = build_layers(d, heads, kernel, window)
+    inputs = {n: torch.randn(1, n, d) for n in lengths}
+    points = [(row.layer, n) for row in LECTURE_TABLE for n in lengths]
+    peaks = {p: peak_memory(layers[p[0]], inputs[p[1]]) for p in points}
+    times: dict[tuple[str, int], list[float]] = {p: [] for p in points}
+    for _ in range(repeats):  # interleaved: a busy spell of the machine spreads over every point
+        for p in points:
+            times[p].append(seconds(layers[p[0]], inputs[p[1]]))
     rows = []
     for row in LECTURE_TABLE:
-        points = []
-        for n in lengths:
-            sec, peak = measure(layers[row.layer], n, d, repeats)
-            points.append(Measurement(row.layer, n, sec, peak))
-            if log:
-                log(f"  {row.layer:>16}  n={n:6d}  {sec * 1e3:9.3f} ms  {peak / 2**20:9.2f} MiB")
-        rows.append({"row": row, "points": points,
-                     "time_exp": fit_exponent(lengths, [p.seconds for p in points]),
-                     "mem_exp": fit_exponent(lengths, [p.peak_bytes for p in points])})
+        ms = [Measurement(row.layer, n, statistics.median(times[row.layer, n]), peaks[row.layer, n]) for n in lengths]
+        if log:
+            for m in ms:
+                log(f"  {m.layer:>16}  n={m.n:6d}  {m.seconds * 1e3:9.3f} ms  {m.peak_bytes / 2**20:9.2f} MiB")
+        rows.append({"row": row, "points": ms,
+                     "time_exp": fit_exponent(lengths, [m.seconds for m in ms]),
+                     "mem_exp": fit_exponent(lengths, [m.peak_bytes for m in ms])})
     res: dict = {"rows": rows, "table": _table(rows, lengths)}
     if out_dir is not None:
         out = Path(out_dir)

@@ -31,7 +31,7 @@ def test_fit_exponent():
 
 
 def test_curves_bend_as_the_lecture_says(tmp_path, one_thread):
-    res = complexity_report(tmp_path, (128, 256, 512, 1024), d=16, heads=2, window=4, repeats=3)
+    res = complexity_report(tmp_path, (256, 512, 1024, 2048), d=16, heads=2, window=4, repeats=3)
     got = {r["row"].layer: r for r in res["rows"]}
     assert list(got) == [row.layer for row in LECTURE_TABLE]
     full = got.pop("self-attention")
@@ -39,7 +39,7 @@ def test_curves_bend_as_the_lecture_says(tmp_path, one_thread):
     assert full["mem_exp"] > 1.7
     assert all(0.9 < r["mem_exp"] < 1.15 for r in got.values()), {k: r["mem_exp"] for k, r in got.items()}
     # time is noisy on a shared machine, but self-attention still grows fastest
-    assert full["time_exp"] > max(r["time_exp"] for r in got.values()) and full["time_exp"] > 1.3
+    assert full["time_exp"] > max(r["time_exp"] for r in got.values()) and full["time_exp"] > 1.6
     assert res["figure"].read_bytes()[:4] == b"\x89PNG"
     table = res["markdown"].read_text()
     assert "| self-attention | O(n^2 d) | O(1) | O(1) | 2 |" in table
