@@ -2,7 +2,8 @@
 
 Writes the pages with the built-in all-MiniLM-L6-v2 and the figures of ``attnkit positions`` into a
 temporary folder, opens the pages in headless Chromium, clicks what a reader would click, and saves small
-PNGs here. ``complexity.png`` is not made here: copy it from ``attnkit complexity`` run on a quiet machine.
+PNGs here. ``complexity.png`` is not made here: run ``flock /tmp/attnkit-heavy.lock attnkit complexity``
+on a quiet machine and pass its figure through ``shrink``.
 """
 
 from __future__ import annotations
