@@ -1,8 +1,12 @@
 """The lecture's matrices, literally: A = Q K^T * scale (+ bias), A' = softmax(A), O = A' V.
 
-This is the reference every other backend is tested against. Rows are queries (the lecture's
-column-per-query layout, transposed). In bfloat16/float16 the two products run in that dtype and the
-scores are scaled, biased and normalised in float32.
+This is the reference every other backend is tested against, and the definition of the NaN / inf
+policy (``attnkit.functional.policy``): hidden scores are replaced by -inf (never added to), a query
+with no key gets zero weights, and when a mask hides something and v holds NaN / inf, the product
+takes the visible pairs only. Rows are queries (the lecture's column-per-query layout, transposed).
+In bfloat16 the two products run in that dtype and the scores are scaled, biased and normalised in
+float32; float16 scores are computed in float32 as well (float16 overflows at 65504).
+Takes everything: any mask, bias, dtype, device (also meta), autograd, dropout, and returns weights.
 """
 
 from __future__ import annotations
@@ -13,25 +17,36 @@ from torch import Tensor
 
 from ..bias import materialize_bias
 from ..masks import Mask
+from ..policy import all_finite, visible_product
 from ..scores import masked_softmax
 from . import Backend, register_backend
 
 LOW_PRECISION = (torch.bfloat16, torch.float16)
 
 
+def scores_of(q: Tensor, k: Tensor) -> Tensor:
+    """Q K^T (..., Lq, Lk), in float32 for float16 inputs (whose products overflow at 65504)."""
+    if q.dtype == torch.float16:
+        return q.float() @ k.float().transpose(-2, -1)
+    return q @ k.transpose(-2, -1)
+
+
 def math_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Tensor | None,
                    scale: float, dropout_p: float, need_weights: bool) -> tuple[Tensor, Tensor | None]:
     lq, lk = q.shape[-2], k.shape[-2]
-    scores = q @ k.transpose(-2, -1)  # K^T Q, one row per query: (..., Lq, Lk)
     work = torch.float32 if q.dtype in LOW_PRECISION else q.dtype
-    scores = scores.to(work) * scale  # A
+    scores = scores_of(q, k).to(work) * scale  # A = K^T Q, one row per query: (..., Lq, Lk)
     if bias is not None:
         scores = scores + materialize_bias(bias, lq, lk, q.device, work, q.dim())  # Bias: (H|1, Lq, Lk)
     dense = None if mask is None else mask.materialize(lq, lk, q.dim(), q.device)
     weights = masked_softmax(scores, dense).to(q.dtype)  # A': (..., Lq, Lk), empty rows all zero
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    if dense is not None and not all_finite(v):
+        return visible_product(dropped, v, dense), (weights if need_weights else None)
     out = dropped @ v  # O: (..., Lq, dv)
     return out, (weights if need_weights else None)
 
 
-register_backend(Backend("math", math_attention, supports_weights=True, priority=-100))
+register_backend(Backend(
+    "math", math_attention, "the reference: dense scores, masked softmax, weights @ values",
+    weights=True, meta=True))

@@ -3,6 +3,13 @@
 Its bool mask convention is ours (True = take part), so masks pass through unchanged. Causal
 masks with Lq == Lk use ``is_causal`` (no mask tensor at all). Rows with nothing to attend to are
 given a harmless full row and zeroed afterwards, so they never produce NaN.
+
+NaN / inf: torch's kernel adds the mask to the scores (NaN + -inf is NaN) and multiplies hidden
+values by a weight of 0 (0 * NaN is NaN), so a NaN / inf in a key or value the mask hides would reach
+the output. When a mask hides something and k or v holds NaN / inf (one ``isfinite`` pass over each),
+this backend computes the call with the masked reference formula instead (``math``), which keeps
+hidden pairs out; finite inputs, and every call without a mask, run torch's kernel.
+Takes any mask, bias, dtype and device (also meta), autograd and dropout; no weights.
 """
 
 from __future__ import annotations
@@ -13,16 +20,18 @@ from torch import Tensor
 
 from ..bias import materialize_bias
 from ..masks import Causal, Mask
+from ..policy import all_finite
 from . import Backend, register_backend
+from .math import math_attention
 
 
 def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Tensor | None,
                    scale: float, dropout_p: float, need_weights: bool) -> tuple[Tensor, Tensor | None]:
-    if need_weights:
-        raise ValueError("backend 'sdpa' cannot return weights; use backend='math' or leave it automatic")
     lq, lk = q.shape[-2], k.shape[-2]
     if mask is None and bias is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale), None
+    if mask is not None and not all_finite(k, v):  # hidden NaN / inf: see the module docstring
+        return math_attention(q, k, v, mask, bias, scale, dropout_p, False)
     if isinstance(mask, Causal) and bias is None and lq == lk:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale), None
 
@@ -31,7 +40,7 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Ten
     if mask is not None:
         dense = mask.materialize(lq, lk, q.dim(), q.device)  # bool, broadcastable to (..., Lq, Lk)
         live = dense.any(-1, keepdim=True)  # (..., Lq or 1, 1)
-        if bool(live.all()):
+        if q.device.type != "meta" and bool(live.all()):
             live = None
         else:
             dense = dense | ~live
@@ -46,4 +55,5 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Ten
     return out, None
 
 
-register_backend(Backend("sdpa", sdpa_attention, priority=-50))
+register_backend(Backend(
+    "sdpa", sdpa_attention, "torch's fused scaled_dot_product_attention (with its backward)", meta=True))

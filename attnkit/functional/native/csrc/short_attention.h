@@ -1,5 +1,5 @@
-// Full attention for short sequences, one (sequence, head) at a time, on AVX-512 CPUs.
-// Included by window_attention.cpp (one extension); see ``backends/short.py`` for when it is used.
+// Full attention for short sequences, one (sequence, head) at a time, on AVX-512 CPUs. The checked entry
+// point is in attention.cpp; the Python backend is ``backends/short.py``.
 //
 // out[i] = sum_j softmax_j(scale * q[i] . k[j]) v[j] over the keys j < nk (padding: nk = length).
 // For one (sequence, head):
@@ -13,6 +13,8 @@
 //   4. O = P V: P[i][j] (bfloat16: the pair j, j+1) broadcast against V's rows (bfloat16: two rows
 //      interleaved into pair layout), up to 8 queries x 32 output features at a time.
 // Whole rows of S and P stay in L1 for sentence lengths; queries are taken 64 at a time.
+// NaN / inf: keys past nk are never read; a NaN or +inf score makes its row NaN (exp keeps NaN), as
+// softmax does.
 #pragma once
 
 #include <immintrin.h>
@@ -24,11 +26,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "window_tiles.h"
+#include "simd.h"
 
 namespace attnkit_short {
 
-using attnkit_window::exp_ps;
+using attnkit_simd::exp_ps;
 
 constexpr int QC = 64;  // queries per chunk (rows of S and P in the buffers)
 
@@ -89,7 +91,6 @@ inline void with_constant(int n, F&& f) {
 }
 
 // ---- the register tile of steps 2 and 4; step 2: S rows for NQ queries x NB key blocks -------------
-#define ATTNKIT_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
 // The register tile both products use: acc[i][b] (16 floats) = sum over t < depth of a[i][t] * m[t][16 b ..].
 // a: NQ rows, row stride as; m: depth rows of 16 NB 32-bit words, row stride ms. Q K^T takes a = Q,
@@ -345,7 +346,5 @@ void attend(const Seq<S>& a, int d, int dv, float scale, Scratch& w) {
       }
   }
 }
-
-inline bool cpu_has_bf16() { return __builtin_cpu_supports("avx512bf16"); }
 
 }  // namespace attnkit_short
