@@ -90,7 +90,7 @@ def _fit(t: Tensor, lead: tuple[int, ...]) -> Tensor:
     if t.dim() <= 3 or len(lead) <= 2:
         return t if t.dim() <= 4 else t.reshape(t.shape[-4:])
     t = t.expand(*lead, *t.shape[-2:])  # more leading dims than the view: flatten them
-    return t.reshape(-1, lead[-1], *t.shape[-2:])
+    return t.reshape(math.prod(lead[:-1]), lead[-1], *t.shape[-2:])
 
 
 def _bias_tile(bias: Bias | None, lead, qs, qe, ks, ke, lq, lk, device, dtype) -> Tensor | None:

@@ -139,6 +139,8 @@ def graph_attention(q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor, num_nod
     qn = q.reshape(rows, n, q.shape[-1]).transpose(0, 1)  # (N, M, d)
     kn = k.reshape(rows, n, k.shape[-1]).transpose(0, 1)  # (N, M, d)
     vn = v.reshape(rows, n, v.shape[-1]).transpose(0, 1)  # (N, M, dv)
+    if q.dtype == torch.float16:  # float16 scores overflow at 65504: computed in float32 (the NaN / inf policy)
+        qn, kn = qn.float(), kn.float()
     s = edge_scores(qn, kn, ei, scale)  # (E, M)
     eb = _edge_bias(bias, ei, n, tuple(lead), q.device)
     if eb is not None:

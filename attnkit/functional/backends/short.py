@@ -22,6 +22,7 @@ weights. Any other call raises a ValueError saying which of these it broke.
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 from torch import Tensor
@@ -51,7 +52,7 @@ def as_4d(x: Tensor) -> Tensor:
         return x[None, None]
     if x.dim() == 3:
         return x.unsqueeze(1)
-    return x if x.dim() == 4 else x.reshape(x.shape[0], -1, *x.shape[-2:])
+    return x if x.dim() == 4 else x.reshape(x.shape[0], math.prod(x.shape[1:-2]), *x.shape[-2:])
 
 
 def refuse(c: Call) -> str | None:

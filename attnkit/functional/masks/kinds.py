@@ -254,7 +254,7 @@ class Segments(Mask):
     def validate(self, lq, lk, lead, device):
         check_device(self.lengths, "segments: `lengths`", device)
         if not _has_data(self.lengths):
-            return
+            raise ValueError("segments: `lengths` is on the meta device, but its values decide the mask")
         if lq != self.total or lk != self.total:
             raise ValueError(f"segments: the lengths sum to {self.total} but Lq={lq}, Lk={lk}")
 

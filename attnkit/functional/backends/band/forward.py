@@ -138,6 +138,8 @@ def forward_native(q, k, v, lengths, left: int, right: int, scale: float):
 def forward(q, k, v, lengths, left: int, right: int, scale: float, want_lse: bool):
     """The forward that applies, first of: native, exact (an input holds NaN / inf), fused, blocked.
     q (N, Lq, d), k (N, Lk, d), v (N, Lk, dv) -> out (N, Lq, dv), lse (N, Lq) or None."""
+    if q.shape[0] == 0 or q.shape[1] == 0:  # nothing to compute (torch's fused kernel fails on empty sizes)
+        return q.new_zeros(*q.shape[:2], v.shape[-1]), q.new_full(q.shape[:2], float("inf"))
     if native_runs(q, v):
         return forward_native(q, k, v, lengths, left, right, scale)
     if not all_finite(q, k, v):
