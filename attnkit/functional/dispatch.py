@@ -89,7 +89,7 @@ RULES: tuple[Rule, ...] = (
     Rule("chunked", "a structured bias (`ALiBiBias`, `RelativeBias`) with no mask or causal / window / padding, "
                     "Lq * Lk >= 2048 * 2048",
          "the bias is computed per tile, so memory stays linear in L (39 MB against SDPA's 1.2 GB plus its "
-         "537 MB bias at L = 4096, 8 heads), and 1.7-2.9x faster than SDPA with the dense bias", _chunked),
+         "537 MB bias at L = 4096, 8 heads), and 1.5-2.9x faster than SDPA with the dense bias", _chunked),
     Rule("short", f"inference on CPU, float32 / bfloat16, no mask, `padding` or `segments`, no bias, Lk (for "
                   f"segments: the longest) <= {SHORT_MAX_LEN}, where the native kernel runs",
          "one (sequence, head) whole per job, AVX512-BF16 products in bfloat16: 1.7-9.5x faster than SDPA in "

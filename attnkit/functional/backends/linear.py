@@ -105,6 +105,8 @@ def linear_attention_approx(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, 
         fk, vw = torch.where(keep, fk, 0.0), torch.where(keep, vw, 0.0)  # broadcasts the batch dim of q
         fq = fq.expand(*fk.shape[:-2], *fq.shape[-2:])
     out = _causal(fq, fk, vw) if causal else _noncausal(fq, fk, vw)
+    if keep is not None:  # a query with no key outputs zeros, whatever its q holds
+        out = torch.where(keep.any(-2, keepdim=True), out, 0.0)  # (B, 1.., 1, 1): a length above 0
     return out.to(dtype), None
 
 

@@ -10,7 +10,7 @@ headers cost most of the build, so they are parsed once).
 
 ``kernel()`` returns the compiled module, or None where it cannot run: no AVX-512, no compiler, a
 failed build (``unavailable()`` says which). Callers then use their PyTorch paths, which are also the
-references the tests hold the kernels to. ``torch.utils.cpp_extension`` builds it (ninja, under a minute)
+references the tests hold the kernels to. ``torch.utils.cpp_extension`` builds it (ninja, about a minute)
 into torch's extension cache (``~/.cache/torch_extensions``) under a name that hashes every source and
 everything the build command holds (torch's include and library paths as torch passes them to the
 compiler, flags, compiler), so two environments never rebuild each other's build. Every build is
@@ -102,10 +102,10 @@ def _load(name: str):
     before = _stamp(library)
     timer = None
     if before is None:
-        log.warning("attnkit: compiling the native kernel %s (once per environment, under a minute)", name)
+        log.warning("attnkit: compiling the native kernel %s (once per environment, about a minute)", name)
     else:
         timer = threading.Timer(SLOW_LOAD_S, log.warning, (
-            "attnkit: rebuilding the native kernel %s: its build in %s is out of date (under a minute)",
+            "attnkit: rebuilding the native kernel %s: its build in %s is out of date (about a minute)",
             name, build_dir))
         timer.daemon = True
         timer.start()

@@ -138,6 +138,23 @@ def test_native_float32_matches_math(native_kernel, lead, lq, dl, left, right, c
     compare(q, k, v, mask, "local", atol=2e-5, rtol=1e-4)
 
 
+def test_exact_forward_agrees_and_keeps_hidden_nan_out():
+    """``forward_exact`` (the path for inputs holding NaN / inf) gives the blocked forward's out and lse on
+    finite inputs, and a NaN in a padded key changes nothing."""
+    q, k, v = (rand(6, 120, 8, seed=s).detach() for s in range(3))
+    lengths = torch.tensor([120, 120, 60, 30, 1, 0])
+    g = Geometry(120, 120, 9, 4)
+    args = (g.pad_queries(q * 0.3), g.pad_keys(k), g.pad_keys(v))
+    out1, lse1 = fwd.forward_exact(g, *args, g.key_ok(lengths, q.device), g.band_ok(q.device))
+    out2, lse2 = fwd.forward_blocked(g, *args, g.key_bias(lengths, q.device), g.band_bias(q.device).double(), True)
+    torch.testing.assert_close(out1, out2)
+    torch.testing.assert_close(lse1, lse2)
+    k[3, 40], v[3, 50] = float("nan"), float("inf")  # past row 3's length (30)
+    with torch.no_grad():
+        out = attnkit.attention(q, k, v, M.window(9, 4) & M.padding(lengths), scale=0.3, backend="local")
+    torch.testing.assert_close(out, g.unpad_queries(out1))
+
+
 def test_native_and_matmul_forwards_agree(native_kernel):
     """The native kernel's out and lse equal the blocked reference, edges, padding and empty rows included."""
     n, lq, lk, d = 6, 203, 190, 32
