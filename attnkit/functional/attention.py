@@ -98,10 +98,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | Tensor | None = None
         1. A masked-out (query, key) pair never influences that query's output: neither its score nor its
            value enters, whatever they hold (NaN, +-inf).
         2. Over the keys a query may attend to, the output is softmax(scores) @ values in IEEE arithmetic,
-           as torch's SDPA computes it without a mask: a NaN or +inf score makes that query's row NaN, a
-           -inf score is a weight of 0 (scores all -inf: NaN), a NaN / inf value reaches the output
-           columns it is multiplied into.
-        3. A query with nothing to attend to outputs zeros (and gets zero gradients).
+           as torch's SDPA computes it: a NaN or +inf score makes that query's row NaN, a -inf score is a
+           weight of 0, a NaN / inf value reaches the output columns it is multiplied into.
+        3. A query with nothing to attend to (no key, or only -inf scores, as SDPA's kernel has it)
+           outputs zeros (and gets zero gradients).
         4. float16 scores are computed and normalised in float32, so the grad mode (which changes the
            automatic backend) never turns a number into NaN.
     Inputs are validated before any kernel runs (ValueError naming the argument); empty sizes (batch,

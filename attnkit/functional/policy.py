@@ -1,20 +1,13 @@
-"""The NaN / inf policy every backend follows, and the helpers its PyTorch paths use.
-
-1. A masked-out (query, key) pair never influences that query's output: neither its score nor its
-   value enters, whatever they hold (NaN, +-inf). Kernels replace hidden scores (never add -inf to them)
-   and never multiply a hidden value in, not even by a weight of 0 (0 * NaN is NaN).
-2. Over the keys a query may attend to, the output is softmax(scores) @ values in IEEE arithmetic, as
-   torch's SDPA computes it without a mask: a NaN or +inf score makes the query's row NaN, a -inf score
-   is a weight of 0 (a row whose scores are all -inf is NaN), a NaN or inf value reaches the output
-   columns it is multiplied into.
-3. A query with nothing to attend to outputs zeros.
-4. float16 scores are computed and normalised in float32 (float16 overflows at 65504), so a call gives
-   a number or NaN whatever backend the grad mode leads to.
+"""Helpers for the NaN / inf policy every backend follows (stated in ``attnkit.functional.attention``'s
+docstring: hidden pairs never influence an output, visible NaN / inf propagate as in IEEE softmax, a query
+with nothing to attend to (or only -inf scores) gets zeros, float16 scores in float32).
 
 Kernels that read only the visible keys (``short``, ``graph``) or mask per key inside the kernel
-(``tiled``, ``local``'s native forward) follow it at no cost. Paths built from dense matrix products
-check whether an input holds NaN / inf (``all_finite``, one pass, only when a mask hides something) and
-then take their masked formulation (``visible_product``).
+(``tiled``, ``local``'s native forward) follow it at no cost. Paths built from dense matrix products add
+-inf to hidden scores and multiply hidden values by a weight of 0; a NaN / inf that gets in that way
+always comes out as NaN (NaN + -inf, +inf + -inf, 0 * NaN and 0 * inf are all NaN). So they run as they
+are and check their output (``finite``, one sum): a finite output is the policy's answer; otherwise they
+compute again with hidden scores replaced and only visible pairs multiplied (``visible_product``).
 """
 
 from __future__ import annotations
@@ -22,15 +15,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["all_finite", "visible_product"]
+__all__ = ["finite", "visible_product"]
 
 
-def all_finite(*ts: Tensor) -> bool:
-    """True when no tensor holds NaN or +-inf (meta tensors, which hold nothing, count as finite)."""
-    flags = [torch.isfinite(t).all() for t in ts if t.device.type != "meta" and t.numel()]
-    if not flags:
+def finite(t: Tensor) -> bool:
+    """True when ``t`` holds no NaN / inf, from one sum (in float32 for float16 / bfloat16; a sum that
+    overflows only costs a needless second pass). Meta and empty tensors count as finite."""
+    if t.device.type == "meta" or t.numel() == 0:
         return True
-    return bool(torch.stack(flags).all()) if len(flags) > 1 else bool(flags[0])
+    return bool(torch.isfinite(t.sum(dtype=torch.float32 if t.dtype in (torch.float16, torch.bfloat16) else None)))
 
 
 def visible_product(w: Tensor, v: Tensor, visible: Tensor | None) -> Tensor:

@@ -8,7 +8,7 @@ import torch
 import attnkit
 from attnkit import masks as M
 from attnkit.functional import native
-from attnkit.functional.policy import all_finite, visible_product
+from attnkit.functional.policy import finite, visible_product
 
 LENGTHS = torch.tensor([20, 7])
 EDGES = torch.tensor([[0, 1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6, 6]])  # nodes 7.. and 0 see nothing
@@ -118,4 +118,5 @@ def test_visible_product_is_the_ieee_sum_over_visible_pairs():
     assert out[1].tolist() == [1.0, 2.0]  # hides both non-finite values
     assert torch.isnan(out[2, 0]) and out[2, 1] == 0.0  # sees inf with a weight of 0: 0 * inf is NaN
     assert torch.equal(visible_product(w, v.nan_to_num(0, 0, 0), visible), w @ v.nan_to_num(0, 0, 0))
-    assert all_finite(w, v[:1]) and not all_finite(w, v) and all_finite(torch.empty(3, device="meta"))
+    assert finite(v[:1]) and not finite(v) and not finite(-v[1:]) and finite(torch.empty(3, device="meta"))
+    assert finite(torch.full((4,), 6e4, dtype=torch.float16))  # its float16 sum would overflow

@@ -10,9 +10,10 @@ out and the row log-sum-exp, and recomputes each tile; gradients reach learned b
 
 Masks: None, ``causal``, ``window``, ``padding`` and their ``&`` cheaply; any other mask is
 materialised once as a bool (Lq, Lk) tensor and sliced (exact, but quadratic in memory).
-NaN / inf: hidden scores are replaced (never added to); a row that sees a key but whose scores are
-all -inf is NaN, as softmax gives it; when v holds NaN / inf, each tile's product takes its visible
-pairs only. No dropout (the online softmax has no place for it) and no weights.
+NaN / inf: hidden scores are replaced (never added to); a row whose scores are all -inf gets zeros (no
+weight), as SDPA gives it; an output that is not finite (perhaps 0 times a hidden NaN / inf value) is
+computed again with each tile's product over its visible pairs only. No dropout (the online softmax has
+no place for it) and no weights.
 Internal layout: (B', H, L, d), B' = all leading dims but the head dim.
 """
 
@@ -25,7 +26,7 @@ from torch import Tensor
 
 from ..bias import Bias, as_bias
 from ..masks import Causal, Mask, Padding, Window, conjuncts, lengths_per_row
-from ..policy import all_finite, visible_product
+from ..policy import finite, visible_product
 from . import Backend, register_backend
 
 __all__ = ["chunked_attention"]
@@ -112,10 +113,9 @@ def _tile_scores(q, k, qs, qe, ks, ke, ok, bias, lead, spec):
 
 class _ChunkedFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, spec, bias, lead, scale, *params):
-        # q (B', H, Lq, d), k (B', H, Lk, d), v (B', H, Lk, dv) float32
+    def forward(ctx, q, k, v, spec, bias, lead, scale, exact, *params):
+        # q (B', H, Lq, d), k (B', H, Lk, d), v (B', H, Lk, dv) float32; exact: multiply visible pairs only
         lq, lk = q.shape[2], k.shape[2]
-        exact = not all_finite(v)  # a NaN / inf value: each tile multiplies its visible pairs only
         qs_ = q * scale
         out = q.new_zeros(*q.shape[:3], v.shape[-1])  # (B', H, Lq, dv)
         lse = q.new_full(q.shape[:3], float("inf"))  # (B', H, Lq); +inf: rows with no key
@@ -125,12 +125,10 @@ class _ChunkedFn(torch.autograd.Function):
             m = q.new_full((*q.shape[:2], qe - qs, 1), float("-inf"))  # running max (B', H, bq, 1)
             l = q.new_zeros(m.shape)  # running sum
             acc = out[:, :, qs:qe]  # running output (B', H, bq, dv), a view into out
-            seen = torch.zeros(m.shape, dtype=torch.bool, device=q.device)  # rows with a key
             for ks in range(lo - lo % BLOCK_K, hi, BLOCK_K):
                 ke = min(lk, ks + BLOCK_K)
                 ok = spec.tile(qs, qe, ks, ke, q.device)  # bool, broadcastable to (B', H, bq, bk), or None
                 s = _tile_scores(qs_, k, qs, qe, ks, ke, ok, bias, lead, spec)  # (B', H, bq, bk)
-                seen |= True if ok is None else ok.any(-1, keepdim=True)
                 m_new = torch.maximum(m, s.amax(-1, keepdim=True))
                 m_safe = torch.where(m_new == float("-inf"), 0.0, m_new)
                 s -= m_safe
@@ -140,7 +138,6 @@ class _ChunkedFn(torch.autograd.Function):
                 acc.mul_(alpha).add_(visible_product(p, v[:, :, ks:ke], ok) if exact else p @ v[:, :, ks:ke])
                 m = m_new
             acc /= l.clamp_min(1e-30)
-            acc.masked_fill_(seen & (l == 0), float("nan"))  # keys seen, all with score -inf: softmax is NaN
             m_safe = torch.where(m == float("-inf"), 0.0, m)
             lse[:, :, qs:qe] = torch.where(l > 0, m_safe + l.clamp_min(1e-30).log(), float("inf")).squeeze(-1)
         ctx.save_for_backward(q, k, v, out, lse, *params)
@@ -180,7 +177,7 @@ class _ChunkedFn(torch.autograd.Function):
                     for acc, g in zip(dparams, grads):
                         if g is not None:
                             acc += g
-        return (dq * scale, dk, dv, None, None, None, None, *dparams)
+        return (dq * scale, dk, dv, None, None, None, None, None, *dparams)
 
 
 def chunked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, scale: float,
@@ -197,7 +194,9 @@ def chunked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, 
     spec = _Spec(mask, lq, lk, q.dim(), lead, q.device)
     b = as_bias(bias)
     params = b.parameters() if b is not None else ()
-    out = _ChunkedFn.apply(q4, k4, v4, spec, b, lead, scale, *params)  # (B', H, Lq, dv)
+    out = _ChunkedFn.apply(q4, k4, v4, spec, b, lead, scale, False, *params)  # (B', H, Lq, dv)
+    if not finite(out):  # perhaps 0 * a hidden NaN / inf value: each tile's visible pairs only
+        out = _ChunkedFn.apply(q4, k4, v4, spec, b, lead, scale, True, *params)
     return out.to(dtype).reshape(*lead, lq, v.shape[-1]), None
 
 

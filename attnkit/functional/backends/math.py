@@ -1,11 +1,12 @@
 """The lecture's matrices, literally: A = Q K^T * scale (+ bias), A' = softmax(A), O = A' V.
 
 This is the reference every other backend is tested against, and the definition of the NaN / inf
-policy (``attnkit.functional.policy``): hidden scores are replaced by -inf (never added to), a query
-with no key gets zero weights, and when a mask hides something and v holds NaN / inf, the product
-takes the visible pairs only. Rows are queries (the lecture's column-per-query layout, transposed).
-In bfloat16 the two products run in that dtype and the scores are scaled, biased and normalised in
-float32; float16 scores are computed in float32 as well (float16 overflows at 65504).
+policy (``attnkit.functional.attention``): hidden scores are replaced by -inf (never added to), a query
+with no key (or only -inf scores) gets zero weights, and when the output of a masked call is not finite
+(perhaps 0 times a hidden NaN / inf value), the product is taken again over the visible pairs only.
+Rows are queries (the lecture's column-per-query layout, transposed). In bfloat16 the two products run
+in that dtype and the scores are scaled, biased and normalised in float32; float16 scores are computed
+in float32 as well (float16 overflows at 65504).
 Takes everything: any mask, bias, dtype, device (also meta), autograd, dropout, and returns weights.
 """
 
@@ -17,7 +18,7 @@ from torch import Tensor
 
 from ..bias import materialize_bias
 from ..masks import Mask
-from ..policy import all_finite, visible_product
+from ..policy import finite, visible_product
 from ..scores import masked_softmax
 from . import Backend, register_backend
 
@@ -41,9 +42,9 @@ def math_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Ten
     dense = None if mask is None else mask.materialize(lq, lk, q.dim(), q.device)
     weights = masked_softmax(scores, dense).to(q.dtype)  # A': (..., Lq, Lk), empty rows all zero
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
-    if dense is not None and not all_finite(v):
-        return visible_product(dropped, v, dense), (weights if need_weights else None)
     out = dropped @ v  # O: (..., Lq, dv)
+    if dense is not None and not finite(out):  # perhaps 0 * a hidden NaN / inf: visible pairs only
+        out = visible_product(dropped, v, dense)
     return out, (weights if need_weights else None)
 
 

@@ -5,10 +5,10 @@ masks with Lq == Lk use ``is_causal`` (no mask tensor at all). Rows with nothing
 given a harmless full row and zeroed afterwards, so they never produce NaN.
 
 NaN / inf: torch's kernel adds the mask to the scores (NaN + -inf is NaN) and multiplies hidden
-values by a weight of 0 (0 * NaN is NaN), so a NaN / inf in a key or value the mask hides would reach
-the output. When a mask hides something and k or v holds NaN / inf (one ``isfinite`` pass over each),
-this backend computes the call with the masked reference formula instead (``math``), which keeps
-hidden pairs out; finite inputs, and every call without a mask, run torch's kernel.
+values by a weight of 0 (0 * NaN is NaN), so a NaN / inf in a key or value the mask hides comes out as
+NaN. A masked call whose output is not finite (one sum) is therefore computed again with the masked
+reference formula (``math``), which keeps hidden pairs out (and gives a NaN / inf the query does see as
+torch's kernel does); every other call is torch's kernel's.
 Takes any mask, bias, dtype and device (also meta), autograd and dropout; no weights.
 """
 
@@ -20,7 +20,7 @@ from torch import Tensor
 
 from ..bias import materialize_bias
 from ..masks import Causal, Mask
-from ..policy import all_finite
+from ..policy import finite
 from . import Backend, register_backend
 from .math import math_attention
 
@@ -30,10 +30,9 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Ten
     lq, lk = q.shape[-2], k.shape[-2]
     if mask is None and bias is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale), None
-    if mask is not None and not all_finite(k, v):  # hidden NaN / inf: see the module docstring
-        return math_attention(q, k, v, mask, bias, scale, dropout_p, False)
     if isinstance(mask, Causal) and bias is None and lq == lk:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale), None
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, scale=scale)
+        return _policy(out, q, k, v, mask, bias, scale, dropout_p)
 
     live = None
     attn_mask = None
@@ -52,6 +51,13 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Ten
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
     if live is not None:
         out = torch.where(live, out, 0.0)
+    return _policy(out, q, k, v, mask, bias, scale, dropout_p)
+
+
+def _policy(out, q, k, v, mask, bias, scale, dropout_p) -> tuple[Tensor, None]:
+    """A masked call whose output is not finite may hold a hidden NaN / inf: the reference formula instead."""
+    if mask is not None and not finite(out):
+        return math_attention(q, k, v, mask, bias, scale, dropout_p, False)
     return out, None
 
 

@@ -6,7 +6,8 @@
   each query block a "head" whose keys are a strided view of its band.
 - ``forward_blocked``: blocked matmuls, also the reference the other two are tested against.
 - ``forward_exact``: the blocked matmuls with hidden scores replaced (not added to) and values
-  multiplied only where visible: the NaN / inf policy when an input holds NaN / inf.
+  multiplied only where visible. The other two add masks, so a hidden NaN / inf that gets in comes out
+  as NaN: a non-finite output is computed again by this one (the NaN / inf policy).
 Rows with no key: out 0, lse +inf (so the backward gives P = 0).
 """
 
@@ -16,7 +17,7 @@ import torch
 from torch import Tensor
 
 from ... import native
-from ...policy import all_finite, visible_product
+from ...policy import finite, visible_product
 from .geometry import Geometry, band_view, bands, chunks, dirty_blocks, runs
 
 __all__ = ["forward", "forward_native", "forward_fused", "forward_blocked", "forward_exact", "masked_scores"]
@@ -75,7 +76,7 @@ def forward_exact(g: Geometry, qb, kb, vb, key_ok, band_ok):
         vis = band_ok & bands(key_ok, b0, b1, g.m).reshape(key_ok.shape[0], b1 - b0, 1, g.W)  # (N|1, n, bq, W)
         s = qb[:, b0:b1] @ bands(kb, b0, b1, g.m).transpose(-1, -2)  # (N, n, bq, W)
         s = s.masked_fill(~vis, float("-inf"))
-        live = vis.any(-1, keepdim=True)  # rows with a key, whatever their scores
+        live = (s != float("-inf")).any(-1, keepdim=True)  # rows with a weight (NaN scores count)
         p = torch.where(live, s, 0.0).softmax(-1).masked_fill(~live, 0.0)
         outs.append(visible_product(p, bands(vb, b0, b1, g.m), vis))  # (N, n, bq, dv)
         lses.append(torch.where(live, s.logsumexp(-1, keepdim=True), float("inf")).squeeze(-1))
@@ -136,17 +137,12 @@ def forward_native(q, k, v, lengths, left: int, right: int, scale: float):
 
 
 def forward(q, k, v, lengths, left: int, right: int, scale: float, want_lse: bool):
-    """The forward that applies, first of: native, exact (an input holds NaN / inf), fused, blocked.
+    """The forward that applies, first of: native, fused, blocked; exact when the output is not finite.
     q (N, Lq, d), k (N, Lk, d), v (N, Lk, dv) -> out (N, Lq, dv), lse (N, Lq) or None."""
     if q.shape[0] == 0 or q.shape[1] == 0:  # nothing to compute (torch's fused kernel fails on empty sizes)
         return q.new_zeros(*q.shape[:2], v.shape[-1]), q.new_full(q.shape[:2], float("inf"))
     if native_runs(q, v):
         return forward_native(q, k, v, lengths, left, right, scale)
-    if not all_finite(q, k, v):
-        g = Geometry(q.shape[1], k.shape[1], left, right)
-        out, lse = forward_exact(g, g.pad_queries(q * scale), g.pad_keys(k), g.pad_keys(v),
-                                 g.key_ok(lengths, q.device), g.band_ok(q.device))
-        return g.unpad_queries(out), g.unpad_queries(lse)
     fused = q.dtype in (torch.float32, torch.float64) and v.shape[-1] == q.shape[-1]  # the kernel's limits
     g = Geometry(q.shape[1], k.shape[1], left, right, fused=fused)
     kb, vb = g.pad_keys(k), g.pad_keys(v)  # (N, nb + m - 1, bq, d | dv)
@@ -155,4 +151,7 @@ def forward(q, k, v, lengths, left: int, right: int, scale: float, want_lse: boo
         out, lse = forward_fused(g, g.pad_queries(q), kb, vb, kbias, band, scale)
     else:
         out, lse = forward_blocked(g, g.pad_queries(q * scale), kb, vb, kbias, band, want_lse=want_lse)
+    if not finite(out):  # the masks were added, so a hidden NaN / inf that got in is NaN here: exact instead
+        out, lse = forward_exact(g, g.pad_queries(q * scale), kb, vb, g.key_ok(lengths, q.device),
+                                 g.band_ok(q.device))
     return g.unpad_queries(out), (None if lse is None else g.unpad_queries(lse))  # (N, Lq, dv), (N, Lq)

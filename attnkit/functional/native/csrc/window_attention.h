@@ -15,7 +15,8 @@
 //   2. Softmax down each column, vectorised across the 16 queries, with the window mask per key.
 //   3. O (16 x dv) = P^T V: broadcast P[t, r] against v[t, :], 4 rows x up to 64 dims at a time.
 // NaN / inf: a key outside a row's window never enters that row (its score is replaced, not added
-// to, and its value is never multiplied in, not even by 0); one inside propagates as in IEEE maths.
+// to, and its value is never multiplied in, not even by 0); one inside propagates as in IEEE maths, and
+// a -inf score is a weight of 0 (a row of them gives zeros, as SDPA's kernel does).
 #pragma once
 
 #include <immintrin.h>
@@ -150,16 +151,15 @@ void tile(const Tile<S>& a, int64_t i0, float* buf, float* qt, float* obuf) {
                                   _mm512_cmple_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base + a.left))));
   };
   __m512 mx = ninf;
-  __mmask16 seen = 0;  // rows with at least one key
   for (int t = 0; t < nk; ++t) {
-    const __mmask16 ok = in_window(t);
-    const __m512 s = _mm512_mask_blend_ps(ok, ninf, _mm512_loadu_ps(buf + t * T));
+    const __m512 s = _mm512_mask_blend_ps(in_window(t), ninf, _mm512_loadu_ps(buf + t * T));
     _mm512_storeu_ps(buf + t * T, s);
     mx = _mm512_max_ps(mx, s);
-    seen |= ok;
   }
-  // Rows with a key subtract their max, even -inf or NaN (then the row is NaN, as softmax gives it).
-  const __m512 shift = _mm512_mask_blend_ps(seen, _mm512_setzero_ps(), mx);
+  // A row whose max is -inf has no key (or only -inf scores): shift 0, its weights are all 0. A NaN score
+  // gives a NaN weight below, whatever mx is, so the row comes out NaN.
+  const __mmask16 live = _mm512_cmp_ps_mask(mx, ninf, _CMP_NEQ_OQ);
+  const __m512 shift = _mm512_mask_blend_ps(live, _mm512_setzero_ps(), mx);
   __m512 sum = _mm512_setzero_ps();
   for (int t = 0; t < nk; ++t) {
     const __m512 e = _mm512_maskz_mov_ps(in_window(t), exp_ps(_mm512_sub_ps(_mm512_loadu_ps(buf + t * T), shift)));
@@ -186,8 +186,8 @@ void tile(const Tile<S>& a, int64_t i0, float* buf, float* qt, float* obuf) {
   _mm512_store_ps(sums, sum);
   _mm512_store_ps(mxs, mx);
   for (int r = 0; r < rows; ++r) {
-    const bool live_row = (seen >> r) & 1;
-    const __m512 inv = _mm512_set1_ps(live_row ? 1.0f / sums[r] : 0.0f);  // empty rows: 0
+    const bool live_row = sums[r] != 0.0f;  // a NaN sum is live (and NaN)
+    const __m512 inv = _mm512_set1_ps(live_row ? 1.0f / sums[r] : 0.0f);  // rows with no weight: 0
     for (int c = 0; c < a.dv; c += 16)
       store16(out + r * a.os + c, _mm512_mul_ps(_mm512_loadu_ps(obuf + r * a.dv + c), inv));
     lse[r] = live_row ? mxs[r] + std::log(sums[r]) : std::numeric_limits<float>::infinity();
