@@ -120,3 +120,15 @@ def test_visible_product_is_the_ieee_sum_over_visible_pairs():
     assert torch.equal(visible_product(w, v.nan_to_num(0, 0, 0), visible), w @ v.nan_to_num(0, 0, 0))
     assert finite(v[:1]) and not finite(v) and not finite(-v[1:]) and finite(torch.empty(3, device="meta"))
     assert finite(torch.full((4,), 6e4, dtype=torch.float16))  # its float16 sum would overflow
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sdpa_gives_a_row_with_an_inf_score_nan_in_low_precision(dtype):
+    """torch's CPU kernel returns zeros for this row (its scores hold +inf and -inf); softmax gives NaN."""
+    g = torch.Generator().manual_seed(4016)
+    q, k, v = (torch.randn(2, 3, n, 8, generator=g, dtype=torch.float64).to(dtype) for n in (4, 16, 16))
+    q[0, 0, 0, 0] = float("inf")
+    out = attnkit.attention(q, k, v, backend="sdpa")
+    assert torch.isnan(out[0, 0, 0]).all()
+    assert torch.isfinite(out.flatten(0, 2)[1:]).all()  # every other row is a number
+    torch.testing.assert_close(out, attnkit.attention(q, k, v, backend="math"), equal_nan=True)
