@@ -68,10 +68,10 @@ def refuse(c: Call) -> str | None:
 def short_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, scale: float, dropout_p: float,
                     need_weights: bool) -> tuple[Tensor, None]:
     """Backend "short": q (..., Lq, d), k (..., Lk, d), v (..., Lk, dv) -> (..., Lq, dv)."""
-    lengths, offsets = full_parts(mask)
+    lengths, segments = full_parts(mask)
     lens = native.lengths_arg(lengths)
     q4, k4, v4 = (as_4d(x if x.stride(-1) == 1 else x.contiguous()) for x in (q, k, v))
-    offs = torch.empty(0, dtype=torch.int64) if offsets is None else offsets.cpu().contiguous()
+    offs = torch.empty(0, dtype=torch.int64) if segments is None else segments.offsets().cpu().contiguous()
     out = native.kernel().short_forward(q4, k4, v4, lens, offs, scale)  # (B, H, Lq, dv)
     return out.reshape(*q.shape[:-1], v.shape[-1]), None
 

@@ -3,7 +3,7 @@
 Each returns the few numbers a kernel needs, or None when the mask is not of that form:
 
 - ``window_parts``: ``window [& causal] [& padding]`` -> (left, right, key lengths)
-- ``full_parts``: no mask, ``padding`` or one ``segments`` -> (key lengths, segment offsets)
+- ``full_parts``: no mask, ``padding`` or one ``segments`` -> (key lengths, the ``Segments``)
 - ``graph_of``: a lone ``graph`` mask -> the ``Graph``
 - ``lengths_per_row``: padding lengths (B,) -> one per row of a kernel's flattened batch
 """
@@ -45,11 +45,11 @@ def window_parts(mask: Mask | None, require_window: bool = True) -> tuple[int | 
     return left, (0 if causal else right), lengths
 
 
-def full_parts(mask: Mask | None) -> tuple[Tensor | None, Tensor | None] | None:
-    """(key lengths, segment offsets (S + 1,) int64) for no mask, a padding mask or one ``segments`` mask
-    (full attention within each sequence); None for any other mask."""
+def full_parts(mask: Mask | None) -> tuple[Tensor | None, Segments | None] | None:
+    """(key lengths, the ``Segments`` mask) for no mask, a padding mask or one ``segments`` mask (full
+    attention within each sequence); None for any other mask."""
     if isinstance(mask, Segments):
-        return None, mask.offsets()
+        return None, mask
     parts = window_parts(mask, require_window=False)
     if parts is None or parts[0] is not None or parts[1] is not None:  # a window or a causal part
         return None
