@@ -264,26 +264,26 @@ class Segments(Mask):
 
 
 @dataclass(frozen=True, eq=False)
-class And(Mask):
+class _Pair(Mask):
+    """Two masks combined; valid where both are."""
+
     a: Mask
     b: Mask
 
     def validate(self, lq, lk, lead, device):
         self.a.validate(lq, lk, lead, device)
         self.b.validate(lq, lk, lead, device)
+
+
+class And(_Pair):
+    """Both masks allow the pair."""
 
     def materialize(self, lq, lk, ndim, device=None):
         return self.a.materialize(lq, lk, ndim, device) & self.b.materialize(lq, lk, ndim, device)
 
 
-@dataclass(frozen=True, eq=False)
-class Or(Mask):
-    a: Mask
-    b: Mask
-
-    def validate(self, lq, lk, lead, device):
-        self.a.validate(lq, lk, lead, device)
-        self.b.validate(lq, lk, lead, device)
+class Or(_Pair):
+    """Either mask allows the pair."""
 
     def materialize(self, lq, lk, ndim, device=None):
         return self.a.materialize(lq, lk, ndim, device) | self.b.materialize(lq, lk, ndim, device)
