@@ -20,6 +20,8 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from .options import read_lines, utf8_text
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 
@@ -37,19 +39,15 @@ def _dtype(args):
 
 
 def _read_texts(args) -> list[str]:
-    texts = list(args.texts)
+    texts = [utf8_text(t, f"embed: text {i + 1}") for i, t in enumerate(args.texts)]
     if args.file is not None:
-        if str(args.file) == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            if not args.file.is_file():
-                raise FileNotFoundError(f"embed: --file not found: {args.file}")
-            lines = args.file.read_text(encoding="utf-8").splitlines()
-        texts += [line for line in lines if line.strip()]
+        if str(args.file) != "-" and not args.file.is_file():
+            raise FileNotFoundError(f"embed: --file not found: {args.file}")
+        texts += [line for line in read_lines(args.file) if line.strip()]
     elif not texts:
         if sys.stdin is None or sys.stdin.isatty():
             raise ValueError("embed: give texts as arguments, --file PATH, or pipe them on stdin")
-        texts = [line for line in sys.stdin.read().splitlines() if line.strip()]
+        texts = [line for line in read_lines("-") if line.strip()]
     return texts
 
 
@@ -81,7 +79,8 @@ def run_embed(args) -> int:
 
 
 def run_similarity(args) -> int:
-    print(f"{_model(args.model).similarity(args.a, args.b, dtype=_dtype(args)):.6f}")
+    a, b = utf8_text(args.a, "similarity: the first text"), utf8_text(args.b, "similarity: the second text")
+    print(f"{_model(args.model).similarity(a, b, dtype=_dtype(args)):.6f}")
     return 0
 
 
@@ -96,7 +95,8 @@ def strongest(attentions, tokens: list[str]) -> list[list[tuple[int, int, float]
 
 
 def run_attend(args) -> int:
-    res = _model(args.model).attend(args.text)
+    text = utf8_text(args.text, "attend: the text")
+    res = _model(args.model).attend(text)
     tokens = res.tokens
     labels = [f"{t}@{i}" for i, t in enumerate(tokens)]  # positions tell repeated words apart
     n_layers, n_heads = res.attentions.shape[:2]
@@ -132,10 +132,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("embed", help="sentence vectors of texts (arguments, --file, or stdin)")
     p.add_argument("texts", nargs="*", help="texts to embed")
-    p.add_argument("--file", type=Path, default=None, help="one text per line ('-' for stdin)")
+    p.add_argument("--file", type=Path, default=None,
+                   help="a UTF-8 file of texts, one a line ('-' for stdin) (default: none; texts come from the "
+                        "arguments, else from stdin)")
     p.add_argument("--out", type=Path, default=None,
                    help="output .npy or .jsonl (default: JSON lines on stdout)")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="texts encoded together in one batch")
     p.add_argument("--bf16", action="store_true", help="compute in bfloat16 (faster; outputs stay float32)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
@@ -145,14 +147,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_embed)
 
     p = sub.add_parser("similarity", help="cosine similarity of two texts")
-    p.add_argument("a")
-    p.add_argument("b")
+    p.add_argument("a", metavar="TEXT1", help="the first text")
+    p.add_argument("b", metavar="TEXT2", help="the second text")
     p.add_argument("--bf16", action="store_true", help="compute in bfloat16")
     common(p)
     p.set_defaults(func=run_similarity)
 
     p = sub.add_parser("attend", help="a text's attention maps, every layer and head, as PNG and an HTML page")
-    p.add_argument("text")
+    p.add_argument("text", help="the text whose attention to show")
     p.add_argument("--out", type=Path, default=Path("runs/attend"), help="folder for attention.html and the PNG files")
     p.add_argument("--each-head", action="store_true", help="also one PNG per layer and head")
     p.add_argument("--no-plots", action="store_true", help="only print the most-attended tokens (no files)")
