@@ -36,7 +36,7 @@ def _check_bias(bias, q: Tensor, k: Tensor) -> None:
     check_device(bias, "attention: `bias`", q.device)
     shape = _shape(bias)
     rest, tail = shape[:-2], shape[-2:]
-    fits = (len(shape) <= q.dim() and tail[-1] in (1, lk) and (len(tail) < 2 or tail[0] in (1, lq))
+    fits = (0 < len(shape) <= q.dim() and tail[-1] in (1, lk) and (len(tail) < 2 or tail[0] in (1, lq))
             and all(b in (1, n) for b, n in zip(reversed(rest), reversed(lead))))
     if not fits:
         raise ValueError(f"attention: `bias` shape {shape} does not broadcast to (*{tuple(lead)}, Lq={lq}, Lk={lk})")

@@ -94,7 +94,7 @@ def has_tensor(mask) -> bool:
        lk=st.integers(0, 24), long=st.integers(0, 5), d=st.sampled_from([1, 8, 16, 32]),
        dv=st.sampled_from([8, 16, 32]), kind=st.sampled_from(MASKS), place=st.sampled_from(PLACES),
        value=st.sampled_from([math.nan, math.inf, -math.inf]), device=st.sampled_from(DEVICES),
-       bias_kind=st.sampled_from(["none"] * 4 + ["tensor", "alibi"]), dropout=st.sampled_from([0.0] * 9 + [0.3]),
+       bias_kind=st.sampled_from(["none"] * 4 + ["tensor", "row", "alibi"]), dropout=st.sampled_from([0.0] * 9 + [0.3]),
        fit=st.booleans())
 def check(data, backend, grad, dtype, lead, lq, lk, long, d, dv, kind, place, value, device, bias_kind, dropout,
           fit):
@@ -137,6 +137,8 @@ def check(data, backend, grad, dtype, lead, lq, lk, long, d, dv, kind, place, va
     bias = None
     if bias_kind == "tensor":
         bias = torch.randn(lq, lk, generator=g).to(dtype)
+    elif bias_kind == "row":  # one value per key, broadcast over the queries
+        bias = torch.randn(lk, generator=g).to(dtype)
     elif bias_kind == "alibi" and len(lead) >= 2:
         bias = ALiBiBias(alibi_slopes(lead[-1]))
     if device == "k_meta":

@@ -106,7 +106,7 @@ def _edge_bias(bias, edge_index: Tensor, n: int, lead: tuple[int, ...], device) 
         val = bias.values  # (E,) or (E, H), already merged over duplicates by the caller
     else:  # any other bias: materialise (quadratic memory) and read it at the edges
         dense = bias.materialize(n, n, device) if isinstance(bias, Bias) else bias  # (..., N, N)
-        dense = dense.expand(*lead, n, n) if lead else dense.reshape(n, n)
+        dense = dense.to(device).expand(*lead, n, n)  # broadcast (a (N,) bias too) to (*lead, N, N)
         val = dense[..., edge_index[1], edge_index[0]].reshape(math.prod(lead), edge_index.shape[1]).T  # (E, M)
         return val
     e = val.shape[0]

@@ -51,7 +51,7 @@ def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Ten
         attn_mask = dense
     if bias is not None:
         bias = materialize_bias(bias, lq, lk, q.device, q.dtype, q.dim())  # Bias -> (H or 1, Lq, Lk)
-        bias = bias.to(q.dtype)
+        bias = bias.to(q.dtype).reshape(*([1] * (2 - bias.dim())), *bias.shape)  # SDPA wants 2 dims or more
         attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale)
     if live is not None:

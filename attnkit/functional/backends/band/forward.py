@@ -2,7 +2,7 @@
 
 - ``forward_native``: attnkit's native kernel (float32, AVX-512, dv % 16 == 0): tiles of 16 queries,
   each over the union of its rows' windows, no padded buffers.
-- ``forward_fused``: torch's fused CPU attention kernel on the bands (float32 / float64, d == dv):
+- ``forward_fused``: torch's fused CPU attention kernel on the bands (CPU, float32 / float64, d == dv):
   each query block a "head" whose keys are a strided view of its band.
 - ``forward_blocked``: blocked matmuls, also the reference the other two are tested against.
 - ``forward_exact``: the blocked matmuls with hidden scores replaced (not added to) and values
@@ -143,7 +143,8 @@ def forward(q, k, v, lengths, left: int, right: int, scale: float, want_lse: boo
         return q.new_zeros(*q.shape[:2], v.shape[-1]), q.new_full(q.shape[:2], float("inf"))
     if native_runs(q, v):
         return forward_native(q, k, v, lengths, left, right, scale)
-    fused = q.dtype in (torch.float32, torch.float64) and v.shape[-1] == q.shape[-1]  # the kernel's limits
+    fused = (q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64)
+             and v.shape[-1] == q.shape[-1])  # torch's fused CPU kernel: its limits
     g = Geometry(q.shape[1], k.shape[1], left, right, fused=fused)
     kb, vb = g.pad_keys(k), g.pad_keys(v)  # (N, nb + m - 1, bq, d | dv)
     kbias, band = g.key_bias(lengths, q.device), g.band_bias(q.device)
