@@ -12,18 +12,22 @@ compute again with hidden scores replaced and only visible pairs multiplied (``v
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
 __all__ = ["finite", "visible_product"]
 
+_LOW = (torch.float16, torch.bfloat16)
+
 
 def finite(t: Tensor) -> bool:
     """True when ``t`` holds no NaN / inf, from one sum (in float32 for float16 / bfloat16; a sum that
     overflows only costs a needless second pass). Meta and empty tensors count as finite."""
-    if t.device.type == "meta" or t.numel() == 0:
+    if t.is_meta or not t.numel():
         return True
-    return bool(torch.isfinite(t.sum(dtype=torch.float32 if t.dtype in (torch.float16, torch.bfloat16) else None)))
+    return math.isfinite((t.sum(dtype=torch.float32) if t.dtype in _LOW else t.sum()).item())
 
 
 def visible_product(w: Tensor, v: Tensor, visible: Tensor | None) -> Tensor:

@@ -2,8 +2,9 @@
 
 This is the reference every other backend is tested against, and the definition of the NaN / inf
 policy (``attnkit.functional.attention``): hidden scores are replaced by -inf (never added to), a query
-with no key (or only -inf scores) gets zero weights, and when the output of a masked call is not finite
-(perhaps 0 times a hidden NaN / inf value), the product is taken again over the visible pairs only.
+with no key (or only -inf scores) gets zero weights (``scores.masked_softmax``), and no hidden value is
+multiplied in, not even by 0 (``policy.visible_product``). Those two cost passes over the scores, so
+they run only when the output is not finite (one sum); finite outputs come from the plain formula.
 Rows are queries (the lecture's column-per-query layout, transposed). In bfloat16 the two products run
 in that dtype and the scores are scaled, biased and normalised in float32; float16 scores are computed
 in float32 as well (float16 overflows at 65504).
@@ -40,12 +41,24 @@ def math_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Ten
     if bias is not None:
         scores = scores + materialize_bias(bias, lq, lk, q.device, work, q.dim())  # Bias: (H|1, Lq, Lk)
     dense = None if mask is None else mask.materialize(lq, lk, q.dim(), q.device)
-    weights = masked_softmax(scores, dense).to(q.dtype)  # A': (..., Lq, Lk), empty rows all zero
+    weights = _softmax(scores, dense).to(q.dtype)  # A': (..., Lq, Lk), empty rows all zero
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     out = dropped @ v  # O: (..., Lq, dv)
-    if dense is not None and not finite(out):  # perhaps 0 * a hidden NaN / inf: visible pairs only
-        out = visible_product(dropped, v, dense)
+    if not finite(out) or (need_weights and not finite(weights)):  # a NaN / inf somewhere: the policy, slowly
+        weights = masked_softmax(scores, dense).to(q.dtype)  # rows of -inf scores: zeros
+        dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+        out = visible_product(dropped, v, dense)  # 0 * a hidden NaN / inf never enters
     return out, (weights if need_weights else None)
+
+
+def _softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """``masked_softmax`` for finite scores, a pass cheaper: a row with no key attends everywhere (then
+    zeroed) instead of being looked for in the scores. A row of -inf scores gives NaN here, never silently."""
+    if mask is None:
+        return scores.softmax(-1)
+    live = mask.any(-1, keepdim=True)  # (..., Lq | 1, 1): rows with a key
+    weights = scores.masked_fill(~(mask | ~live), float("-inf")).softmax(-1)
+    return torch.where(live, weights, 0.0)
 
 
 register_backend(Backend(
