@@ -179,8 +179,9 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=Non
             from ..viz import attention_grid, attention_html
 
             stacked, words = torch.stack([a[0] for a in attn]), tokenize(text, meta)  # (N, H, L, L), L tokens
+            verdict = lines[-1].split("\t")[0]  # "label (p=...)"
             path = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words,
-                                  title=lines[-1].split("\t")[0])
+                                  title=f"{text} -> {verdict}")
             page = attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
             lines.append(f"wrote {path} and {page}")
     return lines

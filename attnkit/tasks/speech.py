@@ -140,7 +140,7 @@ def predict(model: SpeechClassifier, meta: dict, inputs: list[str], out_dir: Pat
     recording N of the run's split (sorted by name)."""
     features = FeatureConfig(**meta["features"])
     lines = []
-    for spec in inputs:
+    for k, spec in enumerate(inputs):
         item = split_item(spec, ("train", "test"))
         if item:
             recs = _split(meta, item[0], args)
@@ -153,6 +153,13 @@ def predict(model: SpeechClassifier, meta: dict, inputs: list[str], out_dir: Pat
             x, _ = read_wav(spec, sample_rate=features.sample_rate)
             name = spec
         f = log_mel(x, features)
-        prob = model(f[None], torch.tensor([f.shape[0]])).softmax(-1)[0]
+        logits, attn = model(f[None], torch.tensor([f.shape[0]]), need_weights=True)
+        prob = logits.softmax(-1)[0]
         lines.append(f"{name}: {meta['labels'][int(prob.argmax())]} (p={float(prob.max()):.3f})")
+        if out_dir is not None:
+            from ..viz.frame_attention import frame_attention_maps
+
+            path = frame_attention_maps(f, torch.stack([a[0] for a in attn]), Path(out_dir) / f"attention_{k}.png",
+                                        title=lines[-1], frames_per_step=model.config.subsample)
+            lines.append(f"wrote {path}")
     return lines

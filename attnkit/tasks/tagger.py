@@ -211,9 +211,12 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=Non
         lines.append(" ".join(f"{w}/{t}" for w, t in zip(words, tags)))
         if out_dir is not None and not meta.get("pretrained"):
             from ..viz import attention_grid, attention_html
+            from ..viz.lecture import model_lecture_html
 
             stacked = torch.stack([a[0] for a in attn])  # layers x (1, H, L, L) -> (N, H, L, L)
-            p = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words, title=" ".join(tags))
+            p = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words, title=text)
             page = attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
-            lines.append(f"wrote {p} and {page}")
+            lecture = model_lecture_html(model, lambda ws=words: tag(model, meta, ws), words,
+                                         Path(out_dir) / f"lecture_{k}.html", title=f"{lines[-1]}: step by step")
+            lines.append(f"wrote {p}, {page} and {lecture}")
     return lines
