@@ -44,7 +44,7 @@ def short(lengths: list[int], repeats: int, dtype: torch.dtype) -> None:
         b = max(1, 2880 // n)
         q, k, v = torch.randn(b, n, 3, 12, 32, dtype=dtype).permute(2, 0, 3, 1, 4).unbind(0)  # 3x(B,H,L,d)
         with torch.inference_mode():
-            auto = select_backend(q, k, None, None, False)
+            auto = select_backend(q, k, v, None, None, False)
         def call(be, q=q, k=k, v=v, b=b, n=n):  # attention, then merge the heads as a layer must: (B, L, H*d)
             return attnkit.attention(q, k, v, backend=be).transpose(1, 2).reshape(b, n, 12 * 32)
 

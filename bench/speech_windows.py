@@ -99,7 +99,7 @@ def main(argv=None) -> int:
             t_long = median_time(lambda model=model, x=x, lens=lens: model(x, lens), args.repeats)
             n = model.out_lengths(lens)
             h = torch.randn(1, enc.num_heads, int(n), enc.head_dim)  # (B, H, T', dh) as MultiHeadAttention sends
-            backend = select_backend(h, h, for_heads(model.mask(n)), None, False)
+            backend = select_backend(h, h, h, for_heads(model.mask(n)), None, False)
         label = "full" if window is None else f"{window[0]},{window[1]}"
         print(f"| {label} | {100 * result['test']['accuracy']:.2f} | {result['train_seconds']:.0f} | "
               f"{1000 * t_step:.1f} | {1000 * t_long:.1f} | {backend} |", flush=True)

@@ -2,24 +2,49 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import NamedTuple
 
 from torch import Tensor
 
-from .backends import REGISTRY, get_backend
+from .backends import Call, get_backend
 from .bias import Bias
-from .masks import Mask, as_mask
+from .dispatch import choose
+from .masks import Mask, as_mask, check_device
 from .scores import NORMALIZERS, additive_scores, dot_scores
 
-__all__ = ["attention", "explain", "select_backend", "Intermediates", "check_inputs"]
+__all__ = ["attention", "explain", "Intermediates", "check_inputs"]
 
 
 def _shape(t: Tensor) -> tuple[int, ...]:
     return tuple(t.shape)
 
 
+def _check_bias(bias, q: Tensor, k: Tensor) -> None:
+    lq, lk, lead = q.shape[-2], k.shape[-2], q.shape[:-2]
+    if isinstance(bias, Bias):
+        for f in dataclasses.fields(bias):
+            value = getattr(bias, f.name)
+            if isinstance(value, Tensor):
+                check_device(value, f"attention: `bias` {type(bias).__name__}.{f.name}", q.device)
+        bias.validate(q, k)
+        return
+    if not isinstance(bias, Tensor) or not bias.dtype.is_floating_point:
+        raise ValueError("attention: `bias` must be a floating tensor broadcastable to (..., Lq, Lk) or an "
+                         "attnkit Bias")
+    check_device(bias, "attention: `bias`", q.device)
+    shape = _shape(bias)
+    rest, tail = shape[:-2], shape[-2:]
+    fits = (0 < len(shape) <= q.dim() and tail[-1] in (1, lk) and (len(tail) < 2 or tail[0] in (1, lq))
+            and all(b in (1, n) for b, n in zip(reversed(rest), reversed(lead))))
+    if not fits:
+        raise ValueError(f"attention: `bias` shape {shape} does not broadcast to (*{tuple(lead)}, Lq={lq}, Lk={lk})")
+
+
 def check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Tensor | Bias | None) -> None:
-    """Raise ValueError naming the argument and the shapes, before any computation."""
+    """Raise ValueError naming the argument and the shapes, before any computation: everything a kernel
+    assumes (shapes, dtypes, one device for q, k, v and the mask's and bias's tensors there or on the CPU)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, Tensor):
             raise TypeError(f"attention: `{name}` must be a tensor, got {type(t).__name__}")
@@ -27,6 +52,8 @@ def check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Tenso
             raise ValueError(f"attention: `{name}` must have shape (..., L, d), got {_shape(t)}")
         if not t.dtype.is_floating_point:
             raise ValueError(f"attention: `{name}` must be a floating tensor, got {t.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"attention: q, k, v must be on one device, got q {q.device}, k {k.device}, v {v.device}")
     if not (q.dim() == k.dim() == v.dim()):
         raise ValueError(f"attention: q, k, v must have the same number of dims, got "
                          f"q {_shape(q)}, k {_shape(k)}, v {_shape(v)}")
@@ -34,28 +61,16 @@ def check_inputs(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias: Tenso
         raise ValueError(f"attention: batch dims of q, k, v differ: q {_shape(q)}, k {_shape(k)}, v {_shape(v)}")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"attention: q and k must share the feature size d, got q {_shape(q)}, k {_shape(k)}")
+    if q.shape[-1] == 0:
+        raise ValueError(f"attention: q and k need a feature size d >= 1, got q {_shape(q)}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"attention: k and v must have the same length Lk, got k {_shape(k)}, v {_shape(v)}")
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"attention: q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
-    lq, lk = q.shape[-2], k.shape[-2]
     if mask is not None:
-        mask.validate(lq, lk, q.shape[0] if q.dim() > 2 else None)
-    if isinstance(bias, Bias):
-        bias.validate(q, k)
-    elif bias is not None:
-        if not isinstance(bias, Tensor) or not bias.dtype.is_floating_point:
-            raise ValueError("attention: `bias` must be a floating tensor broadcastable to (..., Lq, Lk)")
-        if bias.shape[-1] not in (1, lk) or (bias.dim() > 1 and bias.shape[-2] not in (1, lq)):
-            raise ValueError(f"attention: `bias` shape {_shape(bias)} does not fit Lq={lq}, Lk={lk}")
-
-
-def select_backend(q: Tensor, k: Tensor, mask: Mask | None, bias: Tensor | None, need_weights: bool) -> str:
-    """The automatic choice: the highest-priority backend whose ``auto`` predicate accepts the call."""
-    for b in sorted(REGISTRY.values(), key=lambda b: -b.priority):
-        if b.auto is not None and (b.supports_weights or not need_weights) and b.auto(q, k, mask, bias, need_weights):
-            return b.name
-    return "math" if need_weights else "sdpa"
+        mask.validate(q.shape[-2], k.shape[-2], tuple(q.shape[:-2]), q.device)
+    if bias is not None:
+        _check_bias(bias, q, k)
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | Tensor | None = None, *,
@@ -64,29 +79,49 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | Tensor | None = None
     """Scaled dot-product attention: softmax(q k^T * scale + bias, masked) v.
 
     Args:
-        q: (..., Lq, d) queries.  k: (..., Lk, d) keys.  v: (..., Lk, dv) values.
+        q: (..., Lq, d) queries.  k: (..., Lk, d) keys.  v: (..., Lk, dv) values. One dtype, one device.
         mask: an attnkit mask (``attnkit.masks``) or a bool tensor broadcastable (right-aligned)
-            to (..., Lq, Lk); True = may attend. Queries with no allowed key output zeros.
+            to (..., Lq, Lk); True = may attend.
         bias: optional float tensor broadcastable to (..., Lq, Lk), or a structured
             ``attnkit.functional.bias.Bias`` (ALiBi, relative), added to the scaled scores.
         scale: defaults to 1/sqrt(d).
         dropout_p: dropout on the attention weights (pass 0.0 at evaluation).
         return_weights: also return the weights (..., Lq, Lk).
-        backend: a registered backend name (``attnkit.functional.available_backends()``);
-            None picks one from the mask's structure.
+        backend: a registered backend name (``attnkit.functional.available_backends()``): it runs its own
+            algorithm or raises a ValueError saying why it cannot take the call. None: the automatic choice,
+            the ordered table of ``attnkit.functional.dispatch`` (``why_backend`` explains a call's row).
 
     Returns:
         out (..., Lq, dv), or (out, weights) when ``return_weights``.
+
+    NaN / inf (every backend; ``attnkit.functional.policy`` has the helpers):
+        1. A masked-out (query, key) pair never influences that query's output: neither its score nor its
+           value enters, whatever they hold (NaN, +-inf).
+        2. Over the keys a query may attend to, the output is softmax(scores) @ values in IEEE arithmetic,
+           as torch's SDPA computes it: a NaN or +inf score makes that query's row NaN, a -inf score is a
+           weight of 0, a NaN / inf value reaches the output columns it is multiplied into.
+        3. A query with nothing to attend to (no key, or only -inf scores, as SDPA's kernel has it)
+           outputs zeros (and gets zero gradients).
+        4. float16 scores are computed and normalised in float32, so the grad mode (which changes the
+           automatic backend) never turns a number into NaN.
+    Inputs are validated before any kernel runs (ValueError naming the argument); empty sizes (batch,
+    Lq or Lk of 0) work on every backend.
     """
     mask = as_mask(mask)
     check_inputs(q, k, v, mask, bias)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"attention: `dropout_p` must be in [0, 1), got {dropout_p}")
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    name = backend or select_backend(q, k, mask, bias, return_weights)
-    chosen = get_backend(name)
-    if return_weights and not chosen.supports_weights:
-        raise ValueError(f"attention: backend {name!r} cannot return weights; use backend='math' or None")
+    if not math.isfinite(scale):
+        raise ValueError(f"attention: `scale` must be a finite number, got {scale}")
+    call = Call.of(q, k, v, mask, bias, dropout_p, return_weights)
+    if backend is None:
+        chosen = choose(call)
+    else:
+        chosen = get_backend(backend)
+        reason = chosen.why_not(call)
+        if reason is not None:
+            raise ValueError(f"attention: {reason}")
     out, weights = chosen.fn(q, k, v, mask, bias, scale, dropout_p, return_weights)
     return (out, weights) if return_weights else out
 

@@ -229,7 +229,7 @@ def materialize_bias(bias: Bias | Tensor | None, lq: int, lk: int, device=None, 
     """Plain tensors pass through; structured biases become (H or 1, Lq, Lk) tensors, with leading
     singleton dims dropped to at most ``ndim`` dims (so (L, d) inputs keep 2-D outputs)."""
     if bias is None or isinstance(bias, Tensor):
-        return bias
+        return bias if bias is None or device is None else bias.to(device)  # a CPU bias for inputs elsewhere
     t = bias.materialize(lq, lk, device, dtype)
     while ndim is not None and t.dim() > ndim and t.shape[0] == 1:
         t = t[0]

@@ -41,15 +41,15 @@ def additive_scores(q: Tensor, k: Tensor, w_q: Tensor, w_k: Tensor, w_v: Tensor)
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
-    """Softmax over keys, True = may attend. A row with no allowed key gets all-zero weights
-    (never NaN, and zero gradient), because its masked entries never become -inf alone."""
+    """Softmax over keys, True = may attend. Hidden scores are replaced by -inf (whatever they hold); a -inf
+    score is a weight of 0, and a row with no allowed key, or only -inf scores, gets all-zero weights (never
+    NaN, and zero gradient). A NaN or +inf score a row may see makes that row NaN."""
     dtype = scores.dtype
     work = scores.float() if dtype in (torch.float16, torch.bfloat16) else scores
-    if mask is None:
-        return work.softmax(-1).to(dtype)
-    live = mask.any(-1, keepdim=True)  # (..., Lq, 1): rows with at least one key
-    safe = mask | ~live  # empty rows attend everywhere, then get zeroed
-    weights = work.masked_fill(~safe, float("-inf")).softmax(-1)
+    if mask is not None:
+        work = work.masked_fill(~mask, float("-inf"))
+    live = (work != float("-inf")).any(-1, keepdim=True)  # (..., Lq, 1): a weight that is not 0 (or NaN)
+    weights = torch.where(live, work, 0.0).softmax(-1)  # dead rows: a harmless uniform row, zeroed below
     return torch.where(live, weights, 0.0).to(dtype)
 
 

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..functional.backends import short
+from ..functional import select_backend
 from ..functional.masks import keep_positions, segments
 from ..functional.pooling import masked_max, masked_sum
 from ..models.bert import BertModel
@@ -179,12 +179,15 @@ class SentenceEncoder:
 
     def packs(self, dtype: torch.dtype | None = None) -> bool:
         """Whether ``encode`` packs batches (no padding) in ``dtype``: the inference copy has fused layers
-        and the native ``short`` kernel runs that dtype and head size here, for texts up to ``max_seq_length``."""
+        and the automatic choice would give a packed batch of texts up to ``max_seq_length`` the native
+        ``short`` kernel (it runs that dtype and head size here, and such lengths are in its row)."""
         model = self.model_for(dtype)
-        head = model.config.hidden_size // model.config.num_attention_heads
-        return (any(isinstance(m, FusedEncoderLayer) for m in model.modules())
-                and short.kernel_runs(next(model.parameters()).dtype, head, head)
-                and self.max_seq_length <= short.AUTO_MAX_LEN)
+        heads = model.config.num_attention_heads
+        q = torch.empty(1, heads, self.max_seq_length, model.config.hidden_size // heads,
+                        dtype=next(model.parameters()).dtype)  # one packed row's q (1, H, L, dh), shape only
+        with torch.inference_mode():
+            backend = select_backend(q, q, q, segments([self.max_seq_length]))
+        return any(isinstance(m, FusedEncoderLayer) for m in model.modules()) and backend == "short"
 
     def _hidden(self, model: BertModel, encodings: list, packed: bool) -> tuple[Tensor, Tensor]:
         """Last hidden states (B, L, d), right-padded, and lengths (B,) for one batch."""

@@ -189,6 +189,46 @@ def test_bad_input_raises_before_compute(shapes, mask, message):
         attention(q, k, v, mask)
 
 
+@pytest.mark.parametrize("change, message", [
+    (lambda q, k, v, m, b: (q, k.to("meta"), v, m, b), r"one device, got q cpu, k meta, v cpu"),
+    (lambda q, k, v, m, b: (q, k, v.to("meta"), m, b), r"one device"),
+    (lambda q, k, v, m, b: (q, k, v, masks.padding(torch.tensor([3, 1], device="meta")), b),
+     r"padding: `lengths` is on meta but q, k, v are on cpu"),
+    (lambda q, k, v, m, b: (q, k, v, torch.ones(3, 5, dtype=torch.bool, device="meta"), b), r"mask is on meta"),
+    (lambda q, k, v, m, b: (q, k, v, masks.segments(torch.tensor([5], device="meta")), b), "segments"),
+    (lambda q, k, v, m, b: (q, k, v, m, torch.zeros(3, 5, device="meta")), r"`bias` is on meta"),
+    (lambda q, k, v, m, b: (q, k, v, torch.ones(3, 2, 3, 5, dtype=torch.bool), b), r"does not broadcast"),
+    (lambda q, k, v, m, b: (q, k, v, m, torch.zeros(3, 2, 3, 5)), r"`bias` shape \(3, 2, 3, 5\) does not"),
+    (lambda q, k, v, m, b: (q[..., :0], k[..., :0], v, m, b), r"d >= 1"),
+    (lambda q, k, v, m, b: (q.double(), k, v, m, b), r"dtypes differ"),
+])
+def test_devices_sizes_and_dtypes_are_checked_before_any_kernel(change, message):
+    """Everything a kernel relies on is a ValueError naming the argument, for every backend (meta tensors
+    included: a native kernel never sees them)."""
+    q, k, v = torch.randn(2, 2, 3, 16), torch.randn(2, 2, 5, 16), torch.randn(2, 2, 5, 16)
+    args = change(q, k, v, None, None)
+    for backend in attnkit.available_backends():
+        with pytest.raises(ValueError, match=message):
+            attention(*args[:4], bias=args[4], backend=backend)
+
+
+def test_scale_and_two_dim_padding_are_checked():
+    x = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="`scale` must be a finite number"):
+        attention(x, x, x, scale=float("inf"))
+    with pytest.raises(ValueError, match="`lengths` has 2 rows but the batch has 1"):
+        attention(x, x, x, masks.padding([4, 2]))  # 2-D inputs are one sequence
+    torch.testing.assert_close(attention(x, x, x, masks.padding([2])), attention(x[:, :], x[:2], x[:2]))
+
+
+def test_all_meta_runs_shapes_only_where_a_backend_can():
+    q, k, v = (torch.empty(2, 2, 3, 16, device="meta") for _ in range(3))
+    assert attention(q, k, v, masks.causal()).shape == (2, 2, 3, 16)  # sdpa, shapes only
+    assert attention(q, k, v, backend="math").device.type == "meta"
+    with pytest.raises(ValueError, match="needs tensors with data, got the meta device"):
+        attention(q, k, v, masks.window(1, 1), backend="local")
+
+
 def test_unknown_backend_and_weights_from_sdpa():
     x = torch.randn(1, 2, 3)
     with pytest.raises(ValueError, match="unknown backend"):

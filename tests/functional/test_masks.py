@@ -50,7 +50,7 @@ def test_segments_block_diagonal():
     assert torch.equal(m.materialize(5, 5, 3), want[None])
     assert m.offsets().tolist() == [0, 2, 2, 5] and m.ids().tolist() == [0, 0, 2, 2, 2] and m.longest == 3
     with pytest.raises(ValueError, match="segments: the lengths sum to 5 but Lq=6"):
-        m.validate(6, 6, 1)
+        m.validate(6, 6, (1,), torch.device("cpu"))
 
 
 @pytest.mark.parametrize("call, message", [

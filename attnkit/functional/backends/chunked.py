@@ -10,19 +10,24 @@ out and the row log-sum-exp, and recomputes each tile; gradients reach learned b
 
 Masks: None, ``causal``, ``window``, ``padding`` and their ``&`` cheaply; any other mask is
 materialised once as a bool (Lq, Lk) tensor and sliced (exact, but quadratic in memory).
-``dropout_p > 0`` falls back to the math backend (exact, quadratic memory).
+NaN / inf: hidden scores are replaced (never added to); a row whose scores are all -inf gets zeros (no
+weight), as SDPA gives it; an output that is not finite (perhaps 0 times a hidden NaN / inf value) is
+computed again with each tile's product over its visible pairs only. No dropout (the online softmax has
+no place for it) and no weights.
 Internal layout: (B', H, L, d), B' = all leading dims but the head dim.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
-from ..bias import Bias, EdgeBias, as_bias
-from ..masks import Causal, Mask, Padding, Window, conjuncts
+from ..bias import Bias, as_bias
+from ..masks import Causal, Mask, Padding, Window, conjuncts, lengths_per_row
+from ..policy import finite, visible_product
 from . import Backend, register_backend
-from .math import math_attention
 
 __all__ = ["chunked_attention"]
 
@@ -44,7 +49,8 @@ class _Spec:
             elif isinstance(part, Causal):
                 self.right = 0 if self.right is None else min(self.right, 0)
             elif isinstance(part, Padding):
-                self.lengths = _flat_lengths(part.lengths.to(device), lead)
+                rows = lengths_per_row(part.lengths.to(device), lead, keep=1)
+                self.lengths = rows if self.lengths is None else torch.minimum(self.lengths, rows)
             else:
                 rest.append(part)
         self.dense = None
@@ -78,16 +84,6 @@ class _Spec:
         return ok
 
 
-def _flat_lengths(lengths: Tensor, lead: tuple[int, ...]) -> Tensor:
-    """Padding lengths (B,) -> (B',) rows of the (B', H, L, d) view."""
-    if len(lead) <= 1:
-        return lengths.reshape(-1)
-    per = 1
-    for s in lead[1:-1]:
-        per *= s
-    return lengths.repeat_interleave(per)
-
-
 def _fit(t: Tensor, lead: tuple[int, ...]) -> Tensor:
     """A tensor broadcastable to (*lead, a, b) -> broadcastable to the (B', H, a, b) view."""
     if len(lead) == 1 and t.dim() == 3:  # (B | 1, a, b) for (B, L, d) inputs: H = 1
@@ -95,7 +91,7 @@ def _fit(t: Tensor, lead: tuple[int, ...]) -> Tensor:
     if t.dim() <= 3 or len(lead) <= 2:
         return t if t.dim() <= 4 else t.reshape(t.shape[-4:])
     t = t.expand(*lead, *t.shape[-2:])  # more leading dims than the view: flatten them
-    return t.reshape(-1, lead[-1], *t.shape[-2:])
+    return t.reshape(math.prod(lead[:-1]), lead[-1], *t.shape[-2:])
 
 
 def _bias_tile(bias: Bias | None, lead, qs, qe, ks, ke, lq, lk, device, dtype) -> Tensor | None:
@@ -104,13 +100,12 @@ def _bias_tile(bias: Bias | None, lead, qs, qe, ks, ke, lq, lk, device, dtype) -
     return _fit(bias.block(qs, qe, ks, ke, lq, lk, device, dtype), lead)
 
 
-def _tile_scores(q, k, qs, qe, ks, ke, spec, bias, lead):
-    """Masked scores (B', H, bq, bk) (q already scaled); -inf where hidden."""
+def _tile_scores(q, k, qs, qe, ks, ke, ok, bias, lead, spec):
+    """Masked scores (B', H, bq, bk) (q already scaled); -inf where hidden (``ok`` False)."""
     s = q[:, :, qs:qe] @ k[:, :, ks:ke].transpose(-1, -2)  # (B', H, bq, bk)
     b = _bias_tile(bias, lead, qs, qe, ks, ke, spec.lq, spec.lk, q.device, q.dtype)
     if b is not None:
         s += b
-    ok = spec.tile(qs, qe, ks, ke, q.device)
     if ok is not None:
         s.masked_fill_(~ok, float("-inf"))
     return s
@@ -118,8 +113,8 @@ def _tile_scores(q, k, qs, qe, ks, ke, spec, bias, lead):
 
 class _ChunkedFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, spec, bias, lead, scale, *params):
-        # q (B', H, Lq, d), k (B', H, Lk, d), v (B', H, Lk, dv) float32
+    def forward(ctx, q, k, v, spec, bias, lead, scale, exact, *params):
+        # q (B', H, Lq, d), k (B', H, Lk, d), v (B', H, Lk, dv) float32; exact: multiply visible pairs only
         lq, lk = q.shape[2], k.shape[2]
         qs_ = q * scale
         out = q.new_zeros(*q.shape[:3], v.shape[-1])  # (B', H, Lq, dv)
@@ -132,14 +127,15 @@ class _ChunkedFn(torch.autograd.Function):
             acc = out[:, :, qs:qe]  # running output (B', H, bq, dv), a view into out
             for ks in range(lo - lo % BLOCK_K, hi, BLOCK_K):
                 ke = min(lk, ks + BLOCK_K)
-                s = _tile_scores(qs_, k, qs, qe, ks, ke, spec, bias, lead)  # (B', H, bq, bk)
+                ok = spec.tile(qs, qe, ks, ke, q.device)  # bool, broadcastable to (B', H, bq, bk), or None
+                s = _tile_scores(qs_, k, qs, qe, ks, ke, ok, bias, lead, spec)  # (B', H, bq, bk)
                 m_new = torch.maximum(m, s.amax(-1, keepdim=True))
                 m_safe = torch.where(m_new == float("-inf"), 0.0, m_new)
                 s -= m_safe
                 p = s.exp_()  # (B', H, bq, bk)
                 alpha = (m - m_safe).exp()  # (B', H, bq, 1); 0 while m = -inf
                 l.mul_(alpha).add_(p.sum(-1, keepdim=True))
-                acc.mul_(alpha).add_(p @ v[:, :, ks:ke])
+                acc.mul_(alpha).add_(visible_product(p, v[:, :, ks:ke], ok) if exact else p @ v[:, :, ks:ke])
                 m = m_new
             acc /= l.clamp_min(1e-30)
             m_safe = torch.where(m == float("-inf"), 0.0, m)
@@ -165,7 +161,8 @@ class _ChunkedFn(torch.autograd.Function):
             do = dout[:, :, qs:qe]  # (B', H, bq, dv)
             for ks in range(lo - lo % BLOCK_K, hi, BLOCK_K):
                 ke = min(lk, ks + BLOCK_K)
-                s = _tile_scores(qs_, k, qs, qe, ks, ke, spec, bias, lead)  # (B', H, bq, bk)
+                ok = spec.tile(qs, qe, ks, ke, q.device)
+                s = _tile_scores(qs_, k, qs, qe, ks, ke, ok, bias, lead, spec)  # (B', H, bq, bk)
                 p = (s - lse[:, :, qs:qe].unsqueeze(-1)).exp_()  # P (B', H, bq, bk)
                 ds = do @ v[:, :, ks:ke].transpose(-1, -2)  # dP
                 ds -= delta[:, :, qs:qe]
@@ -180,40 +177,29 @@ class _ChunkedFn(torch.autograd.Function):
                     for acc, g in zip(dparams, grads):
                         if g is not None:
                             acc += g
-        return (dq * scale, dk, dv, None, None, None, None, *dparams)
+        return (dq * scale, dk, dv, None, None, None, None, None, *dparams)
 
 
 def chunked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, scale: float,
                       dropout_p: float, need_weights: bool) -> tuple[Tensor, None]:
     """Backend "chunked": q (..., Lq, d), k (..., Lk, d), v (..., Lk, dv) -> (..., Lq, dv)."""
-    if need_weights:
-        raise ValueError("backend 'chunked' cannot return weights; use backend='math'")
-    if dropout_p > 0:  # documented fallback: exact, but with the dense (Lq, Lk) weights
-        return math_attention(q, k, v, mask, bias, scale, dropout_p, False)
     lead, lq, lk = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2]
     heads = lead[-1] if len(lead) >= 2 else 1
+    rows = math.prod(lead[:-1]) if len(lead) >= 2 else math.prod(lead)  # B'
     dtype = q.dtype
     work = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-    q4 = q.reshape(-1, heads, lq, q.shape[-1]).to(work)  # (B', H, Lq, d)
-    k4 = k.reshape(-1, heads, lk, k.shape[-1]).to(work)  # (B', H, Lk, d)
-    v4 = v.reshape(-1, heads, lk, v.shape[-1]).to(work)  # (B', H, Lk, dv)
+    q4 = q.reshape(rows, heads, lq, q.shape[-1]).to(work)  # (B', H, Lq, d)
+    k4 = k.reshape(rows, heads, lk, k.shape[-1]).to(work)  # (B', H, Lk, d)
+    v4 = v.reshape(rows, heads, lk, v.shape[-1]).to(work)  # (B', H, Lk, dv)
     spec = _Spec(mask, lq, lk, q.dim(), lead, q.device)
     b = as_bias(bias)
     params = b.parameters() if b is not None else ()
-    out = _ChunkedFn.apply(q4, k4, v4, spec, b, lead, scale, *params)  # (B', H, Lq, dv)
+    out = _ChunkedFn.apply(q4, k4, v4, spec, b, lead, scale, False, *params)  # (B', H, Lq, dv)
+    if not finite(out):  # perhaps 0 * a hidden NaN / inf value: each tile's visible pairs only
+        out = _ChunkedFn.apply(q4, k4, v4, spec, b, lead, scale, True, *params)
     return out.to(dtype).reshape(*lead, lq, v.shape[-1]), None
 
 
-_CHEAP = (Causal, Window, Padding)
-
-
-def _auto(q, k, mask, bias, need_weights) -> bool:
-    """Pick "chunked" for long sequences with a structured bias (ALiBi, relative) and a cheap mask."""
-    if not isinstance(bias, Bias) or isinstance(bias, EdgeBias):
-        return False
-    if not all(isinstance(p, _CHEAP) for p in conjuncts(mask)):
-        return False
-    return q.shape[-2] * k.shape[-2] >= 2048 * 2048
-
-
-register_backend(Backend("chunked", chunked_attention, priority=20, auto=_auto))
+register_backend(Backend(
+    "chunked", chunked_attention, "query / key tiles with an online softmax; a structured bias computed per tile",
+    dropout=False, masks="any (causal, window, padding cheaply; others as a dense mask)"))

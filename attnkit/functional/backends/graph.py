@@ -11,18 +11,23 @@ Nodes with no incoming edge get a zero output (never NaN). The backend treats th
 set, like the dense adjacency mask it replaces: duplicate edges are merged (their edge biases add
 up, as in ``EdgeBias.materialize``). The pure building blocks below (``segment_softmax``,
 ``edge_attention``) take the edge list as given, so a GAT layer can use them with its own scores.
-Backward is plain autograd through gather / index_add (memory O(E * d)).
+Backward is plain autograd through gather / index_add (memory O(E * d)). Only edges are ever read,
+so a NaN / inf on a node pair without an edge cannot reach the output.
+Takes a graph mask alone, any bias (an ``EdgeBias`` per edge; others are materialised and read at the
+edges), autograd and dropout, every dtype, any device with data; no weights.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from ..bias import Bias, EdgeBias
-from ..masks import Graph, Mask, check_edge_index, conjuncts
-from . import Backend, register_backend
+from ..masks import Mask, check_edge_index, graph_of
+from . import Backend, Call, register_backend
 
 __all__ = ["segment_softmax", "edge_attention", "edge_scores", "graph_attention", "check_edge_index"]
 
@@ -101,8 +106,8 @@ def _edge_bias(bias, edge_index: Tensor, n: int, lead: tuple[int, ...], device) 
         val = bias.values  # (E,) or (E, H), already merged over duplicates by the caller
     else:  # any other bias: materialise (quadratic memory) and read it at the edges
         dense = bias.materialize(n, n, device) if isinstance(bias, Bias) else bias  # (..., N, N)
-        dense = dense.expand(*lead, n, n) if lead else dense.reshape(n, n)
-        val = dense[..., edge_index[1], edge_index[0]].reshape(-1, edge_index.shape[1]).T  # (E, M)
+        dense = dense.to(device).expand(*lead, n, n)  # broadcast (a (N,) bias too) to (*lead, N, N)
+        val = dense[..., edge_index[1], edge_index[0]].reshape(math.prod(lead), edge_index.shape[1]).T  # (E, M)
         return val
     e = val.shape[0]
     if val.dim() == 1:
@@ -110,7 +115,7 @@ def _edge_bias(bias, edge_index: Tensor, n: int, lead: tuple[int, ...], device) 
     h = val.shape[1]
     if not lead or lead[-1] != h:
         raise ValueError(f"graph: EdgeBias has {h} heads but q has leading dims {lead}; expected (..., H={h}, N, d)")
-    return val.view(e, *([1] * (len(lead) - 1)), h).expand(e, *lead).reshape(e, -1)  # (E, M)
+    return val.view(e, *([1] * (len(lead) - 1)), h).expand(e, *lead).reshape(e, math.prod(lead))  # (E, M)
 
 
 def graph_attention(q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor, num_nodes: int, scale: float,
@@ -130,9 +135,12 @@ def graph_attention(q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor, num_nod
     ei, values = _dedupe(edge_index.to(q.device), n, values)
     if values is not None:
         bias = EdgeBias(ei, values, n)
-    qn = q.reshape(-1, n, q.shape[-1]).transpose(0, 1)  # (N, M, d), M = prod(lead)
-    kn = k.reshape(-1, n, k.shape[-1]).transpose(0, 1)  # (N, M, d)
-    vn = v.reshape(-1, n, v.shape[-1]).transpose(0, 1)  # (N, M, dv)
+    rows = math.prod(lead)  # M
+    qn = q.reshape(rows, n, q.shape[-1]).transpose(0, 1)  # (N, M, d)
+    kn = k.reshape(rows, n, k.shape[-1]).transpose(0, 1)  # (N, M, d)
+    vn = v.reshape(rows, n, v.shape[-1]).transpose(0, 1)  # (N, M, dv)
+    if q.dtype == torch.float16:  # float16 scores overflow at 65504: computed in float32 (the NaN / inf policy)
+        qn, kn = qn.float(), kn.float()
     s = edge_scores(qn, kn, ei, scale)  # (E, M)
     eb = _edge_bias(bias, ei, n, tuple(lead), q.device)
     if eb is not None:
@@ -141,25 +149,19 @@ def graph_attention(q: Tensor, k: Tensor, v: Tensor, edge_index: Tensor, num_nod
     return out.transpose(0, 1).reshape(*lead, n, v.shape[-1])  # (..., N, dv)
 
 
-def _graph_of(mask: Mask | None) -> Graph | None:
-    parts = conjuncts(mask)
-    return parts[0] if len(parts) == 1 and isinstance(parts[0], Graph) else None
+def refuse(c: Call) -> str | None:
+    if graph_of(c.mask) is None:
+        return f"backend 'graph' needs a graph mask (attnkit.masks.graph) on its own, got {c.mask!r}"
+    return None
 
 
 def graph_backend(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, scale: float,
                   dropout_p: float, need_weights: bool) -> tuple[Tensor, None]:
     """Backend "graph": a ``graph`` mask alone; q, k (..., N, d), v (..., N, dv)."""
-    if need_weights:
-        raise ValueError("backend 'graph' cannot return weights; use backend='math'")
-    g = _graph_of(mask)
-    if g is None:
-        raise ValueError(f"backend 'graph' needs a graph mask (attnkit.masks.graph) on its own, got {mask!r}")
+    g = graph_of(mask)
     return graph_attention(q, k, v, g.edge_index, g.num_nodes, scale, bias, dropout_p), None
 
 
-def _auto(q, k, mask, bias, need_weights) -> bool:
-    """Pick "graph" for a lone graph mask, without bias or with an ``EdgeBias``."""
-    return _graph_of(mask) is not None and (bias is None or isinstance(bias, EdgeBias))
-
-
-register_backend(Backend("graph", graph_backend, priority=30, auto=_auto))
+register_backend(Backend(
+    "graph", graph_backend, "edge-only attention: gather, segment softmax, scatter, O(E * d)",
+    masks="graph alone", refuse=refuse))

@@ -11,7 +11,9 @@ backend is registered as "linear_approx" with ``exact=False`` and is never picke
 
 Masks: None, ``causal()`` (needs Lq == Lk; computed in chunks of ``CHUNK`` rows: exact within a
 chunk, running sums across chunks), ``padding(lengths)`` (padded keys get phi = 0), and their ``&``.
-A query with no visible key gets zeros. No dropout, no weights, no bias.
+A query with no visible key gets zeros. No dropout, no weights, no bias. Hidden keys never enter (their
+feature maps and values are replaced by 0, later keys of a causal chunk are multiplied in only where
+visible), so a NaN / inf there does not reach the output; a visible one does.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..masks import Causal, Mask, Padding, conjuncts
-from . import Backend, register_backend
+from ..policy import visible_product
+from . import Backend, Call, register_backend
 
 __all__ = ["linear_attention_approx", "elu_feature_map"]
 
@@ -57,42 +60,56 @@ def _causal(fq: Tensor, fk: Tensor, v: Tensor) -> Tensor:
     zsum = torch.cat((torch.zeros_like(ks[..., :1, :]), ks.cumsum(-2)[..., :-1, :]), -2)  # (..., nc, d)
     tril = torch.ones(CHUNK, CHUNK, dtype=torch.bool, device=fq.device).tril()
     intra = (qc @ kc.transpose(-1, -2)).masked_fill(~tril, 0.0)  # (..., nc, C, C)
-    num = qc @ state + intra @ vc  # (..., nc, C, dv)
+    num = qc @ state + visible_product(intra, vc, tril)  # (..., nc, C, dv); later keys never enter
     den = (qc * zsum.unsqueeze(-2)).sum(-1, keepdim=True) + intra.sum(-1, keepdim=True)  # (..., nc, C, 1)
     out = (num / (den + EPS)).reshape(*lead, nc * CHUNK, dv)  # (..., L_padded, dv)
     return out[..., :length, :]
 
 
-def linear_attention_approx(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, scale: float,
-                            dropout_p: float, need_weights: bool) -> tuple[Tensor, None]:
-    """Backend "linear_approx" (APPROXIMATE): q (..., Lq, d), k (..., Lk, d), v (..., Lk, dv) -> (..., Lq, dv)."""
-    if need_weights:
-        raise ValueError("backend 'linear_approx' has no attention weights; use backend='math'")
-    if bias is not None:
-        raise ValueError("backend 'linear_approx' does not support `bias`")
-    if dropout_p > 0:
-        raise ValueError("backend 'linear_approx' does not support `dropout_p` > 0")
-    causal, keep = False, None
+def _parts(mask: Mask | None) -> tuple[bool, list[Padding]] | None:
+    """(causal, paddings) of ``causal [& padding]``; None for any other mask."""
+    causal, pads = False, []
     for part in conjuncts(mask):
         if isinstance(part, Causal):
             causal = True
         elif isinstance(part, Padding):
-            pm = part.materialize(1, k.shape[-2], q.dim(), q.device).transpose(-1, -2)  # (B, 1.., Lk, 1)
-            keep = pm if keep is None else keep & pm
+            pads.append(part)
         else:
-            raise ValueError(f"backend 'linear_approx' supports masks causal() and padding() only, "
-                             f"got {type(part).__name__}")
-    if causal and q.shape[-2] != k.shape[-2]:
-        raise ValueError(f"backend 'linear_approx': causal needs Lq == Lk, got q {tuple(q.shape)}, k {tuple(k.shape)}")
+            return None
+    return causal, pads
+
+
+def refuse(c: Call) -> str | None:
+    parts = _parts(c.mask)
+    if parts is None:
+        return f"backend 'linear_approx' supports masks causal() and padding() only, got {c.mask!r}"
+    if parts[0] and c.q.shape[-2] != c.k.shape[-2]:
+        return (f"backend 'linear_approx': causal needs Lq == Lk, got q {tuple(c.q.shape)}, "
+                f"k {tuple(c.k.shape)}")
+    return None
+
+
+def linear_attention_approx(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, scale: float,
+                            dropout_p: float, need_weights: bool) -> tuple[Tensor, None]:
+    """Backend "linear_approx" (APPROXIMATE): q (..., Lq, d), k (..., Lk, d), v (..., Lk, dv) -> (..., Lq, dv)."""
+    causal, pads = _parts(mask)
+    keep = None
+    for part in pads:
+        pm = part.materialize(1, k.shape[-2], q.dim(), q.device).transpose(-1, -2)  # (B, 1.., Lk, 1)
+        keep = pm if keep is None else keep & pm
     dtype = q.dtype
     work = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
     fq, fk = elu_feature_map(q.to(work)), elu_feature_map(k.to(work))  # (..., L, d), > 0
     vw = v.to(work)
-    if keep is not None:
-        fk = fk * keep  # padded keys: phi = 0 (broadcasts the batch dim of q)
-        fq, vw = fq.expand(*fk.shape[:-2], *fq.shape[-2:]), vw.expand(*fk.shape[:-2], *vw.shape[-2:])
+    if keep is not None:  # padded keys: phi = 0 and v = 0, replaced (NaN / inf there never enter)
+        fk, vw = torch.where(keep, fk, 0.0), torch.where(keep, vw, 0.0)  # broadcasts the batch dim of q
+        fq = fq.expand(*fk.shape[:-2], *fq.shape[-2:])
     out = _causal(fq, fk, vw) if causal else _noncausal(fq, fk, vw)
+    if keep is not None:  # a query with no key outputs zeros, whatever its q holds
+        out = torch.where(keep.any(-2, keepdim=True), out, 0.0)  # (B, 1.., 1, 1): a length above 0
     return out.to(dtype), None
 
 
-register_backend(Backend("linear_approx", linear_attention_approx, exact=False, priority=-200, auto=None))
+register_backend(Backend(
+    "linear_approx", linear_attention_approx, "APPROXIMATE: elu(x) + 1 feature maps instead of softmax, O(L d dv)",
+    exact=False, dropout=False, bias=False, masks="none, causal (Lq == Lk), padding", refuse=refuse))

@@ -1,109 +1,82 @@
 """Backend "short": attnkit's native CPU kernel for full attention over short sequences (padding allowed).
 
-The kernel (``csrc/short_attention.h``, built with the other native kernels by ``native.window_kernel``)
-takes one (sequence, head) at a time, whole: K is transposed once so that 16 keys sit in one zmm
-register, the scores of 4 queries x 64 keys are accumulated in registers, the softmax runs along
-each row, and P V is accumulated 8 queries x 32 features at a time, while the next (sequence, head)'s
-rows are prefetched into L2. In bfloat16 both products use AVX512-BF16's ``vdpbf16ps`` (bfloat16
-pairs, float32 sums), so nothing is converted to float32 on the way in; the math path's rounding
-points are kept (float32 scores and softmax, weights rounded to bfloat16 before P V, output rounded
-once). In float32 the products are FMAs. Like ``tiled`` it reads
-q, k, v as strided (B, H, L, d) views (the heads of a fused QKV projection need no copy) and writes
-its output in (B, L, H, dv) memory, so merging the heads afterwards is free.
+The kernel (``native/csrc/short_attention.h``) takes one (sequence, head) at a time, whole: K is
+transposed once so that 16 keys sit in one zmm register, the scores of 4 queries x 64 keys are
+accumulated in registers, the softmax runs along each row, and P V is accumulated 8 queries x 32
+features at a time, while the next (sequence, head)'s rows are prefetched into L2. In bfloat16 both
+products use AVX512-BF16's ``vdpbf16ps`` (bfloat16 pairs, float32 sums), so nothing is converted to
+float32 on the way in; the math path's rounding points are kept (float32 scores and softmax, weights
+rounded to bfloat16 before P V, output rounded once). In float32 the products are FMAs. Like ``tiled``
+it reads q, k, v as strided (B, H, L, d) views (the heads of a fused QKV projection need no copy) and
+writes its output in (B, L, H, dv) memory, so merging the heads afterwards is free.
 
 Masks: none, padding (key lengths per batch row), or ``segments`` (sequences packed end to end along L,
-each attending within itself: no compute on padding at all); a query with no key outputs zeros.
-With gradients, dropout, bias, other masks or where the kernel cannot run (no AVX-512, no compiler,
-bfloat16 without AVX512-BF16, d not a multiple of 16 (bfloat16: 32), dv not a multiple of 16),
-the call goes to ``math``, the reference.
+each attending within itself: no compute on padding at all); a query with no key outputs zeros. Keys
+past a length or outside a segment are never read, so hidden NaN / inf cannot reach the output.
 
-Automatic choice: inference on CPU, float32 or bfloat16, one of those masks, Lk (or the longest segment)
-<= ``AUTO_MAX_LEN``
-(``bench/attention.py --short``, 12 heads of 32, 2 threads, 2026-11-22 19:06 UTC: in bfloat16 1.9-11x
-SDPA's time from 8 to 256 keys and ahead of ``math_grouped`` and ``tiled`` at every length; in float32
-at or ahead of ``tiled`` at every length, 1.0-2.4x SDPA). Causal and window masks go to ``tiled``.
+It is this kernel or nothing: inference only (no backward), CPU, float32 (AVX-512) or bfloat16
+(AVX512-BF16), d a multiple of 16 (bfloat16: 32), dv a multiple of 16, no bias, no dropout, no
+weights. Any other call raises a ValueError saying which of these it broke.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 from torch import Tensor
 
-from ..masks import Mask, Segments
-from . import Backend, register_backend
-from .local import window_parts
-from .math import math_attention
-from .native import lengths_arg, window_kernel
-from .tiled import _as_4d
+from .. import native
+from ..masks import Mask, full_parts
+from . import Backend, Call, register_backend
 
-__all__ = ["short_attention", "kernel_dtypes", "kernel_runs"]
-
-AUTO_MAX_LEN = 256
+__all__ = ["short_attention", "kernel_dtypes"]
 
 
 def kernel_dtypes() -> tuple[torch.dtype, ...]:
-    """The dtypes the compiled kernel runs here: float32 with AVX-512, bfloat16 also with AVX512-BF16."""
-    kernel = window_kernel()
+    """The dtypes the compiled kernel runs here: float32 with AVX-512, bfloat16 also with AVX512-BF16
+    (none without the kernel)."""
+    kernel = native.kernel()
     return () if kernel is None else _dtypes(kernel)
 
 
 @functools.cache
 def _dtypes(kernel) -> tuple[torch.dtype, ...]:
-    return (torch.float32, torch.bfloat16) if kernel.short_bf16_supported() else (torch.float32,)
+    return (torch.float32, torch.bfloat16) if kernel.cpu_has_bf16() else (torch.float32,)
 
 
-def kernel_runs(dtype: torch.dtype, d: int, dv: int) -> bool:
-    """Whether the compiled kernel takes q, k of feature size d and v of dv in ``dtype`` here."""
-    return dtype in kernel_dtypes() and d % (32 if dtype == torch.bfloat16 else 16) == 0 and dv % 16 == 0
+def as_4d(x: Tensor) -> Tensor:
+    """(..., L, e) -> (B, H, L, e): 2-D gets B = H = 1, 3-D H = 1, 5-D and up merge all but the first."""
+    if x.dim() == 2:
+        return x[None, None]
+    if x.dim() == 3:
+        return x.unsqueeze(1)
+    return x if x.dim() == 4 else x.reshape(x.shape[0], math.prod(x.shape[1:-2]), *x.shape[-2:])
 
 
-def _structure(mask: Mask | None) -> tuple[bool, Tensor | None, Tensor | None]:
-    """(ok, key lengths, segment offsets): ok when the mask is None, padding only, or one ``Segments``."""
-    if isinstance(mask, Segments):
-        return True, None, mask.offsets()
-    parts = window_parts(mask, require_window=False)
-    if parts is None or parts[0] is not None or parts[1] is not None:  # a window or causal part
-        return False, None, None
-    return True, parts[2], None
-
-
-def _shapes_ok(q: Tensor, k: Tensor, dv: int) -> bool:
-    return (q.device.type == "cpu" and q.dim() >= 2 and q.shape[:-2] == k.shape[:-2] and k.dtype == q.dtype
-            and kernel_runs(q.dtype, q.shape[-1], dv))
+def refuse(c: Call) -> str | None:
+    if full_parts(c.mask) is None:
+        return f"backend 'short' takes no mask, a padding mask or a segments mask, got {c.mask!r}"
+    d, dv = c.q.shape[-1], c.v.shape[-1]
+    step = 32 if c.q.dtype == torch.bfloat16 else 16
+    if d % step or dv % 16:
+        return f"backend 'short' needs d a multiple of {step} and dv of 16, got d={d}, dv={dv}"
+    return None
 
 
 def short_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, scale: float, dropout_p: float,
                     need_weights: bool) -> tuple[Tensor, None]:
     """Backend "short": q (..., Lq, d), k (..., Lk, d), v (..., Lk, dv) -> (..., Lq, dv)."""
-    if need_weights:
-        raise ValueError("backend 'short' cannot return weights; use backend='math'")
-    ok, lengths, offsets = _structure(mask)
-    if not ok:
-        raise ValueError(f"backend 'short' takes no mask, a padding mask or a segments mask, got {mask!r}")
-    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    usable = v.dtype == q.dtype and v.shape[:-2] == q.shape[:-2] and _shapes_ok(q, k, v.shape[-1])
-    if bias is not None or dropout_p > 0 or grad or not usable:
-        return math_attention(q, k, v, mask, bias, scale, dropout_p, False)
-    lens = lengths_arg(lengths)
-    if lengths is not None and lens.numel() != (q.shape[0] if q.dim() > 2 else 1):
-        raise ValueError(f"backend 'short': padding lengths {tuple(lengths.shape)} do not match the batch "
-                         f"dim of q {tuple(q.shape)}")
-    q4, k4, v4 = (_as_4d(x if x.stride(-1) == 1 else x.contiguous()) for x in (q, k, v))
-    offs = torch.empty(0, dtype=torch.int64) if offsets is None else offsets.cpu().contiguous()
-    out = window_kernel().short_forward(q4, k4, v4, lens, offs, scale)  # (B, H, Lq, dv)
+    lengths, segments = full_parts(mask)
+    lens = native.lengths_arg(lengths)
+    q4, k4, v4 = (as_4d(x if x.stride(-1) == 1 else x.contiguous()) for x in (q, k, v))
+    offs = torch.empty(0, dtype=torch.int64) if segments is None else segments.offsets().cpu().contiguous()
+    out = native.kernel().short_forward(q4, k4, v4, lens, offs, scale)  # (B, H, Lq, dv)
     return out.reshape(*q.shape[:-1], v.shape[-1]), None
 
 
-def _auto(q: Tensor, k: Tensor, mask: Mask | None, bias, need_weights: bool) -> bool:
-    if bias is not None or need_weights or torch.is_grad_enabled():
-        return False
-    longest = mask.longest if isinstance(mask, Segments) else k.shape[-2]
-    if not _structure(mask)[0] or longest > AUTO_MAX_LEN:
-        return False
-    # v is not passed to the predicate: assume dv == d (otherwise the call still works, via math)
-    return _shapes_ok(q, k, q.shape[-1])
-
-
-register_backend(Backend("short", short_attention, priority=-35, auto=_auto))
+register_backend(Backend(
+    "short", short_attention, "native CPU kernel: full attention over short sequences, whole (sequence, head)s",
+    grad=False, dropout=False, bias=False, dtypes=kernel_dtypes, devices=("cpu",), native=True,
+    masks="none, padding, segments", refuse=refuse))

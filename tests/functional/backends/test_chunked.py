@@ -74,17 +74,19 @@ def test_bfloat16_and_float32():
 def test_auto_pick_long_structured_bias():
     b = ALiBiBias(alibi_slopes(2))
     long = torch.zeros(1, 2, 2048, 8)
-    assert select_backend(long, long, M.causal(), b, False) == "chunked"
-    assert select_backend(long, long, None, b, False) == "chunked"
+    assert select_backend(long, long, long, M.causal(), b, False) == "chunked"
+    assert select_backend(long, long, long, None, b, False) == "chunked"
     short = torch.zeros(1, 2, 128, 8)
-    assert select_backend(short, short, M.causal(), b, False) == "sdpa"
-    assert select_backend(long, long, M.causal(), torch.zeros(2, 2048, 2048), False) == "sdpa"  # plain tensor
+    assert select_backend(short, short, short, M.causal(), b, False) == "sdpa"
+    assert select_backend(long, long, long, M.causal(), torch.zeros(2, 2048, 2048), False) == "sdpa"  # plain tensor
 
 
-def test_dropout_falls_back_to_math():
+def test_no_dropout_raises_instead_of_substituting():
     q = torch.randn(1, 2, 20, 8)
-    out = attnkit.attention(q, q, q, bias=ALiBiBias(alibi_slopes(2)), backend="chunked", dropout_p=0.3)
-    assert out.shape == q.shape and torch.isfinite(out).all()
+    with pytest.raises(ValueError, match="backend 'chunked' has no dropout"):
+        attnkit.attention(q, q, q, bias=ALiBiBias(alibi_slopes(2)), backend="chunked", dropout_p=0.3)
+    long = torch.zeros(1, 2, 2048, 8)  # the automatic choice then skips its row
+    assert select_backend(long, long, long, M.causal(), ALiBiBias(alibi_slopes(2)), dropout_p=0.3) == "sdpa"
 
 
 def test_bad_bias_heads():

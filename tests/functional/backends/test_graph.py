@@ -90,8 +90,8 @@ def test_edge_attention_matches_dense_gat_style_reference():
 def test_auto_and_dropout():
     ei = torch.tensor([[0, 1, 2], [1, 2, 0]])
     q = torch.randn(2, 3, 4)
-    assert select_backend(q, q, M.graph(ei, 3), None, False) == "graph"
-    assert select_backend(q, q, M.graph(ei, 3), None, True) == "math"
+    assert select_backend(q, q, q, M.graph(ei, 3), None, False) == "graph"
+    assert select_backend(q, q, q, M.graph(ei, 3), None, True) == "math"
     out = attnkit.attention(q, q, q, M.graph(ei, 3), dropout_p=0.5)
     assert torch.isfinite(out).all()
 

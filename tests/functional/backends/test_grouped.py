@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import attnkit
 from attnkit import masks as M
-from attnkit.functional import select_backend
+from attnkit.functional import dispatch, select_backend
 from attnkit.functional.backends import grouped
 
 from ._helpers import compare, rand
@@ -52,12 +52,12 @@ def test_bfloat16_close_to_float32_and_empty_rows_zero():
 def test_automatic_only_for_short_low_precision_inference():
     q = torch.randn(2, 3, 40, 8, dtype=torch.bfloat16)
     with torch.inference_mode():
-        assert select_backend(q, q, None, None, False) == "math_grouped"
-        assert select_backend(q.float(), q.float(), None, None, False) == "sdpa"  # float32: SDPA is faster
-        long = torch.randn(1, 1, grouped.MAX_LEN + 1, 8, dtype=torch.bfloat16)
-        assert select_backend(long, long, None, None, False) == "sdpa"
-        assert select_backend(q, q, None, torch.zeros(40, 40), False) == "sdpa"
-    assert select_backend(q, q, None, None, False) == "sdpa"  # autograd on: not measured, not chosen
+        assert select_backend(q, q, q, None, None, False) == "math_grouped"
+        assert select_backend(q.float(), q.float(), q.float(), None, None, False) == "sdpa"  # float32: SDPA is faster
+        long = torch.randn(1, 1, dispatch.GROUPED_MAX_LEN + 1, 8, dtype=torch.bfloat16)
+        assert select_backend(long, long, long, None, None, False) == "sdpa"
+        assert select_backend(q, q, q, None, torch.zeros(40, 40), False) == "sdpa"
+    assert select_backend(q, q, q, None, None, False) == "sdpa"  # autograd on: not measured, not chosen
 
 
 def test_no_weights():

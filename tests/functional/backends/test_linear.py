@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import attnkit
 from attnkit import masks as M
-from attnkit.functional import get_backend, select_backend
+from attnkit.functional import dispatch, get_backend, select_backend
 from attnkit.functional.backends.linear import elu_feature_map
 
 
@@ -42,10 +42,12 @@ def test_matches_quadratic_formula(lead, length, causal, pad, seed):
 
 def test_labelled_approximate_and_never_automatic():
     b = get_backend("linear_approx")
-    assert b.exact is False and b.auto is None and "approx" in b.name
+    assert b.exact is False and "approx" in b.name
+    assert "linear_approx" not in {rule.backend for rule in dispatch.RULES}
+    assert attnkit.functional.capabilities()["linear_approx"].automatic is False
     q = torch.zeros(1, 2, 4096, 8)
     for mask in (None, M.causal(), M.window(8, 8)):
-        assert select_backend(q, q, mask, None, False) != "linear_approx"
+        assert select_backend(q, q, q, mask, None, False) != "linear_approx"
 
 
 def test_is_an_approximation_of_softmax_attention():

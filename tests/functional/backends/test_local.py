@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 import attnkit
 from attnkit import masks as M
 from attnkit.functional import select_backend
-from attnkit.functional.backends import local
+from attnkit.functional.backends.band import forward as fwd
+from attnkit.functional.backends.band.geometry import Geometry
 
 from ._helpers import compare, rand
 
@@ -20,7 +21,7 @@ from ._helpers import compare, rand
        left=st.integers(0, 40), right=st.integers(0, 40), causal=st.booleans(), pad=st.booleans(),
        d=st.sampled_from([4, 8]), same_dv=st.booleans(), seed=st.integers(0, 99))
 def test_matches_math(lead, lq, dl, left, right, causal, pad, d, same_dv, seed):
-    """dv == d runs the fused kernel forward (``_forward_fused``), dv != d the blocked matmuls (``_forward``)."""
+    """dv == d runs the fused kernel forward (``forward_fused``), dv != d the blocked matmuls (``forward_blocked``)."""
     lk = max(1, lq + dl)
     mask = M.window(left, right)
     if causal:
@@ -81,18 +82,18 @@ def test_dropout_path_is_differentiable_and_unbiased_in_shape():
 
 
 def test_geometry_is_linear_in_length():
-    g1, g2 = local._Geometry(4096, 4096, 128, 128), local._Geometry(16384, 16384, 128, 128)
+    g1, g2 = Geometry(4096, 4096, 128, 128), Geometry(16384, 16384, 128, 128)
     assert g1.W == g2.W and g2.nb == 4 * g1.nb  # band width independent of L
 
 
 def test_auto_picks_local_for_long_windows_only():
     q = torch.zeros(1, 2, 1024, 8)
-    assert select_backend(q, q, M.window(16, 16), None, False) == "local"
-    assert select_backend(q, q, M.window(16, 16) & M.causal() & M.padding([900]), None, False) == "local"
-    assert select_backend(q, q, M.window(16, 16), None, True) == "math"  # weights requested
+    assert select_backend(q, q, q, M.window(16, 16), None, False) == "local"
+    assert select_backend(q, q, q, M.window(16, 16) & M.causal() & M.padding([900]), None, False) == "local"
+    assert select_backend(q, q, q, M.window(16, 16), None, True) == "math"  # weights requested
     small = torch.zeros(1, 2, 64, 8)
-    assert select_backend(small, small, M.window(16, 16), None, False) != "local"
-    assert select_backend(q, q, M.causal(), None, False) != "local"
+    assert select_backend(small, small, small, M.window(16, 16), None, False) != "local"
+    assert select_backend(q, q, q, M.causal(), None, False) != "local"
 
 
 def test_bad_inputs():
@@ -110,12 +111,12 @@ def test_bad_inputs():
 def test_fused_and_matmul_forwards_agree():
     """The two forward paths give the same out and lse, edges and padding included."""
     q, k, v = (rand(2, 3, 200, 8, seed=s).detach() for s in range(3))
-    g = local._Geometry(200, 200, 20, 7)
+    g = Geometry(200, 200, 20, 7)
     kb, vb = g.pad_keys(k.reshape(6, 200, 8)), g.pad_keys(v.reshape(6, 200, 8))
     kbias, band = g.key_bias(torch.tensor([200, 200, 200, 30, 30, 0]), q.device), g.band_bias(q.device)
     scale = 8 ** -0.5
-    out1, lse1 = local._forward_fused(g, g.pad_queries(q.reshape(6, 200, 8)), kb, vb, kbias, band.double(), scale)
-    out2, lse2 = local._forward(g, g.pad_queries(q.reshape(6, 200, 8) * scale), kb, vb, kbias, band.double(), True)
+    out1, lse1 = fwd.forward_fused(g, g.pad_queries(q.reshape(6, 200, 8)), kb, vb, kbias, band.double(), scale)
+    out2, lse2 = fwd.forward_blocked(g, g.pad_queries(q.reshape(6, 200, 8) * scale), kb, vb, kbias, band.double(), True)
     torch.testing.assert_close(out1, out2)
     torch.testing.assert_close(lse1, lse2)
     assert torch.isinf(lse1[5]).all() and (out1[5] == 0).all()  # a sequence of length 0: no key anywhere
@@ -137,15 +138,32 @@ def test_native_float32_matches_math(native_kernel, lead, lq, dl, left, right, c
     compare(q, k, v, mask, "local", atol=2e-5, rtol=1e-4)
 
 
+def test_exact_forward_agrees_and_keeps_hidden_nan_out():
+    """``forward_exact`` (the path for inputs holding NaN / inf) gives the blocked forward's out and lse on
+    finite inputs, and a NaN in a padded key changes nothing."""
+    q, k, v = (rand(6, 120, 8, seed=s).detach() for s in range(3))
+    lengths = torch.tensor([120, 120, 60, 30, 1, 0])
+    g = Geometry(120, 120, 9, 4)
+    args = (g.pad_queries(q * 0.3), g.pad_keys(k), g.pad_keys(v))
+    out1, lse1 = fwd.forward_exact(g, *args, g.key_ok(lengths, q.device), g.band_ok(q.device))
+    out2, lse2 = fwd.forward_blocked(g, *args, g.key_bias(lengths, q.device), g.band_bias(q.device).double(), True)
+    torch.testing.assert_close(out1, out2)
+    torch.testing.assert_close(lse1, lse2)
+    k[3, 40], v[3, 50] = float("nan"), float("inf")  # past row 3's length (30)
+    with torch.no_grad():
+        out = attnkit.attention(q, k, v, M.window(9, 4) & M.padding(lengths), scale=0.3, backend="local")
+    torch.testing.assert_close(out, g.unpad_queries(out1))
+
+
 def test_native_and_matmul_forwards_agree(native_kernel):
     """The native kernel's out and lse equal the blocked reference, edges, padding and empty rows included."""
     n, lq, lk, d = 6, 203, 190, 32
     q, k, v = (rand(n, L, d, dtype=torch.float32, seed=s).detach() for s, L in enumerate((lq, lk, lk)))
     lengths = torch.tensor([190, 190, 100, 30, 1, 0])
     for left, right in ((20, 7), (0, 0), (300, 0), (5, 400)):
-        out1, lse1 = local._forward_native(q, k, v, lengths, left, right, 0.2)
-        g = local._Geometry(lq, lk, left, right)
-        out2, lse2 = local._forward(g, g.pad_queries(q * 0.2), g.pad_keys(k), g.pad_keys(v),
+        out1, lse1 = fwd.forward_native(q, k, v, lengths, left, right, 0.2)
+        g = Geometry(lq, lk, left, right)
+        out2, lse2 = fwd.forward_blocked(g, g.pad_queries(q * 0.2), g.pad_keys(k), g.pad_keys(v),
                                     g.key_bias(lengths, q.device), g.band_bias(q.device), True)
         torch.testing.assert_close(out1, out2.reshape(n, -1, d)[:, :lq], atol=1e-6, rtol=1e-5)
         torch.testing.assert_close(lse1, lse2.reshape(n, -1)[:, :lq], atol=1e-6, rtol=1e-5)
@@ -160,7 +178,7 @@ def test_native_backward_matches_math_gradients(native_kernel):
     lengths = torch.tensor([70, 33, 1, 0])
     g = torch.randn(n, lq, dv, generator=torch.Generator().manual_seed(3))
     for left, right in ((9, 4), (0, 0), (200, 0)):
-        out, lse = local._forward_native(q.detach(), k.detach(), v.detach(), lengths, left, right, 0.3)
+        out, lse = fwd.forward_native(q.detach(), k.detach(), v.detach(), lengths, left, right, 0.3)
         got = native_kernel.window_backward(q.detach(), k.detach(), v.detach(), out, g, lse, lengths, left, right, 0.3)
         mask = M.window(left, right) & M.padding(lengths)
         ref = attnkit.attention(q, k, v, mask, scale=0.3, backend="math")

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 import attnkit
 from attnkit import masks as M
-from attnkit.functional import select_backend
+from attnkit.functional import dispatch, select_backend
 from attnkit.functional.backends import short
 from attnkit.functional.backends.math import math_attention
 
-from ._helpers import check_other_ranks, check_packed_qkv_views, compare, rand
+from ._helpers import check_other_ranks, check_packed_qkv_views, rand
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +100,9 @@ def test_no_segments_at_all(native_kernel):
 def test_segments_chosen_automatically_up_to_the_longest_measured(native_kernel):
     q = torch.randn(1, 2, 300, 32)
     with torch.inference_mode():
-        assert select_backend(q, q, M.segments([100, 150, 50]), None, False) == "short"
-        longest = short.AUTO_MAX_LEN + 1
-        assert select_backend(q, q, M.segments([10, longest, 290 - longest]), None, False) != "short"
+        assert select_backend(q, q, q, M.segments([100, 150, 50]), None, False) == "short"
+        longest = dispatch.SHORT_MAX_LEN + 1
+        assert select_backend(q, q, q, M.segments([10, longest, 290 - longest]), None, False) != "short"
 
 
 def test_bfloat16_exact_where_the_answer_is_exact(bf16_kernel):
@@ -116,11 +116,24 @@ def test_bfloat16_exact_where_the_answer_is_exact(bf16_kernel):
     torch.testing.assert_close(out.float(), v.float().mean(-2, keepdim=True).expand(1, 2, 5, 16), atol=0, rtol=0)
 
 
-@pytest.mark.parametrize("pad", [False, True])
-def test_gradients_match_math(pad):
-    """With autograd the call runs the math path itself: same values and gradients."""
+def test_raises_instead_of_substituting(native_kernel):
+    """Named explicitly, "short" runs its kernel or says why not: never the math path in its place."""
     q, k, v = (rand(2, 3, 20, 16, dtype=torch.float32, seed=s) for s in range(3))
-    compare(q, k, v, _padding(20, 2, 0, pad), "short", atol=1e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="backend 'short' has no backward"):
+        attnkit.attention(q, k, v, backend="short")
+    with torch.no_grad():
+        with pytest.raises(ValueError, match="d a multiple of 16 and dv of 16, got d=8"):
+            attnkit.attention(q[..., :8], k[..., :8], v, backend="short")
+        with pytest.raises(ValueError, match="dv of 16, got d=16, dv=12"):
+            attnkit.attention(q, k, v[..., :12], backend="short")
+        with pytest.raises(ValueError, match="no dropout"):
+            attnkit.attention(q, k, v, backend="short", dropout_p=0.1)
+        with pytest.raises(ValueError, match="takes no `bias`"):
+            attnkit.attention(q, k, v, bias=torch.zeros(20, 20), backend="short")
+        with pytest.raises(ValueError, match="inputs here, got float64"):
+            attnkit.attention(q.double(), k.double(), v.double(), backend="short")
+        with pytest.raises(ValueError, match="tensors with data, got the meta device"):
+            attnkit.attention(*(t.to("meta") for t in (q, k, v)), backend="short")
 
 
 def test_packed_qkv_views_need_no_copy_and_heads_merge_free(native_kernel):
@@ -130,13 +143,6 @@ def test_packed_qkv_views_need_no_copy_and_heads_merge_free(native_kernel):
 @pytest.mark.parametrize("shape", [(9, 16), (2, 9, 16), (2, 2, 2, 9, 16)])
 def test_other_ranks(native_kernel, shape):
     check_other_ranks("short", shape)
-
-
-def test_falls_back_to_math_where_the_kernel_cannot_run():
-    q, k, v = (torch.randn(2, 2, 7, 8) for _ in range(3))  # d = 8: not a multiple of 16
-    with torch.no_grad():
-        out = attnkit.attention(q, k, v, backend="short")
-    torch.testing.assert_close(out, attnkit.attention(q, k, v, backend="math"))
 
 
 def test_rejects_other_masks_and_weights():
@@ -151,11 +157,12 @@ def test_automatic_for_inference_up_to_the_measured_length(bf16_kernel):
     q = torch.randn(2, 12, 40, 32, dtype=torch.bfloat16)
     pad = M.padding(torch.tensor([40, 17]))
     with torch.inference_mode():
-        assert select_backend(q, q, None, None, False) == "short"
-        assert select_backend(q, q, pad, None, False) == "short"
-        assert select_backend(q, q, M.causal(), None, False) != "short"
-        assert select_backend(q.float(), q.float(), pad, None, False) == "short"
-        assert select_backend(q[..., :8], q[..., :8], None, None, False) != "short"  # d = 8: the kernel cannot
-        long = torch.randn(1, 1, short.AUTO_MAX_LEN + 1, 32, dtype=torch.bfloat16)
-        assert select_backend(long, long, None, None, False) != "short"
-    assert select_backend(q, q, None, None, False) != "short"  # autograd on
+        assert select_backend(q, q, q, None, None, False) == "short"
+        assert select_backend(q, q, q, pad, None, False) == "short"
+        assert select_backend(q, q, q, M.causal(), None, False) != "short"
+        assert select_backend(q.float(), q.float(), q.float(), pad, None, False) == "short"
+        d8 = q[..., :8]
+        assert select_backend(d8, d8, d8, None, None, False) != "short"  # d = 8: the kernel cannot
+        long = torch.randn(1, 1, dispatch.SHORT_MAX_LEN + 1, 32, dtype=torch.bfloat16)
+        assert select_backend(long, long, long, None, None, False) != "short"
+    assert select_backend(q, q, q, None, None, False) != "short"  # autograd on

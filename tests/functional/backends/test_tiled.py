@@ -11,7 +11,7 @@ import attnkit
 from attnkit import masks as M
 from attnkit.functional import select_backend
 
-from ._helpers import check_other_ranks, check_packed_qkv_views, compare, rand
+from ._helpers import check_other_ranks, check_packed_qkv_views, rand
 
 
 def _mask(kind: str, lk: int, batch: int, seed: int):
@@ -40,11 +40,18 @@ def test_inference_matches_math(native_kernel, b, h, lq, dl, d, dv, kind, seed):
     torch.testing.assert_close(out, ref, atol=2e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_gradients_match_math(kind):
-    """With autograd the call runs the recomputing PyTorch path; same values and gradients as math."""
+def test_inference_only_and_raises_instead_of_substituting(native_kernel):
+    """Named explicitly, "tiled" runs its kernel or says why not (``local`` has the backward)."""
     q, k, v = (rand(2, 3, 40, 16, dtype=torch.float32, seed=s) for s in range(3))
-    compare(q, k, v, _mask(kind, 40, 2, 0), "tiled", atol=2e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="backend 'tiled' has no backward"):
+        attnkit.attention(q, k, v, M.causal(), backend="tiled")
+    with torch.no_grad():
+        with pytest.raises(ValueError, match="no dropout"):
+            attnkit.attention(q, k, v, M.causal(), backend="tiled", dropout_p=0.2)
+        with pytest.raises(ValueError, match="dv a multiple of 16, got dv=8"):
+            attnkit.attention(q, k, v[..., :8], M.causal(), backend="tiled")
+        with pytest.raises(ValueError, match="takes float32, bfloat16 inputs here, got float16"):
+            attnkit.attention(q.half(), k.half(), v.half(), M.causal(), backend="tiled")
 
 
 def test_packed_qkv_views_need_no_copy_and_heads_merge_free(native_kernel):
@@ -72,15 +79,17 @@ def test_auto_rule(native_kernel):
     q = torch.zeros(8, 12, 35, 32)
     with torch.inference_mode():
         f32 = torch.zeros(8, 12, 24, 32)  # causal masks: no mask or padding alone go to "short" first
-        assert select_backend(f32, f32, M.causal() & M.padding(torch.full((8,), 20)), None, False) == "tiled"
+        assert select_backend(f32, f32, f32, M.causal() & M.padding(torch.full((8,), 20)), None, False) == "tiled"
         short = torch.zeros(8, 12, 16, 32, dtype=torch.bfloat16)  # bfloat16 with a causal mask ("short" takes
-        assert select_backend(short, short, M.causal(), None, False) == "tiled"  # only none / padding)
-        assert select_backend(q.bfloat16(), q.bfloat16(), M.causal(), None, False) == "math_grouped"  # past 16
-        assert select_backend(q, q, M.causal(), None, False) == "tiled"  # float32 up to 64 keys
+        assert select_backend(short, short, short, M.causal(), None, False) == "tiled"  # only none / padding)
+        b16 = q.bfloat16()
+        assert select_backend(b16, b16, b16, M.causal(), None, False) == "math_grouped"  # past 16
+        assert select_backend(q, q, q, M.causal(), None, False) == "tiled"  # float32 up to 64 keys
         long = torch.zeros(8, 12, 65, 32)
-        assert select_backend(long, long, M.causal(), None, False) == "sdpa"  # float32 past 64 keys
-        assert select_backend(q, q, None, None, True) == "math"  # weights asked for
-    assert select_backend(q.requires_grad_(), q, None, None, False) != "tiled"  # training: SDPA's backward
+        assert select_backend(long, long, long, M.causal(), None, False) == "sdpa"  # float32 past 64 keys
+        assert select_backend(q, q, q, None, None, True) == "math"  # weights asked for
+        assert select_backend(q, q, q[..., :8], M.causal(), None, False) == "sdpa"  # dv = 8: tiled cannot
+    assert select_backend(q.requires_grad_(), q, q, None, None, False) != "tiled"  # training: SDPA's backward
 
 
 def test_bad_inputs():

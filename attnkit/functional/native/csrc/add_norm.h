@@ -1,4 +1,4 @@
-// Included by window_attention.cpp only (one extension). Residual addition then LayerNorm, for inference:
+// Residual addition then LayerNorm, for inference (the checked entry point is in norm.cpp):
 //
 //   y = x[i] + r[i];  out[i] = (y - mean(y)) / sqrt(var(y) + eps) * weight + bias   (biased variance)
 //
@@ -16,13 +16,12 @@
 #include <cmath>
 #include <cstdint>
 
-#include "short_attention.h"
-#include "window_tiles.h"
+#include "simd.h"
 
 namespace attnkit_norm {
 
-using attnkit_window::load16;
-using attnkit_window::store16;
+using attnkit_simd::load16;
+using attnkit_simd::store16;
 
 // y = x + r (stored in y), returns {mean, 1 / sqrt(var + eps)}.
 template <typename S>

@@ -1,5 +1,22 @@
-// Tile maths shared by the forward and backward window-attention kernels (AVX-512, float32 inside).
-// Included by window_attention.cpp only; see there for what the kernels compute.
+// Exact attention over a key window per query, forward and backward, on AVX-512 CPUs (float32 inside;
+// float32 or bfloat16 storage for the forward, float32 for the backward). The checked entry points
+// are in attention.cpp; the Python backends "tiled" and "local" call them.
+//
+// out[b, h, i] = sum_j softmax_j(scale * q[b, h, i] . k[b, h, j]) v[b, h, j] over the keys
+// j in [c - left, c + right] with c = i + (Lk - Lq), clipped to [0, min(Lk, lengths[b])).
+// Full attention is left = right = Lq + Lk; causal is right = 0. Also returns
+// lse[b, h, i] = log sum_j exp(scale * q . k_j); rows with no key get out 0, lse +inf.
+//
+// Work is split into tiles of 16 queries (one zmm register across the queries). A tile's keys are
+// the union of its rows' windows (left + right + 16 at most), so each query pays for at most 15
+// keys it does not see, instead of the block-diagonal band of a dense tiled kernel.
+//   1. S^T (keys x 16) = K_tile Q_tile^T: broadcast k[t, e] against the tile's transposed queries,
+//      12 keys at a time (12 accumulators).
+//   2. Softmax down each column, vectorised across the 16 queries, with the window mask per key.
+//   3. O (16 x dv) = P^T V: broadcast P[t, r] against v[t, :], 4 rows x up to 64 dims at a time.
+// NaN / inf: a key outside a row's window never enters that row (its score is replaced, not added
+// to, and its value is never multiplied in, not even by 0); one inside propagates as in IEEE maths, and
+// a -inf score is a weight of 0 (a row of them gives zeros, as SDPA's kernel does).
 #pragma once
 
 #include <immintrin.h>
@@ -10,50 +27,16 @@
 #include <cstring>
 #include <limits>
 
+#include "simd.h"
+
 namespace attnkit_window {
 
+using attnkit_simd::exp_ps;
+using attnkit_simd::load16;
+using attnkit_simd::store16;
+using attnkit_simd::to_f;
+
 constexpr int T = 16;  // queries per tile = floats per zmm
-
-// exp(x) for x <= 0 (and -inf -> 0): Cody-Waite range reduction, degree-6 polynomial, scalef.
-inline __m512 exp_ps(__m512 x) {
-  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
-  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
-  const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // exp(-104) underflows to 0 after scalef
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
-  r = _mm512_fnmadd_ps(n, ln2_lo, r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  __m512 r2 = _mm512_mul_ps(r, r);
-  p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-
-// Element access for float and bfloat16 (stored as uint16_t; round to nearest even on the way out).
-inline float to_f(float x) { return x; }
-inline float to_f(uint16_t x) {
-  const uint32_t u = static_cast<uint32_t>(x) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const uint16_t* p) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-inline void store16(float* p, __m512 x) { _mm512_storeu_ps(p, x); }
-inline void store16(uint16_t* p, __m512 x) {
-  __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
-}
 
 // S^T rows t0 .. t0 + NK - 1 (NK <= 12): s[t][r] = sum_e k[t, e] * qt[e][r].
 template <int NK, typename S>
@@ -90,21 +73,35 @@ void scores(const S* k, int64_t ks, const float* qt, int d, int nkeys, float* s)
   }
 }
 
-// o[r, c0 .. c0 + 16 NV) for R rows r0 .. r0 + R - 1 = sum_t p[t][r] v[t, c0 ..], t in [ta, tb).
+// o[r, c0 .. c0 + 16 NV) for R rows r0 .. r0 + R - 1 = sum_t p[t][r] v[t, c0 ..] over row r's keys
+// t in [ta[r], tb[r]). Keys every row sees take the plain product; at the edges of the rows' ranges a
+// row takes only its own keys, so a NaN / inf value outside a row's window never reaches it (0 * NaN).
 template <int R, int NV, typename S>
-inline void pv_block(const float* p, const S* v, int64_t vs, int ta, int tb, int r0, int c0, float* o,
+inline void pv_block(const float* p, const S* v, int64_t vs, const int* ta, const int* tb, int r0, int c0, float* o,
                      int64_t os) {
+  int a = ta[r0], b = tb[r0], ia = ta[r0], ib = tb[r0];  // union [a, b), intersection [ia, ib)
+  for (int r = 1; r < R; ++r) {
+    a = std::min(a, ta[r0 + r]);
+    b = std::max(b, tb[r0 + r]);
+    ia = std::max(ia, ta[r0 + r]);
+    ib = std::min(ib, tb[r0 + r]);
+  }
   __m512 acc[R][NV];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_setzero_ps();
-  for (int t = ta; t < tb; ++t) {
+  auto step = [&](int t, bool all) {
     __m512 vv[NV];
     for (int c = 0; c < NV; ++c) vv[c] = load16(v + t * vs + c0 + 16 * c);
     for (int r = 0; r < R; ++r) {
+      if (!all && (t < ta[r0 + r] || t >= tb[r0 + r])) continue;
       const __m512 pr = _mm512_set1_ps(p[t * T + r0 + r]);
       for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
     }
-  }
+  };
+  const int mid = std::min(ia, b);
+  for (int t = a; t < mid; ++t) step(t, false);
+  for (int t = ia; t < ib; ++t) step(t, true);
+  for (int t = std::max(ia, ib); t < b; ++t) step(t, false);
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < NV; ++c) _mm512_storeu_ps(o + (r0 + r) * os + c0 + 16 * c, acc[r][c]);
 }
@@ -112,11 +109,7 @@ inline void pv_block(const float* p, const S* v, int64_t vs, int ta, int tb, int
 template <int NV, typename S>
 void pv_rows(const float* p, const S* v, int64_t vs, const int* ta, const int* tb, int c0, float* o,
              int64_t os) {
-  for (int r0 = 0; r0 < T; r0 += 4) {
-    const int a = std::min(std::min(ta[r0], ta[r0 + 1]), std::min(ta[r0 + 2], ta[r0 + 3]));
-    const int b = std::max(std::max(tb[r0], tb[r0 + 1]), std::max(tb[r0 + 2], tb[r0 + 3]));
-    pv_block<4, NV, S>(p, v, vs, a, std::max(a, b), r0, c0, o, os);
-  }
+  for (int r0 = 0; r0 < T; r0 += 4) pv_block<4, NV, S>(p, v, vs, ta, tb, r0, c0, o, os);
 }
 
 template <typename S>
@@ -152,22 +145,24 @@ void tile(const Tile<S>& a, int64_t i0, float* buf, float* qt, float* obuf) {
   //   <=>  r >= lo + t - c0 - right  and  r <= lo + t - c0 + left
   const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  auto in_window = [&](int t) {  // the rows (lanes) that see key lo + t
+    const int64_t base = lo + t - c0;
+    return static_cast<__mmask16>(_mm512_cmpge_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base - a.right))) &
+                                  _mm512_cmple_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base + a.left))));
+  };
   __m512 mx = ninf;
   for (int t = 0; t < nk; ++t) {
-    const int64_t base = lo + t - c0;
-    const __mmask16 ok = _mm512_cmpge_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base - a.right))) &
-                         _mm512_cmple_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base + a.left)));
-    const __m512 s = _mm512_mask_blend_ps(ok, ninf, _mm512_loadu_ps(buf + t * T));
+    const __m512 s = _mm512_mask_blend_ps(in_window(t), ninf, _mm512_loadu_ps(buf + t * T));
     _mm512_storeu_ps(buf + t * T, s);
     mx = _mm512_max_ps(mx, s);
   }
+  // A row whose max is -inf has no key (or only -inf scores): shift 0, its weights are all 0. A NaN score
+  // gives a NaN weight below, whatever mx is, so the row comes out NaN.
   const __mmask16 live = _mm512_cmp_ps_mask(mx, ninf, _CMP_NEQ_OQ);
   const __m512 shift = _mm512_mask_blend_ps(live, _mm512_setzero_ps(), mx);
   __m512 sum = _mm512_setzero_ps();
   for (int t = 0; t < nk; ++t) {
-    const __m512 s = _mm512_loadu_ps(buf + t * T);
-    const __mmask16 ok = _mm512_cmp_ps_mask(s, ninf, _CMP_NEQ_OQ);  // masked keys give exactly 0
-    const __m512 e = _mm512_maskz_mov_ps(ok, exp_ps(_mm512_sub_ps(s, shift)));
+    const __m512 e = _mm512_maskz_mov_ps(in_window(t), exp_ps(_mm512_sub_ps(_mm512_loadu_ps(buf + t * T), shift)));
     _mm512_storeu_ps(buf + t * T, e);
     sum = _mm512_add_ps(sum, e);
   }
@@ -191,8 +186,8 @@ void tile(const Tile<S>& a, int64_t i0, float* buf, float* qt, float* obuf) {
   _mm512_store_ps(sums, sum);
   _mm512_store_ps(mxs, mx);
   for (int r = 0; r < rows; ++r) {
-    const bool live_row = sums[r] > 0.0f;
-    const __m512 inv = _mm512_set1_ps(live_row ? 1.0f / sums[r] : 0.0f);  // empty rows: 0
+    const bool live_row = sums[r] != 0.0f;  // a NaN sum is live (and NaN)
+    const __m512 inv = _mm512_set1_ps(live_row ? 1.0f / sums[r] : 0.0f);  // rows with no weight: 0
     for (int c = 0; c < a.dv; c += 16)
       store16(out + r * a.os + c, _mm512_mul_ps(_mm512_loadu_ps(obuf + r * a.dv + c), inv));
     lse[r] = live_row ? mxs[r] + std::log(sums[r]) : std::numeric_limits<float>::infinity();

@@ -1,4 +1,4 @@
-"""Attention masks. One convention everywhere: ``True`` = this query may attend to this key.
+"""The mask kinds. One convention everywhere: ``True`` = this query may attend to this key.
 
 Masks are small structured objects (``Causal``, ``Window``, ``Padding``, ``Graph``, ``Dense``)
 that combine with ``&`` and ``|``. They stay structured until a backend asks for
@@ -25,7 +25,7 @@ from torch import Tensor
 __all__ = [
     "Mask", "Dense", "Causal", "Window", "Padding", "Graph", "Segments", "And", "Or",
     "causal", "window", "padding", "graph", "segments", "as_mask", "conjuncts", "for_heads", "check_edge_index",
-    "keep_positions",
+    "keep_positions", "check_device",
 ]
 
 
@@ -40,8 +40,9 @@ class Mask:
         """
         raise NotImplementedError
 
-    def validate(self, lq: int, lk: int, batch: int | None) -> None:
-        """Raise ValueError if this mask cannot apply to (Lq, Lk) with batch size ``batch``."""
+    def validate(self, lq: int, lk: int, lead: tuple[int, ...], device: torch.device) -> None:
+        """Raise ValueError if this mask cannot apply to inputs (*lead, Lq | Lk, d) on ``device``:
+        sizes, broadcasting, and where its tensors live (``device`` or the CPU)."""
 
     def __and__(self, other: Mask | Tensor) -> Mask:
         return And(self, as_mask(other))
@@ -63,9 +64,20 @@ def check_edge_index(edge_index: Tensor, num_nodes: int, name: str = "edge_index
         raise ValueError(f"graph: `{name}` must have shape (2, E), got {got}")
     if edge_index.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"graph: `{name}` must be int64 or int32, got {edge_index.dtype}")
-    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+    if edge_index.numel() and _has_data(edge_index) and (int(edge_index.min()) < 0
+                                                          or int(edge_index.max()) >= num_nodes):
         raise ValueError(f"graph: `{name}` has node ids in [{int(edge_index.min())}, {int(edge_index.max())}], "
                          f"outside [0, num_nodes={num_nodes})")
+
+
+def check_device(t: Tensor, who: str, device: torch.device) -> None:
+    """A mask's or bias's tensor must live on the inputs' ``device`` or on the CPU (it is then moved)."""
+    if t.device != device and t.device.type != "cpu":
+        raise ValueError(f"{who} is on {t.device} but q, k, v are on {device}; put it on {device} or the CPU")
+
+
+def _has_data(t: Tensor) -> bool:
+    return t.device.type != "meta"
 
 
 def keep_positions(lengths: Tensor, length: int) -> Tensor:
@@ -78,7 +90,7 @@ def _check_lengths(t, who: str, shape: str) -> None:
     if not isinstance(t, Tensor) or t.dim() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool:
         desc = f"{t.dtype} tensor of shape {tuple(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
         raise ValueError(f"{who}: `lengths` must be a 1-D integer tensor {shape}, got {desc}")
-    if t.numel() and int(t.min()) < 0:
+    if t.numel() and _has_data(t) and int(t.min()) < 0:
         raise ValueError(f"{who}: `lengths` must be >= 0, got min {int(t.min())}")
 
 
@@ -117,12 +129,16 @@ class Dense(Mask):
         if self.tensor.dim() < 2:
             raise ValueError(f"mask: expected at least 2 dims (..., Lq, Lk), got shape {tuple(self.tensor.shape)}")
 
-    def validate(self, lq, lk, batch):
-        *_, mq, mk = self.tensor.shape
+    def validate(self, lq, lk, lead, device):
+        check_device(self.tensor, "mask", device)
+        *rest, mq, mk = self.tensor.shape
         if mq not in (1, lq) or mk not in (1, lk):
             raise ValueError(
                 f"mask: shape {tuple(self.tensor.shape)} does not fit Lq={lq}, Lk={lk}; "
                 f"its last two dims must be (Lq or 1, Lk or 1)")
+        if len(rest) > len(lead) or any(m not in (1, n) for m, n in zip(reversed(rest), reversed(lead))):
+            raise ValueError(f"mask: shape {tuple(self.tensor.shape)} does not broadcast to the inputs' "
+                             f"(*{tuple(lead)}, Lq={lq}, Lk={lk})")
 
     def materialize(self, lq, lk, ndim, device=None):
         if self.tensor.dim() > ndim:
@@ -166,10 +182,12 @@ class Padding(Mask):
     def __post_init__(self):
         _check_lengths(self.lengths, "padding", "(B,)")
 
-    def validate(self, lq, lk, batch):
-        if batch is not None and self.lengths.shape[0] != batch:
+    def validate(self, lq, lk, lead, device):
+        check_device(self.lengths, "padding: `lengths`", device)
+        batch = lead[0] if lead else 1
+        if self.lengths.shape[0] != batch:
             raise ValueError(f"padding: `lengths` has {self.lengths.shape[0]} rows but the batch has {batch}")
-        if self.lengths.numel() and int(self.lengths.max()) > lk:
+        if self.lengths.numel() and _has_data(self.lengths) and int(self.lengths.max()) > lk:
             raise ValueError(f"padding: a length {int(self.lengths.max())} exceeds the key length Lk={lk}")
 
     def materialize(self, lq, lk, ndim, device=None):
@@ -193,7 +211,8 @@ class Graph(Mask):
             raise ValueError(f"graph: `num_nodes` must be an integer >= 0, got {n!r}")
         check_edge_index(self.edge_index, n)
 
-    def validate(self, lq, lk, batch):
+    def validate(self, lq, lk, lead, device):
+        check_device(self.edge_index, "graph: `edge_index`", device)
         if lq != self.num_nodes or lk != self.num_nodes:
             raise ValueError(f"graph: num_nodes={self.num_nodes} but Lq={lq}, Lk={lk}")
 
@@ -232,7 +251,10 @@ class Segments(Mask):
         n = self.lengths.to(device) if device is not None else self.lengths
         return torch.repeat_interleave(torch.arange(n.numel(), device=n.device), n)
 
-    def validate(self, lq, lk, batch):
+    def validate(self, lq, lk, lead, device):
+        check_device(self.lengths, "segments: `lengths`", device)
+        if not _has_data(self.lengths):
+            raise ValueError("segments: `lengths` is on the meta device, but its values decide the mask")
         if lq != self.total or lk != self.total:
             raise ValueError(f"segments: the lengths sum to {self.total} but Lq={lq}, Lk={lk}")
 
@@ -242,26 +264,26 @@ class Segments(Mask):
 
 
 @dataclass(frozen=True, eq=False)
-class And(Mask):
+class _Pair(Mask):
+    """Two masks combined; valid where both are."""
+
     a: Mask
     b: Mask
 
-    def validate(self, lq, lk, batch):
-        self.a.validate(lq, lk, batch)
-        self.b.validate(lq, lk, batch)
+    def validate(self, lq, lk, lead, device):
+        self.a.validate(lq, lk, lead, device)
+        self.b.validate(lq, lk, lead, device)
+
+
+class And(_Pair):
+    """Both masks allow the pair."""
 
     def materialize(self, lq, lk, ndim, device=None):
         return self.a.materialize(lq, lk, ndim, device) & self.b.materialize(lq, lk, ndim, device)
 
 
-@dataclass(frozen=True, eq=False)
-class Or(Mask):
-    a: Mask
-    b: Mask
-
-    def validate(self, lq, lk, batch):
-        self.a.validate(lq, lk, batch)
-        self.b.validate(lq, lk, batch)
+class Or(_Pair):
+    """Either mask allows the pair."""
 
     def materialize(self, lq, lk, ndim, device=None):
         return self.a.materialize(lq, lk, ndim, device) | self.b.materialize(lq, lk, ndim, device)

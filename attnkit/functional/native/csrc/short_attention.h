@@ -1,5 +1,5 @@
-// Full attention for short sequences, one (sequence, head) at a time, on AVX-512 CPUs.
-// Included by window_attention.cpp (one extension); see ``backends/short.py`` for when it is used.
+// Full attention for short sequences, one (sequence, head) at a time, on AVX-512 CPUs. The checked entry
+// point is in attention.cpp; the Python backend is ``backends/short.py``.
 //
 // out[i] = sum_j softmax_j(scale * q[i] . k[j]) v[j] over the keys j < nk (padding: nk = length).
 // For one (sequence, head):
@@ -13,6 +13,8 @@
 //   4. O = P V: P[i][j] (bfloat16: the pair j, j+1) broadcast against V's rows (bfloat16: two rows
 //      interleaved into pair layout), up to 8 queries x 32 output features at a time.
 // Whole rows of S and P stay in L1 for sentence lengths; queries are taken 64 at a time.
+// NaN / inf: keys past nk are never read; a NaN or +inf score makes its row NaN (exp keeps NaN), as
+// softmax does; a -inf score is a weight of 0 (a row of them gives zeros, as SDPA's kernel does).
 #pragma once
 
 #include <immintrin.h>
@@ -24,11 +26,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "window_tiles.h"
+#include "simd.h"
 
 namespace attnkit_short {
 
-using attnkit_window::exp_ps;
+using attnkit_simd::exp_ps;
 
 constexpr int QC = 64;  // queries per chunk (rows of S and P in the buffers)
 
@@ -89,7 +91,6 @@ inline void with_constant(int n, F&& f) {
 }
 
 // ---- the register tile of steps 2 and 4; step 2: S rows for NQ queries x NB key blocks -------------
-#define ATTNKIT_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
 // The register tile both products use: acc[i][b] (16 floats) = sum over t < depth of a[i][t] * m[t][16 b ..].
 // a: NQ rows, row stride as; m: depth rows of 16 NB 32-bit words, row stride ms. Q K^T takes a = Q,
@@ -117,6 +118,12 @@ ATTNKIT_BF16 inline void scores_bf16(const uint16_t* q, int64_t qs, const uint32
   for (int i = 0; i < NQ; ++i)
     for (int b = 0; b < NB; ++b) _mm512_storeu_ps(s + i * kw + 16 * b, acc[i][b]);
 }
+
+// The max a row's scores are shifted by: a row whose scores are all -inf keeps them at -inf (weights 0).
+inline float row_shift(float mx) { return mx == -std::numeric_limits<float>::infinity() ? 0.0f : mx; }
+
+// 1 / (sum of a row's weights); a row with no weight gives zeros, a NaN sum stays NaN.
+inline float inverse(float sum) { return sum == 0.0f ? 0.0f : 1.0f / sum; }
 
 inline __mmask16 live_keys(int nk, int j) {  // lanes j .. j + 15 that are keys (< nk)
   return nk - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max(nk - j, 0)) - 1u);
@@ -167,14 +174,14 @@ ATTNKIT_BF16 inline void rows(const S* q, int64_t qs, const uint32_t* kt, int kw
   for (int i = 0; i < NQ; ++i) {
     __m512 mx = ninf;
     for (int b = 0; b < NB; ++b) mx = _mm512_max_ps(mx, _mm512_mask_mul_ps(ninf, live_keys(nk, 16 * b), acc[i][b], sc));
-    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    const __m512 m = _mm512_set1_ps(row_shift(_mm512_reduce_max_ps(mx)));
     __m512 sum = _mm512_setzero_ps();
     for (int b = 0; b < NB; ++b) {
       const __m512 e = _mm512_maskz_mov_ps(live_keys(nk, 16 * b), exp_ps(_mm512_fmsub_ps(acc[i][b], sc, m)));
       sum = _mm512_add_ps(sum, e);
       store_p(p + i * kw + 16 * b, e);
     }
-    inv[i] = 1.0f / _mm512_reduce_add_ps(sum);
+    inv[i] = inverse(_mm512_reduce_add_ps(sum));
   }
 }
 
@@ -224,7 +231,7 @@ inline float softmax_row(const float* s, int kw, int nk, float scale, P* p) {
     const __mmask16 ok = live_keys(nk, j);
     mx = _mm512_max_ps(mx, _mm512_mask_mul_ps(ninf, ok, _mm512_loadu_ps(s + j), sc));
   }
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  const __m512 m = _mm512_set1_ps(row_shift(_mm512_reduce_max_ps(mx)));
   __m512 sum = _mm512_setzero_ps();
   for (int j = 0; j < kw; j += 16) {
     const __mmask16 ok = live_keys(nk, j);
@@ -232,7 +239,7 @@ inline float softmax_row(const float* s, int kw, int nk, float scale, P* p) {
     sum = _mm512_add_ps(sum, e);
     store_p(p + j, e);
   }
-  return 1.0f / _mm512_reduce_add_ps(sum);
+  return inverse(_mm512_reduce_add_ps(sum));
 }
 
 // ---- step 4: O = P V for NQ queries x 16 NC output features ----------------------------------------
@@ -345,7 +352,5 @@ void attend(const Seq<S>& a, int d, int dv, float scale, Scratch& w) {
       }
   }
 }
-
-inline bool cpu_has_bf16() { return __builtin_cpu_supports("avx512bf16"); }
 
 }  // namespace attnkit_short

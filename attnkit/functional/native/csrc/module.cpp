@@ -1,0 +1,18 @@
+// The one native extension, attnkit_native, in one translation unit: the checked entry points of the
+// attention kernels (attention_ops.h) and of LayerNorm (norm_ops.h), bound to Python. The kernels
+// release the GIL and run on ATen's threads (at::parallel_for, built with -fopenmp).
+
+#include <torch/extension.h>
+
+#include "attention_ops.h"
+#include "norm_ops.h"
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using namespace attnkit_ops;
+  const auto nogil = py::call_guard<py::gil_scoped_release>();
+  m.def("window_forward", &window_forward, "exact windowed attention forward (float32 / bfloat16, AVX-512)", nogil);
+  m.def("window_backward", &window_backward, "its backward (float32, recomputing the weights)", nogil);
+  m.def("short_forward", &short_forward, "full attention for short sequences (float32 / bfloat16, AVX-512)", nogil);
+  m.def("add_norm", &add_norm, "LayerNorm(x + r) over the last dimension (float32 / bfloat16, AVX-512)", nogil);
+  m.def("cpu_has_bf16", &cpu_has_bf16, "whether this CPU has AVX512-BF16");
+}

@@ -1,0 +1,110 @@
+"""The native entry points check every argument themselves: a direct call with bad tensors is a RuntimeError,
+never a crash. Run in a subprocess, since a crash would take the test runner with it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from attnkit.functional import native
+
+SCRIPT = textwrap.dedent('''
+    import torch
+    from attnkit.functional import native
+
+    K = native.kernel()
+    f32, bf16 = torch.float32, torch.bfloat16
+    E = torch.empty(0, dtype=torch.int64)
+
+    def qkv(b=2, h=2, lq=5, lk=7, d=16, dv=16, dtype=f32, device="cpu"):
+        return (torch.randn(b, h, lq, d, dtype=dtype, device=device),
+                torch.randn(b, h, lk, d, dtype=dtype, device=device),
+                torch.randn(b, h, lk, dv, dtype=dtype, device=device))
+
+    q, k, v = qkv()
+    meta = torch.empty(2, 2, 7, 16, device="meta")
+    q3, k3, v3 = (t[:, 0].contiguous() for t in qkv(lq=20, lk=20))
+    out3, lse3 = torch.randn(2, 20, 16), torch.randn(2, 20)
+    x, w = torch.randn(6, 32), torch.randn(32)
+    bad = {
+        # window_forward(q, k, v, lengths, left, right, scale)
+        "wf meta k": lambda: K.window_forward(q, meta, v, E, 2, 2, 0.25),
+        "wf all meta": lambda: K.window_forward(*qkv(device="meta"), E, 2, 2, 0.25),
+        "wf float64": lambda: K.window_forward(*qkv(dtype=torch.float64), E, 2, 2, 0.25),
+        "wf mixed dtypes": lambda: K.window_forward(q, k.bfloat16(), v, E, 2, 2, 0.25),
+        "wf 3-D": lambda: K.window_forward(q[0], k[0], v[0], E, 2, 2, 0.25),
+        "wf batch differs": lambda: K.window_forward(q, k[:1], v[:1], E, 2, 2, 0.25),
+        "wf Lk differs": lambda: K.window_forward(q, k, v[:, :, :3], E, 2, 2, 0.25),
+        "wf d differs": lambda: K.window_forward(q, k[..., :8], v, E, 2, 2, 0.25),
+        "wf v strided": lambda: K.window_forward(q, k, torch.randn(2, 2, 16, 7).transpose(-1, -2), E, 2, 2, 0.25),
+        "wf dv 8": lambda: K.window_forward(q, k, v[..., :8], E, 2, 2, 0.25),
+        "wf left < 0": lambda: K.window_forward(q, k, v, E, -1, 2, 0.25),
+        "wf lengths size": lambda: K.window_forward(q, k, v, torch.tensor([3, 4, 5]), 2, 2, 0.25),
+        "wf lengths int32": lambda: K.window_forward(q, k, v, torch.tensor([3, 4], dtype=torch.int32), 2, 2, 0.25),
+        "wf lengths strided": lambda: K.window_forward(q, k, v, torch.tensor([3, 0, 4, 0])[::2], 2, 2, 0.25),
+        "wf lengths meta": lambda: K.window_forward(q, k, v, torch.empty(2, dtype=torch.int64, device="meta"),
+                                                    2, 2, 0.25),
+        # window_backward(q, k, v, out, dout, lse, lengths, left, right, scale)
+        "wb out shape": lambda: K.window_backward(q3, k3, v3, out3[:, :3], out3, lse3, E, 2, 2, 0.25),
+        "wb dout shape": lambda: K.window_backward(q3, k3, v3, out3, out3[:1], lse3, E, 2, 2, 0.25),
+        "wb lse shape": lambda: K.window_backward(q3, k3, v3, out3, out3, lse3[:, :4], E, 2, 2, 0.25),
+        "wb k rows": lambda: K.window_backward(q3, k3[:1], v3, out3, out3, lse3, E, 2, 2, 0.25),
+        "wb v length": lambda: K.window_backward(q3, k3, v3[:, :4], out3, out3, lse3, E, 2, 2, 0.25),
+        "wb strided": lambda: K.window_backward(q3, k3, v3, out3, out3.transpose(0, 1).contiguous().transpose(0, 1),
+                                                lse3, E, 2, 2, 0.25),
+        "wb float64": lambda: K.window_backward(q3.double(), k3, v3, out3, out3, lse3, E, 2, 2, 0.25),
+        "wb meta": lambda: K.window_backward(q3.to("meta"), k3, v3, out3, out3, lse3, E, 2, 2, 0.25),
+        "wb d 8": lambda: K.window_backward(q3[..., :8].contiguous(), k3[..., :8].contiguous(), v3, out3, out3,
+                                           lse3, E, 2, 2, 0.25),
+        "wb lengths": lambda: K.window_backward(q3, k3, v3, out3, out3, lse3, torch.tensor([1]), 2, 2, 0.25),
+        # short_forward(q, k, v, lengths, offsets, scale)
+        "sf meta": lambda: K.short_forward(*qkv(device="meta"), E, E, 0.25),
+        "sf meta v": lambda: K.short_forward(q, k, meta, E, E, 0.25),
+        "sf d 8": lambda: K.short_forward(*qkv(d=8), E, E, 0.25),
+        "sf q strided": lambda: K.short_forward(torch.randn(2, 2, 16, 5).transpose(-1, -2), k, v, E, E, 0.25),
+        "sf offsets Lq != Lk": lambda: K.short_forward(q, k, v, E, torch.tensor([0, 5]), 0.25),
+        "sf offsets decrease": lambda: K.short_forward(*qkv(lq=7), E, torch.tensor([0, 5, 3, 7]), 0.25),
+        "sf offsets end": lambda: K.short_forward(*qkv(lq=7), E, torch.tensor([0, 5, 9]), 0.25),
+        "sf offsets start": lambda: K.short_forward(*qkv(lq=7), E, torch.tensor([2, 7]), 0.25),
+        "sf offsets + lengths": lambda: K.short_forward(*qkv(lq=7), torch.tensor([3, 4]), torch.tensor([0, 7]), 0.25),
+        "sf offsets int32": lambda: K.short_forward(*qkv(lq=7), E, torch.tensor([0, 7], dtype=torch.int32), 0.25),
+        "sf offsets meta": lambda: K.short_forward(*qkv(lq=7), E, torch.empty(2, dtype=torch.int64, device="meta"),
+                                                   0.25),
+        "sf lengths size": lambda: K.short_forward(q, k, v, torch.tensor([1]), E, 0.25),
+        # add_norm(x, r, weight, bias, eps)
+        "an meta": lambda: K.add_norm(x.to("meta"), x, w, w, 1e-5),
+        "an shape": lambda: K.add_norm(x, x[:3], w, w, 1e-5),
+        "an weight": lambda: K.add_norm(x, x, w[:16], w, 1e-5),
+        "an strided": lambda: K.add_norm(x.t().contiguous().t(), x, w, w, 1e-5),
+        "an d 8": lambda: K.add_norm(x[:, :8].contiguous(), x[:, :8].contiguous(), w[:8], w[:8], 1e-5),
+        "an dtypes": lambda: K.add_norm(x, x.double(), w, w, 1e-5),
+    }
+    if not K.cpu_has_bf16():
+        bad["sf bfloat16 without AVX512-BF16"] = lambda: K.short_forward(*qkv(d=32, dtype=bf16), E, E, 0.25)
+    for name, call in bad.items():
+        print(name, flush=True)  # the last name printed is the culprit if the process dies
+        try:
+            call()
+        except RuntimeError:
+            continue
+        raise SystemExit(f"no error for: {name}")
+    # and the good calls still run, empty sizes included
+    K.window_forward(q, k, v, torch.tensor([7, 0]), 2, 2, 0.25)
+    K.window_forward(*qkv(b=0), E, 2, 2, 0.25)
+    K.short_forward(*qkv(lq=0, lk=0), E, E, 0.25)
+    K.short_forward(*qkv(lq=7), E, torch.tensor([0, 0, 7]), 0.25)
+    K.window_backward(q3, k3, v3, out3, out3, lse3, E, 2, 2, 0.25)
+    K.add_norm(x[:0], x[:0], w, w, 1e-5)
+    print("all", len(bad), "rejected")
+''')
+
+
+def test_direct_calls_with_bad_tensors_raise_and_never_crash():
+    if native.kernel() is None:
+        pytest.skip(f"native kernel unavailable here: {native.unavailable()}")
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode} after: {done.stdout.splitlines()[-1:]}\n{done.stderr[-2000:]}"
+    assert done.stdout.strip().splitlines()[-1].startswith("all ") and "rejected" in done.stdout

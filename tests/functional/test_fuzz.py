@@ -1,0 +1,18 @@
+"""The fuzz of every backend against the math path (``fuzz_attention.py``), in a subprocess: a crash of the
+interpreter (a native kernel reading out of bounds) fails this test instead of ending the test run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = 1200  # ~40 s on this project's 2-core machine; the script takes a count and a seed to explore more
+
+
+def test_every_backend_crashes_never_and_raises_or_matches_math():
+    script = Path(__file__).with_name("fuzz_attention.py")
+    done = subprocess.run([sys.executable, str(script), str(EXAMPLES)], capture_output=True, text=True, timeout=600)
+    tail = "\n".join(done.stdout.splitlines()[-3:])
+    assert done.returncode == 0, f"exit {done.returncode}; last examples:\n{tail}\n{done.stderr[-3000:]}"
+    assert done.stdout.splitlines()[-1] == "ok", tail
