@@ -1,7 +1,7 @@
 """attnkit: self-attention and Transformers, from the lecture's matrices to fast kernels.
 
-Public face: ``attention``, ``explain``, ``masks``, ``nn``; pretrained loading lives in
-``attnkit.load_pretrained`` once its extra is installed.
+Public face: ``attention``, ``explain``, ``masks``, ``nn``; ``attnkit.load_pretrained`` loads pretrained
+encoders (once their extra is installed) and trained translation runs.
 """
 
 from . import functional, masks
@@ -19,7 +19,7 @@ def __getattr__(name):  # lazy: keep `import attnkit` light
 
         return importlib.import_module("attnkit.nn")
     if name == "load_pretrained":
-        from .pretrained import load_pretrained
+        from .load import load_pretrained
 
         return load_pretrained
     raise AttributeError(f"module 'attnkit' has no attribute {name!r}")

@@ -8,6 +8,7 @@ from pathlib import Path
 from ..tasks import TASKS, task_module
 from ..train import evaluate
 from ..train.checkpoint import CheckpointError, load_meta
+from .decoding import add_decoding_args, generate_kwargs
 from .train import floor
 
 
@@ -22,6 +23,11 @@ def open_checkpoint(path: Path, which: str = "best"):
 
 def run(args) -> int:
     folder, meta, mod, model = open_checkpoint(args.checkpoint, args.which)
+    if hasattr(mod, "score"):  # tasks with their own metric (translation: BLEU and chrF of decoded text)
+        print(f"checkpoint: {folder} (task {meta['task']}, step {meta.get('step')})")
+        for line in mod.score(model, meta, args, generate_kwargs(args)):
+            print(line)
+        return 0
     data = mod.evaluation_data(meta, args.data, args)
     res = evaluate(mod.task_for(model, meta), model, data, batch_size=args.batch_size, progress=True)
     print(f"checkpoint: {folder} (task {meta['task']}, step {meta.get('step')})")
@@ -37,4 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--which", choices=("best", "latest"), default="best")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--field", choices=("upos", "xpos"), default=None, help="tagger: overrides the trained field")
+    p.add_argument("--ref", default=None, help="translation: reference translations of --data FILE, one per line "
+                                               "(without it --data names a Multi30k split: test, val, train)")
+    add_decoding_args(p, beam=5)
     p.set_defaults(func=run)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Literal
 
-Activation = Literal["relu", "gelu", "gelu_tanh"]
+Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
 Positional = Literal["sinusoidal", "learned", "relative", "rope", "alibi", "none"]
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+SinusoidalLayout = Literal["interleaved", "halves"]
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONALS = ("sinusoidal", "learned", "relative", "rope", "alibi", "none")
 
 
@@ -21,6 +22,10 @@ class TransformerConfig:
 
     ``final_norm`` defaults to ``norm_first`` (pre-LN stacks need a last LayerNorm; post-LN ones
     already end in one). ``torch.nn.Transformer`` always adds it, so its parity tests set it.
+
+    ``activation="silu"`` is x * sigmoid(x) (Marian's "swish"). ``sinusoidal_layout``: where the
+    table puts sines and cosines (``attnkit.functional.positional.sinusoidal_table``): "interleaved"
+    as in the paper and d2l, "halves" (all sines, then all cosines) as in Marian and fairseq.
     """
 
     d_model: int = 512
@@ -35,6 +40,7 @@ class TransformerConfig:
     norm_first: bool = False
     final_norm: bool | None = None
     positional: Positional = "sinusoidal"
+    sinusoidal_layout: SinusoidalLayout = "interleaved"
     max_len: int = 512
     max_relative_distance: int = 16
     layer_norm_eps: float = 1e-5
@@ -62,6 +68,8 @@ class TransformerConfig:
             fail("activation", f"must be one of {ACTIVATIONS}")
         if self.positional not in POSITIONALS:
             fail("positional", f"must be one of {POSITIONALS}")
+        if self.sinusoidal_layout not in ("interleaved", "halves"):
+            fail("sinusoidal_layout", "must be 'interleaved' or 'halves'")
         if self.positional == "rope" and (self.d_model // self.num_heads) % 2:
             fail("positional", "'rope' needs an even head size (d_model / num_heads)")
         if self.positional == "sinusoidal" and self.d_model % 2:

@@ -8,7 +8,9 @@ A task module (``attnkit/tasks/<name>.py``) defines:
   (the meta must hold everything ``load`` needs: model config, vocabulary, labels);
 - ``load(folder, meta) -> model`` with the weights loaded, in eval mode;
 - ``evaluation_data(meta, path, args) -> examples`` and ``task_for(model, meta) -> Task`` for ``evaluate``;
-- ``predict(model, meta, inputs, out_dir) -> list[str]``: lines to print (and PNGs written).
+- ``predict(model, meta, inputs, out_dir) -> list[str]``: lines to print (and PNGs written);
+- optionally ``score(model, meta, args, generate_kwargs) -> lines`` (``evaluate`` with the task's own metric,
+  e.g. BLEU) and ``finish(args, task, result) -> lines`` (after training, e.g. checkpoint averaging).
 
 Add one line to ``TASKS`` for a new task; ``attnkit train <name>`` then exists.
 """
@@ -23,6 +25,7 @@ TASKS = {
     "image": "attnkit.tasks.image",
     "speech": "attnkit.tasks.speech",
     "graph": "attnkit.tasks.graph",
+    "translate": "attnkit.tasks.translate",
 }
 
 
