@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "evaluate",
     "predict",
     "translate",
+    "export",
 ]
 
 
