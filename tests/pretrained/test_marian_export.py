@@ -93,7 +93,8 @@ def test_ctranslate2_converts_the_folder_and_translates_the_same(exported, tmp_p
     src = [s for s, _ in texts()]
     engine = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
     res = engine.translate_batch([tok.convert_ids_to_tokens(tok(s).input_ids) for s in src], beam_size=1,
-                                 max_decoding_length=20, min_decoding_length=0, suppress_sequences=[["<s>"]], disable_unk=True)
+                                 max_decoding_length=20, min_decoding_length=0,  # CTranslate2's default is 1
+                                 suppress_sequences=[["<s>"]], disable_unk=True)
     got = [tok.convert_tokens_to_string(r.hypotheses[0]) for r in res]
     assert got == ours.translate(src, max_new_tokens=20)
 

@@ -76,7 +76,8 @@ def marian_config(hf: dict, *, source: str, share_embeddings: bool, tie_output: 
     start = _token(hf, "decoder_start_token_id", source)
     bos = _token(hf, "bos_token_id", source)
     try:
-        tc = TransformerConfig(d_model=_int(hf, "d_model", source), num_heads=_int(hf, "encoder_attention_heads", source),
+        tc = TransformerConfig(d_model=_int(hf, "d_model", source),
+                               num_heads=_int(hf, "encoder_attention_heads", source),
                                d_ff=_int(hf, "encoder_ffn_dim", source),
                                num_encoder_layers=_int(hf, "encoder_layers", source),
                                num_decoder_layers=_int(hf, "decoder_layers", source), dropout=0.0,
@@ -98,7 +99,8 @@ _ENCODER = {"self_attn.out_proj": "self_attn.out_proj", "self_attn_layer_norm": 
 _DECODER = {"self_attn.out_proj": "self_attn.out_proj", "self_attn_layer_norm": "self_block.norm",
             "encoder_attn.out_proj": "cross_attn.out_proj", "encoder_attn_layer_norm": "cross_block.norm",
             "fc1": "ff.linear1", "fc2": "ff.linear2", "final_layer_norm": "ff_block.norm"}
-_ATTENTION = {"encoder": {"self_attn": "self_attn"}, "decoder": {"self_attn": "self_attn", "encoder_attn": "cross_attn"}}
+_ATTENTION = {"encoder": {"self_attn": "self_attn"},
+              "decoder": {"self_attn": "self_attn", "encoder_attn": "cross_attn"}}
 
 
 def layer_names(config: Seq2SeqConfig):
