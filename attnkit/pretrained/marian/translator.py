@@ -58,6 +58,11 @@ class MarianTranslator:
         self.defaults = dict(defaults or {})
         self.batch_size = batch_size
         self.decoder = model
+        if fast:
+            from ..fast_seq2seq import FastSeq2Seq
+
+            if FastSeq2Seq.supports(model):
+                self.decoder = FastSeq2Seq(model)
 
     def source_ids(self, text: str, where: str = "input") -> list[int]:
         ids = self.tokenizer.encode(text)
