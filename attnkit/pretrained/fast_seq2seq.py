@@ -172,7 +172,7 @@ class FastSeq2Seq(nn.Module):
 
     def _one(self, token: Tensor, cache: StepCache) -> Tensor:
         """One position for every row: token (B,) -> logits (B, V); appends to the cache."""
-        b, d, h, dh = token.shape[0], self.d_model, self.num_heads, self.head_dim
+        b, h, dh = token.shape[0], self.num_heads, self.head_dim
         t = cache.length
         if t == cache.keys[0].shape[2]:
             self._grow(cache)
