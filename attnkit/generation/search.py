@@ -59,34 +59,50 @@ def greedy_or_sample(model, memory, mask, ids: TokenIds, *, max_new_tokens: int,
                      suppress: Tensor | None, use_cache: bool, output_attentions: bool, length_penalty: float,
                      do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
                      top_p: float = 1.0, generator: torch.Generator | None = None) -> Hypotheses:
-    """One token per step for each of the B sentences: the most likely one, or a sample."""
+    """One token per step for each of the B sentences: the most likely one, or a sample.
+
+    Finished sentences leave the batch (their rows of memory, mask and cache are dropped) once they are a
+    quarter of the rows still decoding or more: a smaller batch per step, at the price of one cache copy.
+    """
     b, dev = memory.shape[0], memory.device
-    tokens = torch.full((b, 1), ids.start, dtype=torch.long, device=dev)  # (B, 1 + t)
-    done = torch.zeros(b, dtype=torch.bool, device=dev)
+    out = torch.full((b, 1 + max_new_tokens), ids.pad, dtype=torch.long, device=dev)  # start + generated tokens
+    out[:, 0] = ids.start
     log_probs = torch.zeros(b, device=dev, dtype=torch.promote_types(memory.dtype, torch.float32))
     lengths = torch.zeros(b, dtype=torch.long, device=dev)
-    attn_rows: list[Tensor] = []
+    attention: Tensor | None = None  # (B, T, L, H, S)
+    rows = torch.arange(b, device=dev)  # the sentence of each row still in the batch
+    done = torch.zeros(b, dtype=torch.bool, device=dev)  # per row: END already generated
     cache = None
     for step in range(max_new_tokens):
-        logp, cache, attn = _step(model, tokens, memory, mask, cache, use_cache, output_attentions)
+        inp = out[rows, step:step + 1] if (use_cache and cache is not None) else out[rows, :step + 1]
+        logp, cache, attn = _step(model, inp, memory, mask, cache, use_cache, output_attentions)
         logp = constrain(logp, step=step, eos_token_id=ids.eos, min_new_tokens=min_new_tokens, suppress=suppress)
         if do_sample:
             nxt = sample(warp(logp, temperature=temperature, top_k=top_k, top_p=top_p), generator)
         else:
             nxt = logp.argmax(dim=-1)
         chosen = logp.gather(1, nxt[:, None]).squeeze(1)
-        nxt = nxt.masked_fill(done, ids.pad)  # nothing after END
-        log_probs += chosen.masked_fill(done, 0.0)
-        lengths += (~done).long()
+        live = ~done
+        out[rows[live], step + 1] = nxt[live]  # nothing after END: finished rows keep their padding
+        log_probs[rows] += chosen.masked_fill(done, 0.0)
+        lengths[rows] += live.long()
         if attn is not None:
-            attn_rows.append(attn.masked_fill(done[:, None, None, None], 0.0))
-        tokens = torch.cat((tokens, nxt[:, None]), dim=1)
+            if attention is None:
+                attention = attn.new_zeros((b, max_new_tokens, *attn.shape[1:]))
+            attention[rows[live], step] = attn[live]
         done |= nxt == ids.eos
-        if bool(done.all()):
+        n_done = int(done.sum())
+        if n_done == len(rows):
             break
+        if 4 * n_done >= len(rows):  # drop the finished rows
+            keep = (~done).nonzero().squeeze(1)
+            rows, done = rows[keep], done[keep]
+            memory = memory.index_select(0, keep)
+            mask = None if mask is None else mask.index_select(0, keep)
+            if use_cache:
+                cache = model.reorder_cache(cache, keep)
     scores = log_probs / lengths.clamp(min=1).float() ** length_penalty
-    attention = torch.stack(attn_rows, dim=1) if attn_rows else None  # (B, T, L, H, S)
-    return Hypotheses(tokens[:, 1:], log_probs, scores, lengths, attention)
+    return Hypotheses(out[:, 1:], log_probs, scores, lengths, attention)
 
 
 def _gather_rows(x: Tensor, index: Tensor) -> Tensor:
