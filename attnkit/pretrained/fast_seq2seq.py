@@ -7,10 +7,12 @@ decoder, written here):
 - every linear layer is packed once for oneDNN (``PackedLinear``): the decoder's fused Q, K, V
   projection, the feed-forward with its activation inside the first kernel, the residual added inside
   the output projections' kernels, the output layer with ``final_logits_bias`` as its bias;
-- the self-attention keys and values go into preallocated buffers (B, H, capacity, dh), written in
-  place at each step (no ``torch.cat`` per step; the capacity doubles when full), and attention reads
-  the filled part as a strided view;
-- the cross-attention keys and values are projected once, on the first step, and kept;
+- the self-attention keys and values go into preallocated time-major buffers (capacity, B, H, dh),
+  written in place at each step (no ``torch.cat`` per step; the capacity doubles when full); attention
+  reads the filled part as a strided (B, H, t, dh) view, and moving rows (beams) copies the filled part only;
+- the cross-attention keys and values are projected once, on the first step, and kept; when the rows
+  become beams (``reorder_cache`` with each row repeated K times) they are not copied K times: the K
+  beams of a sentence are K queries against its one set of keys (one attention call of Lq = K);
 - one decoding step is one token per row: a longer prefix is fed one token at a time.
 
 Attention still goes through ``attnkit.attention`` (for these shapes its native ``short`` kernel).
@@ -39,13 +41,14 @@ __all__ = ["FastSeq2Seq", "StepCache"]
 class StepCache:
     """What ``FastSeq2Seq`` keeps between steps. Rows follow the batch (reordered by ``reorder_cache``)."""
 
-    keys: list[Tensor]  # per layer (B, H, capacity, dh); positions [0, length) are filled
+    keys: list[Tensor]  # per layer (capacity, B, H, dh), time-major; positions [0, length) are filled
     values: list[Tensor]
     length: int
-    cross_keys: list[Tensor]  # per layer (B, H, S, dh), projected once
+    cross_keys: list[Tensor]  # per layer (B / group, H, S, dh), projected once
     cross_values: list[Tensor]
-    mask_source: Tensor | None = None  # the memory_mask tensor the converted mask came from
-    mask: Mask | None = None
+    group: int = 1  # consecutive rows (the beams of a sentence) that share one row of cross_keys / values
+    mask: Mask | None = None  # the memory mask of the cross-attention rows, for heads
+    mask_source: Tensor | None = None  # the memory_mask tensor it came from (group 1)
 
 
 class _Layer(nn.Module):
@@ -63,6 +66,14 @@ class _Layer(nn.Module):
         self.ff1 = PackedLinear(layer.ff.linear1, layer.ff.activation)
         self.ff2 = PackedLinear(layer.ff.linear2)
         self.norms = [layer.self_block.norm, layer.cross_block.norm, layer.ff_block.norm]
+
+
+def _select_rows(buf: Tensor, index: Tensor, n: int) -> Tensor:
+    """A time-major buffer (capacity, B, H, dh) -> (capacity, B', H, dh) with rows ``index`` of its first n steps."""
+    new = buf.new_empty((buf.shape[0], index.numel(), *buf.shape[2:]))
+    if n:
+        torch.index_select(buf[:n], 1, index, out=new[:n])
+    return new
 
 
 def _linear(weight: Tensor, bias: Tensor | None) -> nn.Linear:
@@ -128,7 +139,7 @@ class FastSeq2Seq(nn.Module):
         self.reference._check_ids(tokens, "tokens", self.config.tgt_vocab_size)
         if cache is None:
             cache = self._new_cache(memory, tokens.shape[0])
-        if cache.mask_source is not memory_mask:
+        if cache.group == 1 and cache.mask_source is not memory_mask:
             cache.mask_source, cache.mask = memory_mask, for_heads(memory_mask_from(memory_mask, memory.shape[1]))
         logits = None
         for j in range(tokens.shape[1]):
@@ -140,12 +151,23 @@ class FastSeq2Seq(nn.Module):
         if isinstance(cache, list):
             return self.reference.reorder_cache(cache, index, cross=cross)
         n = cache.length
-        keys = [k.index_select(0, index) for k in cache.keys]
-        values = [v.index_select(0, index) for v in cache.values]
-        ck, cv = cache.cross_keys, cache.cross_values
-        if cross:
-            ck, cv = [k.index_select(0, index) for k in ck], [v.index_select(0, index) for v in cv]
-        return StepCache(keys, values, n, ck, cv)
+        keys = [_select_rows(k, index, n) for k in cache.keys]
+        values = [_select_rows(v, index, n) for v in cache.values]
+        out = StepCache(keys, values, n, cache.cross_keys, cache.cross_values, cache.group, cache.mask,
+                        cache.mask_source)
+        if not cross:  # rows stay within their sentence: the cross-attention rows stay as they are
+            return out
+        rows = cache.cross_keys[0].shape[0] * cache.group
+        k = index.numel() // rows
+        if cache.group == 1 and k > 1 and index.numel() == k * rows and torch.equal(
+                index, torch.arange(rows, device=index.device).repeat_interleave(k)):
+            out.group = k  # each row became k beams: they share its cross-attention row
+            return out
+        cross_index = index // cache.group  # any other move: one cross-attention row per row again
+        out.cross_keys = [c.index_select(0, cross_index) for c in cache.cross_keys]
+        out.cross_values = [c.index_select(0, cross_index) for c in cache.cross_values]
+        out.group, out.mask, out.mask_source = 1, None, None  # the mask is read again from memory_mask
+        return out
 
     # -- internals -----------------------------------------------------------------------------
     def _new_cache(self, memory: Tensor, b: int, capacity: int = 32) -> StepCache:
@@ -158,47 +180,49 @@ class FastSeq2Seq(nn.Module):
             ck.append(kv[0])
             cv.append(kv[1])
         buf = dict(device=memory.device, dtype=memory.dtype)
-        keys = [torch.empty((b, h, capacity, dh), **buf) for _ in self.layers]
-        values = [torch.empty((b, h, capacity, dh), **buf) for _ in self.layers]
+        keys = [torch.empty((capacity, b, h, dh), **buf) for _ in self.layers]
+        values = [torch.empty((capacity, b, h, dh), **buf) for _ in self.layers]
         return StepCache(keys, values, 0, ck, cv)
 
     def _grow(self, cache: StepCache) -> None:
-        cap = cache.keys[0].shape[2]
+        cap = cache.keys[0].shape[0]
         for buffers in (cache.keys, cache.values):
             for i, t in enumerate(buffers):
-                new = t.new_empty((t.shape[0], t.shape[1], 2 * cap, t.shape[3]))
-                new[:, :, :cap] = t
+                new = t.new_empty((2 * cap, *t.shape[1:]))
+                new[:cap] = t
                 buffers[i] = new
 
     def _one(self, token: Tensor, cache: StepCache) -> Tensor:
         """One position for every row: token (B,) -> logits (B, V); appends to the cache."""
         b, h, dh = token.shape[0], self.num_heads, self.head_dim
         t = cache.length
-        if t == cache.keys[0].shape[2]:
+        if t == cache.keys[0].shape[0]:
             self._grow(cache)
         x = F.embedding(token, self.target_table)  # (B, d), already times sqrt(d)
         if self.position is not None:
             x = self.position(x[:, None], t)[:, 0]  # + P[t]
         for i, layer in enumerate(self.layers):
             x = self._layer(layer, x, cache.keys[i], cache.values[i], cache.cross_keys[i], cache.cross_values[i],
-                            cache.mask, t, b, h, dh)
+                            cache.mask, cache.group, t, b, h, dh)
         cache.length = t + 1
         x = self.final_norm(x)
         return self.output(x)  # (B, V), final_logits_bias included
 
     def _layer(self, layer: _Layer, x: Tensor, keys: Tensor, values: Tensor, ck: Tensor, cv: Tensor,
-               mask: Mask | None, t: int, b: int, h: int, dh: int) -> Tensor:
+               mask: Mask | None, group: int, t: int, b: int, h: int, dh: int) -> Tensor:
         """x (B, d) -> (B, d): masked self-attention over the cache, cross-attention, feed-forward."""
         n1, n2, n3 = layer.norms
         pre = self.norm_first
         qkv = layer.qkv(n1(x) if pre else x).view(b, 3, h, dh)  # (B, 3d) -> (B, 3, H, dh)
-        keys[:, :, t] = qkv[:, 1]
-        values[:, :, t] = qkv[:, 2]
-        o = attention(qkv[:, 0, :, None], keys[:, :, : t + 1], values[:, :, : t + 1])  # (B, H, 1, dh)
+        keys[t] = qkv[:, 1]
+        values[t] = qkv[:, 2]
+        k, v = keys[: t + 1].permute(1, 2, 0, 3), values[: t + 1].permute(1, 2, 0, 3)  # (B, H, t+1, dh) views
+        o = attention(qkv[:, 0, :, None], k, v)  # (B, H, 1, dh)
         x = self._residual(layer.self_out, o.reshape(b, h * dh), x, n1)
-        q = layer.cross_q(n2(x) if pre else x).view(b, h, 1, dh)  # (B, d) -> (B, H, 1, dh)
-        o = attention(q, ck, cv, mask)  # (B, H, 1, dh)
-        x = self._residual(layer.cross_out, o.reshape(b, h * dh), x, n2)
+        q = layer.cross_q(n2(x) if pre else x)  # (B, d)
+        q = q.view(b // group, group, h, dh).transpose(1, 2)  # -> (B / g, H, g, dh): a sentence's beams
+        o = attention(q, ck, cv, mask)  # (B / g, H, g, dh)
+        x = self._residual(layer.cross_out, o.transpose(1, 2).reshape(b, h * dh), x, n2)
         f = layer.ff1(n3(x) if pre else x)  # (B, d_ff), activation inside the kernel
         return self._residual(layer.ff2, f, x, n3)
 

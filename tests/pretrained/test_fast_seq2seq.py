@@ -54,7 +54,7 @@ def test_steps_give_the_reference_logits(norm_first, activation, positional):
         ref = m.decode_step(tokens[:, t:t + 1], memory, mask, ref_cache)
         cache, ref_cache = out.cache, ref.cache
         torch.testing.assert_close(out.logits, ref.logits, atol=2e-5, rtol=1e-5)
-    assert isinstance(cache, StepCache) and cache.length == 40 and cache.keys[0].shape[2] == 64
+    assert isinstance(cache, StepCache) and cache.length == 40 and cache.keys[0].shape[0] == 64
 
 
 def test_a_prefix_is_fed_token_by_token():
@@ -100,3 +100,26 @@ def test_unsupported_models_are_refused():
     assert not FastSeq2Seq.supports(m)
     with pytest.raises(ValueError, match="FastSeq2Seq"):
         FastSeq2Seq(m)
+
+
+def test_beams_share_their_sentence_cross_attention_rows():
+    m = model(False)
+    fast = FastSeq2Seq(m)
+    ids, mask = source()
+    memory = m.encode(ids, mask)
+    tok = torch.randint(3, 30, (3, 1))
+    cache = fast.decode_step(tok, memory, mask, None).cache
+    ref_cache = m.decode_step(tok, memory, mask, None).cache
+    rows = torch.arange(3).repeat_interleave(4)  # each sentence becomes 4 beams
+    cache = fast.reorder_cache(cache, rows)
+    assert cache.group == 4 and cache.cross_keys[0].shape[0] == 3  # not copied 4 times
+    ref_cache = m.reorder_cache(ref_cache, rows)
+    tok = torch.randint(3, 30, (12, 1))
+    out = fast.decode_step(tok, memory[rows], mask[rows], cache)
+    ref = m.decode_step(tok, memory[rows], mask[rows], ref_cache)
+    torch.testing.assert_close(out.logits, ref.logits, atol=2e-5, rtol=1e-5)
+    keep = torch.tensor([0, 5, 11])  # any other move: one cross-attention row per row again
+    out = fast.decode_step(tok[keep], memory[rows][keep], mask[rows][keep], fast.reorder_cache(out.cache, keep))
+    ref = m.decode_step(tok[keep], memory[rows][keep], mask[rows][keep], m.reorder_cache(ref.cache, keep))
+    assert out.cache.group == 1
+    torch.testing.assert_close(out.logits, ref.logits, atol=2e-5, rtol=1e-5)
