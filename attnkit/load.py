@@ -1,6 +1,7 @@
 """``attnkit.load_pretrained``: one function for every kind of saved model attnkit reads.
 
-- a run folder of ``attnkit train`` (``latest.json`` / ``meta.json`` inside) whose task can be loaded
+- a run folder of ``attnkit train`` (``latest.json``, ``meta.json`` or ``ckpt-*/meta.json`` inside) whose
+  task can be loaded
   as a Python object (translation: a ``Translator`` with ``translate(texts, **generate_kwargs)``);
 - anything else goes to ``attnkit.pretrained.load_pretrained``: a built-in name ("all-MiniLM-L6-v2")
   or a Hugging Face BERT-family folder -> ``SentenceEncoder``.
@@ -15,7 +16,8 @@ __all__ = ["load_pretrained"]
 
 def load_pretrained(name_or_path="all-MiniLM-L6-v2", **kwargs):
     path = Path(name_or_path)
-    if path.is_dir() and any((path / f).exists() for f in ("latest.json", "meta.json")):
+    if path.is_dir() and (any((path / f).exists() for f in ("latest.json", "meta.json"))
+                          or any(path.glob("ckpt-*/meta.json"))):
         from .tasks import task_module
         from .train.checkpoint import load_meta
 

@@ -1,4 +1,5 @@
-"""``attnkit translate RUN "Ein Mann fährt Fahrrad." [--beam 5] [--sample --top-p 0.9] [--file IN] [--attention DIR]``."""
+"""``attnkit translate RUN "Ein Mann fährt Fahrrad." [--beam 5] [--sample --top-p 0.9] [--file IN]
+[--attention DIR]``: translations, one line per text, and optionally the cross-attention as PNG and HTML."""
 
 from __future__ import annotations
 
@@ -8,17 +9,18 @@ import warnings
 from pathlib import Path
 
 from ..data.multi30k import read_lines
-from ..train.checkpoint import CheckpointError
+from ..train.checkpoint import CheckpointError, load_meta
 from .decoding import add_decoding_args, generate_kwargs
 from .evaluate import open_checkpoint
 
 
 def open_translator(path: Path, which: str = "best"):
     """(Translator, checkpoint folder) of a translation run; a clear error for another task's run."""
-    folder, meta, mod, model = open_checkpoint(path, which)
+    folder, meta = load_meta(path, which=which)
     if meta.get("task") != "translate":
         raise CheckpointError(f"checkpoint: {folder} is a {meta.get('task')!r} run, not a translation run "
                               "(made by `attnkit train translate`)")
+    folder, meta, mod, model = open_checkpoint(path, which)
     return model, folder
 
 

@@ -1,8 +1,9 @@
 """Subword vocabularies: byte-pair encoding learned with Hugging Face ``tokenizers``, kept as one JSON file.
 
 Spaces become "▁" at the start of the piece that follows them (sentencepiece's convention), so
-decoding is exact: ``decode(encode(text)) == text`` up to Unicode NFKC normalisation and runs of
-spaces. Characters never seen in training become ``<unk>`` (``unknown_characters`` lists them).
+decoding is exact: ``decode(encode(text)) == text`` for NFKC-normalised text that does not start
+with a space. Punctuation marks are pieces of their own. Characters never seen in training become
+``<unk>`` (``unknown_characters`` lists them).
 The four special tokens have fixed ids: ``<pad>`` 0, ``<s>`` 1 (BOS), ``</s>`` 2 (EOS / END), ``<unk>`` 3.
 """
 

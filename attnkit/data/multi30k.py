@@ -80,7 +80,7 @@ def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike, *, l
     """Aligned lines of two files (see the module doc). ``limit``: the first N lines only."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
-        raise ValueError(f"parallel data: {src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
+        raise ValueError(f"parallel data: {src_path} has {len(src)} lines but {tgt_path} has {len(tgt)} lines; "
                          "line i of one must translate line i of the other")
     if limit:
         src, tgt = src[:limit], tgt[:limit]

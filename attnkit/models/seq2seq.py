@@ -233,8 +233,14 @@ class Seq2SeqModel(nn.Module):
 
         return [LayerCache(pick(c.self_kv, True), pick(c.cross_kv, cross)) for c in cache]
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None, decoder_input_ids: Tensor) -> Tensor:
-        """Teacher forcing: source (B, S) and the shifted target (B, T) -> logits (B, T, V)."""
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None, decoder_input_ids: Tensor, *,
+                positions: Tensor | None = None) -> Tensor:
+        """Teacher forcing: source (B, S) and the shifted target (B, T) -> logits (B, T, V).
+
+        ``positions`` (B, T) bool: only those positions' logits, (N, V) in row-major order (training
+        skips the output layer, the largest matrix product, on padding).
+        """
         memory = self.encode(input_ids, attention_mask)
-        return self.output_logits(self.decode(decoder_input_ids, memory, attention_mask).last_hidden_state)
+        hidden = self.decode(decoder_input_ids, memory, attention_mask).last_hidden_state  # (B, T, d)
+        return self.output_logits(hidden if positions is None else hidden[positions])
 

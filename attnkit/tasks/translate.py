@@ -27,10 +27,10 @@ from .translator import Translator, bleu_report
 NAME = "translate"
 HELP = "translation (encoder-decoder from scratch) on Multi30k or parallel text files: De->En by default"
 ENCODER_DEFAULTS = dict(d_model=256, num_heads=4, d_ff=1024, num_encoder_layers=3, num_decoder_layers=3,
-                        dropout=0.2, attention_dropout=0.1, norm_first=True, positional="sinusoidal")
-TRAIN_DEFAULTS = dict(epochs=30, batch_size=128, batch_tokens=3000, lr=1e-3, warmup_steps=800,
-                      schedule="inverse_sqrt", weight_decay=0.0, label_smoothing=0.1, eval_every=500,
-                      eval_batch_size=128, keep=5, bf16=True, log_every=50)
+                        dropout=0.25, attention_dropout=0.0, norm_first=True, positional="sinusoidal")
+TRAIN_DEFAULTS = dict(epochs=30, max_minutes=60.0, batch_size=128, batch_tokens=3000, lr=1e-3, warmup_steps=400,
+                      schedule="inverse_sqrt", weight_decay=0.0, label_smoothing=0.1, eval_every=150,
+                      eval_batch_size=128, keep=5, bf16=False, log_every=50)
 BPE_FILE = "bpe.json"
 LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns load(...): a Translator
 
@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one embedding table for source, target and output (joint vocabulary)")
     p.add_argument("--num-decoder-layers", type=int, default=ENCODER_DEFAULTS["num_decoder_layers"])
     p.add_argument("--max-length", type=int, default=128, help="longest source / target in subwords (longer: cut)")
-    p.add_argument("--average", type=int, default=5, metavar="N",
+    p.add_argument("--average", type=int, default=4, metavar="N",
                    help="average the last N checkpoints at the end (0: off); kept as the run's best")
     p.add_argument("--final-beam", type=int, default=0, metavar="K",
                    help="after training, score the validation set with this beam (0: greedy)")
@@ -100,8 +100,8 @@ def collate(examples):
 
 def forward(model, batch):
     src, mask, dec_in, labels = batch
-    logits = model(src, mask, dec_in)  # (B, T, V)
-    return logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
+    keep = labels != IGNORE
+    return model(src, mask, dec_in, positions=keep), labels[keep]  # (N, V), (N,): padding never reaches the output
 
 
 def model_config(meta: dict) -> Seq2SeqConfig:

@@ -256,7 +256,8 @@ def test_warp_top_k_and_top_p():
 
 @pytest.mark.parametrize("kw,match", [
     ({"num_beams": 0}, "num_beams"), ({"max_new_tokens": -1}, "max_new_tokens"),
-    ({"temperature": 0.0}, "temperature"), ({"top_p": 1.5}, "top_p"), ({"early_stopping": "sometimes"}, "early_stopping"),
+    ({"temperature": 0.0}, "temperature"), ({"top_p": 1.5}, "top_p"),
+    ({"early_stopping": "sometimes"}, "early_stopping"),
     ({"do_sample": True, "num_beams": 2}, "sampling with beams"), ({"min_new_tokens": 20}, "min_new_tokens"),
 ])
 def test_bad_arguments_name_themselves(kw, match):

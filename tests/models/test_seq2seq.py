@@ -147,3 +147,10 @@ def test_marian_shaped_options():
     assert FeedForward(8, 16, "silu")._act is torch.nn.functional.silu
     with pytest.raises(ValueError, match="sinusoidal_layout"):
         TransformerConfig(sinusoidal_layout="woven")
+
+
+def test_forward_at_chosen_positions_only():
+    m = model()
+    src, tgt = torch.randint(3, 30, (2, 5)), torch.randint(3, 30, (2, 4))
+    keep = torch.tensor([[True, True, False, False], [True, True, True, True]])
+    torch.testing.assert_close(m(src, None, tgt, positions=keep), m(src, None, tgt)[keep])

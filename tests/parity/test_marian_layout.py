@@ -42,14 +42,16 @@ def ours_from(hf) -> Seq2SeqModel:
                            max_len=c.max_position_embeddings)
     cfg = Seq2SeqConfig(c.vocab_size, c.vocab_size, tc, pad_token_id=c.pad_token_id, bos_token_id=c.pad_token_id,
                         eos_token_id=c.eos_token_id, decoder_start_token_id=c.decoder_start_token_id,
-                        share_embeddings=c.tie_word_embeddings, tie_output=c.tie_word_embeddings, scale_embedding=True, final_logits_bias=True,
+                        share_embeddings=c.tie_word_embeddings, tie_output=c.tie_word_embeddings,
+                        scale_embedding=True, final_logits_bias=True,
                         max_positions=c.max_position_embeddings)
     m = Seq2SeqModel(cfg).eval()
     sd = hf.state_dict()
     new = {"src_embed.weight": sd["model.shared.weight"], "final_logits_bias": sd["final_logits_bias"][0]}
     if not c.tie_word_embeddings:  # (transformers 5 then unties the encoder's and decoder's tables too)
         new.update({"src_embed.weight": sd["model.encoder.embed_tokens.weight"],
-                    "tgt_embed.weight": sd["model.decoder.embed_tokens.weight"], "lm_head.weight": sd["lm_head.weight"]})
+                    "tgt_embed.weight": sd["model.decoder.embed_tokens.weight"],
+                    "lm_head.weight": sd["lm_head.weight"]})
 
     def attn(ours, theirs):
         new[f"{ours}.in_proj.weight"] = torch.cat([sd[f"{theirs}.{p}_proj.weight"] for p in "qkv"])
