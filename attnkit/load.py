@@ -4,7 +4,8 @@
   task can be loaded
   as a Python object (translation: a ``Translator`` with ``translate(texts, **generate_kwargs)``);
 - anything else goes to ``attnkit.pretrained.load_pretrained``: a built-in name ("all-MiniLM-L6-v2")
-  or a Hugging Face BERT-family folder -> ``SentenceEncoder``.
+  or a Hugging Face BERT-family folder -> ``SentenceEncoder``; a Hugging Face Marian (opus-mt) folder
+  (config.json with model_type "marian") -> ``MarianTranslator`` with ``translate(texts, **generate_kwargs)``.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ class Translator:
 
     def __init__(self, model, subwords: Subwords, meta: dict, *, batch_size: int = 64):
         self.model, self.subwords, self.meta = model.eval(), subwords, meta
+        self._decoder = None
         self.config = model.config
         self.max_length = int(meta.get("max_length", self.config.max_positions))
         self.batch_size = batch_size
@@ -79,7 +80,17 @@ class Translator:
     # -- decoding ------------------------------------------------------------------------------
     def generate(self, input_ids: Tensor, attention_mask: Tensor | None = None, **kwargs) -> GenerateOutput:
         """``attnkit.generation.generate`` on this model (Hugging Face's argument names)."""
-        return generate(self.model, input_ids, attention_mask, **self._defaults(input_ids.shape[1], kwargs))
+        return generate(self.decoder, input_ids, attention_mask, **self._defaults(input_ids.shape[1], kwargs))
+
+    @property
+    def decoder(self):
+        """What ``generate`` runs: an inference copy of the model (``pretrained.fast_seq2seq.FastSeq2Seq``, made on
+        first use, same outputs to float rounding) where it supports the model, else the model itself."""
+        if self._decoder is None:
+            from ..pretrained.fast_seq2seq import FastSeq2Seq
+
+            self._decoder = FastSeq2Seq(self.model) if FastSeq2Seq.supports(self.model) else self.model
+        return self._decoder
 
     def decode(self, sequence: Tensor) -> str:
         """One row of ``generate(...).sequences`` -> text (start, END and padding dropped)."""
