@@ -121,9 +121,15 @@ def _pad_to(x: Tensor, length: int, value) -> Tensor:
 def beam_search(model, memory, mask, ids: TokenIds, *, num_beams: int, max_new_tokens: int, min_new_tokens: int,
                 suppress: Tensor | None, use_cache: bool, output_attentions: bool, length_penalty: float,
                 early_stopping: bool | str) -> Hypotheses:
-    """Beam search over all sentences and beams at once (rows = sentences x beams); see the module doc."""
+    """Beam search over all sentences and beams at once (rows = sentences x beams); see the module doc.
+
+    A sentence whose finished hypotheses can no longer be beaten leaves the batch (its rows of memory, mask
+    and cache are dropped) once such sentences are a quarter of those left; its best hypothesis is kept.
+    """
     b, dev, k_max = memory.shape[0], memory.device, num_beams
     arange_b = torch.arange(b, device=dev)
+    sent = arange_b  # the sentence of each live position
+    result = _Best(b, max_new_tokens, ids.pad, dev, torch.promote_types(memory.dtype, torch.float32))
     run_tokens = torch.full((b, 1, 1), ids.start, dtype=torch.long, device=dev)  # (B, k, 1 + t); k = 1 at first
     fdt = torch.promote_types(memory.dtype, torch.float32)  # scores in float32, or float64 for float64 models
     run_scores = torch.zeros(b, 1, device=dev, dtype=fdt)  # (B, k) sum of log-probabilities
@@ -202,9 +208,46 @@ def beam_search(model, memory, mask, ids: TokenIds, *, num_beams: int, max_new_t
         still_open &= best_possible > worst
         if not bool(still_open.any()) or (early_stopping is True and bool(full.all())):
             break
+        n_closed = b - int(still_open.sum())
+        if n_closed and 4 * n_closed >= b:  # closed sentences leave the batch
+            closed = (~still_open).nonzero().squeeze(1)
+            result.take(sent[closed], fin_tokens[closed], fin_logp[closed], fin_scores[closed], fin_len[closed],
+                        None if fin_attn is None else fin_attn[closed])
+            keep = still_open.nonzero().squeeze(1)
+            sent, still_open, run_tokens, run_scores = sent[keep], still_open[keep], run_tokens[keep], run_scores[keep]
+            fin_tokens, fin_scores, fin_logp, fin_len = fin_tokens[keep], fin_scores[keep], fin_logp[keep], fin_len[keep]
+            run_attn = None if run_attn is None else run_attn[keep]
+            fin_attn = None if fin_attn is None else fin_attn[keep]
+            rows = (keep[:, None] * k_max + torch.arange(k_max, device=dev)).view(-1)  # whole sentences, in order
+            memory = memory.index_select(0, rows)
+            mask = None if mask is None else mask.index_select(0, rows)
+            if use_cache:
+                cache = model.reorder_cache(cache, rows)
+            b = len(keep)
+            arange_b = torch.arange(b, device=dev)
 
-    best_len = fin_len[:, 0]
-    attention = None
-    if fin_attn is not None:
-        attention = fin_attn[:, 0]  # (B, T, L, H, S)
-    return Hypotheses(fin_tokens[:, 0], fin_logp[:, 0], fin_scores[:, 0], best_len, attention)
+    result.take(sent, fin_tokens, fin_logp, fin_scores, fin_len, fin_attn)
+    return result.hypotheses()
+
+
+class _Best:
+    """The best finished hypothesis of each sentence, filled in as sentences leave the batch."""
+
+    def __init__(self, b: int, max_new_tokens: int, pad: int, dev, fdt):
+        self.tokens = torch.full((b, max_new_tokens), pad, dtype=torch.long, device=dev)
+        self.log_probs = torch.full((b,), NEG_INF, device=dev, dtype=fdt)
+        self.scores = torch.full((b,), NEG_INF, device=dev, dtype=fdt)
+        self.lengths = torch.zeros(b, dtype=torch.long, device=dev)
+        self.attention: Tensor | None = None  # (B, T, L, H, S)
+
+    def take(self, sent: Tensor, tokens, log_probs, scores, lengths, attention) -> None:
+        """Sentences ``sent`` (n,) with their finished hypotheses, best first: tokens (n, K, T), ... (n, K)."""
+        self.tokens[sent], self.log_probs[sent], self.scores[sent] = tokens[:, 0], log_probs[:, 0], scores[:, 0]
+        self.lengths[sent] = lengths[:, 0]
+        if attention is not None:
+            if self.attention is None:
+                self.attention = attention.new_zeros((self.tokens.shape[0], *attention.shape[2:]))
+            self.attention[sent] = attention[:, 0]
+
+    def hypotheses(self) -> Hypotheses:
+        return Hypotheses(self.tokens, self.log_probs, self.scores, self.lengths, self.attention)

@@ -157,13 +157,24 @@ class FastSeq2Seq(nn.Module):
                         cache.mask_source)
         if not cross:  # rows stay within their sentence: the cross-attention rows stay as they are
             return out
-        rows = cache.cross_keys[0].shape[0] * cache.group
+        g, rows = cache.group, cache.cross_keys[0].shape[0] * cache.group
         k = index.numel() // rows
-        if cache.group == 1 and k > 1 and index.numel() == k * rows and torch.equal(
+        if g == 1 and k > 1 and index.numel() == k * rows and torch.equal(
                 index, torch.arange(rows, device=index.device).repeat_interleave(k)):
             out.group = k  # each row became k beams: they share its cross-attention row
             return out
-        cross_index = index // cache.group  # any other move: one cross-attention row per row again
+        if g > 1 and index.numel() % g == 0:
+            first = index.view(-1, g)[:, 0]
+            if bool((first % g == 0).all()) and torch.equal(index.view(-1, g),
+                                                            first[:, None] + torch.arange(g, device=index.device)):
+                sel = first // g  # whole sentences leave or stay: select their cross-attention rows
+                out.cross_keys = [c.index_select(0, sel) for c in cache.cross_keys]
+                out.cross_values = [c.index_select(0, sel) for c in cache.cross_values]
+                if cache.mask_source is not None:
+                    out.mask_source = cache.mask_source.index_select(0, sel)
+                    out.mask = for_heads(memory_mask_from(out.mask_source, out.mask_source.shape[1]))
+                return out
+        cross_index = index // g  # any other move: one cross-attention row per row again
         out.cross_keys = [c.index_select(0, cross_index) for c in cache.cross_keys]
         out.cross_values = [c.index_select(0, cross_index) for c in cache.cross_values]
         out.group, out.mask, out.mask_source = 1, None, None  # the mask is read again from memory_mask
