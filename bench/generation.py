@@ -244,7 +244,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from attnkit.load import load_pretrained
 
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     lines = [f"## bench/generation.py, {started:%Y-%m-%d %H:%M} UTC", f"machine: {machine()}",
              f"load average at start: {os.getloadavg()[0]:.2f}"]
     with tempfile.TemporaryDirectory() as tmp:

@@ -214,7 +214,8 @@ def beam_search(model, memory, mask, ids: TokenIds, *, num_beams: int, max_new_t
             result.take(sent[closed], fin_tokens[closed], fin_logp[closed], fin_scores[closed], fin_len[closed],
                         None if fin_attn is None else fin_attn[closed])
             keep = still_open.nonzero().squeeze(1)
-            sent, still_open, run_tokens, run_scores = sent[keep], still_open[keep], run_tokens[keep], run_scores[keep]
+            sent, still_open = sent[keep], still_open[keep]
+            run_tokens, run_scores = run_tokens[keep], run_scores[keep]
             fin_tokens, fin_scores, fin_logp, fin_len = fin_tokens[keep], fin_scores[keep], fin_logp[keep], fin_len[keep]
             run_attn = None if run_attn is None else run_attn[keep]
             fin_attn = None if fin_attn is None else fin_attn[keep]
