@@ -216,7 +216,8 @@ def beam_search(model, memory, mask, ids: TokenIds, *, num_beams: int, max_new_t
             keep = still_open.nonzero().squeeze(1)
             sent, still_open = sent[keep], still_open[keep]
             run_tokens, run_scores = run_tokens[keep], run_scores[keep]
-            fin_tokens, fin_scores, fin_logp, fin_len = fin_tokens[keep], fin_scores[keep], fin_logp[keep], fin_len[keep]
+            fin_tokens, fin_scores = fin_tokens[keep], fin_scores[keep]
+            fin_logp, fin_len = fin_logp[keep], fin_len[keep]
             run_attn = None if run_attn is None else run_attn[keep]
             fin_attn = None if fin_attn is None else fin_attn[keep]
             rows = (keep[:, None] * k_max + torch.arange(k_max, device=dev)).view(-1)  # whole sentences, in order
