@@ -81,7 +81,8 @@ def _residual_permutation(state: dict[str, Tensor], model: Seq2SeqModel, perm: T
 
 
 def _tokenizer_json(tokenizer, order: Tensor, max_length: int) -> dict:
-    """The ``tokenizers`` file renumbered (new id = position in ``order``), with END appended to every text."""
+    """The ``tokenizers`` file renumbered (new id = position in ``order``), END appended to every text, texts cut
+    to ``max_length`` tokens (END included)."""
     data = json.loads(tokenizer.to_str())
     new_of_old = {int(old): new for new, old in enumerate(order.tolist())}
     model = data.get("model", {})
@@ -96,18 +97,20 @@ def _tokenizer_json(tokenizer, order: Tensor, max_length: int) -> dict:
                               "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 0}},
                                        {"SpecialToken": {"id": "</s>", "type_id": 0}}],
                               "special_tokens": {"</s>": {"id": "</s>", "ids": [eos], "tokens": ["</s>"]}}}
-    data["truncation"] = data["padding"] = None
+    # texts are cut as the run cut them: max_length tokens with END (so HF and CTranslate2 read the same ids)
+    data["truncation"] = {"direction": "Right", "max_length": max_length, "strategy": "LongestFirst", "stride": 0}
+    data["padding"] = None
     return data
 
 
-def _hf_config(model: Seq2SeqModel, pad: int, eos: int, suppress: list[int]) -> tuple[dict, dict]:
+def _hf_config(model: Seq2SeqModel, pad: int, eos: int, suppress: list[int], n_pos: int) -> tuple[dict, dict]:
     cfg, tc = model.config, model.config.transformer
     config = {
         "architectures": ["MarianMTModel"], "model_type": "marian", "vocab_size": cfg.src_vocab_size,
         "decoder_vocab_size": cfg.tgt_vocab_size, "d_model": tc.d_model, "encoder_layers": tc.num_encoder_layers,
         "decoder_layers": tc.num_decoder_layers, "encoder_attention_heads": tc.num_heads,
         "decoder_attention_heads": tc.num_heads, "encoder_ffn_dim": tc.d_ff, "decoder_ffn_dim": tc.d_ff,
-        "activation_function": EXPORT_ACTIVATIONS[tc.activation], "max_position_embeddings": cfg.max_positions,
+        "activation_function": EXPORT_ACTIVATIONS[tc.activation], "max_position_embeddings": n_pos,
         "scale_embedding": cfg.scale_embedding, "pad_token_id": pad, "eos_token_id": eos,
         "decoder_start_token_id": pad, "forced_eos_token_id": None, "bos_token_id": None,
         "dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0, "is_encoder_decoder": True,
@@ -150,7 +153,8 @@ def export_marian(model: Seq2SeqModel, tokenizer, folder: str | Path, *, suppres
     src = sd["src_embed.weight"]
     tgt = sd.get("tgt_embed.weight", src)
     out = sd.get("lm_head.weight", tgt)
-    positions = sinusoidal_table(cfg.max_positions, d, layout="halves")  # written in Marian's layout
+    n_pos = max(cfg.max_positions, 512)  # the table is a pure function of position: room to spare for HF / CT2
+    positions = sinusoidal_table(n_pos, d, layout="halves")  # written in Marian's layout
     dec_positions = positions.clone()
     start_vec = scale * tgt[cfg.start_token_id]  # in the run's own layout
     if tc.sinusoidal_layout == "interleaved":
@@ -172,7 +176,7 @@ def export_marian(model: Seq2SeqModel, tokenizer, folder: str | Path, *, suppres
     hf["final_logits_bias"] = bias[None]
     hf["model.encoder.embed_positions.weight"], hf["model.decoder.embed_positions.weight"] = positions, dec_positions
     suppress_ids = [pad] + [int(new_of_old[vocab[t]]) for t in suppress if t in vocab]
-    config, generation = _hf_config(model, pad, eos, suppress_ids)
+    config, generation = _hf_config(model, pad, eos, suppress_ids, n_pos)
     config["tie_word_embeddings"] = out is tgt
     config["share_encoder_decoder_embeddings"] = src is tgt
 

@@ -3,7 +3,8 @@
 Two kinds of folder:
 
 - ``tokenizer.json`` (a Hugging Face ``tokenizers`` file, e.g. what ``attnkit export --format marian``
-  writes): the text is split and mapped to ids by that file, END appended;
+  writes): the text is split and mapped to ids by that file (and cut as its ``truncation`` says), END
+  appended;
 - ``source.spm`` / ``target.spm`` + ``vocab.json`` (+ ``target_vocab.json`` with ``separate_vocabs``
   in ``tokenizer_config.json``), what the opus-mt releases ship: ``sentencepiece`` splits the text into
   pieces with the source model, ``vocab.json`` maps each piece to its id (a piece it does not list
@@ -67,11 +68,13 @@ def _from_tokenizer_json(path: Path) -> MarianTokenizer:
     except Exception as e:  # tokenizers raises its own exception type
         raise ValueError(f"{path}: cannot read the tokenizer: {e}") from None
     tok.no_padding()
+    limit = (tok.truncation or {}).get("max_length")  # the file's cut, END included
     tok.no_truncation()
     vocab = tok.get_vocab(with_added_tokens=True)
     specials = _specials(vocab, path)
     pieces = {i: t for t, i in vocab.items()}
-    return MarianTokenizer(encode=lambda text: tok.encode(text, add_special_tokens=False).ids,
+    keep = limit - 1 if isinstance(limit, int) and limit > 1 else None
+    return MarianTokenizer(encode=lambda text: tok.encode(text, add_special_tokens=False).ids[:keep],
                            decode=lambda ids: tok.decode(ids, skip_special_tokens=False),
                            pieces=pieces, specials=specials, source=path)
 
