@@ -68,6 +68,18 @@ class _Layer(nn.Module):
         self.norms = [layer.self_block.norm, layer.cross_block.norm, layer.ff_block.norm]
 
 
+_SHORT_MAX = 256  # keys: the short kernel's range in the automatic choice
+
+
+def _short_runs(dtype: torch.dtype, head_dim: int) -> bool:
+    """Whether the "short" backend's native kernel takes heads of ``head_dim`` in ``dtype`` here."""
+    try:
+        from ..functional.backends.short import kernel_runs
+    except ImportError:  # pragma: no cover - the backend moved: let the automatic choice pick
+        return False
+    return kernel_runs(dtype, head_dim, head_dim)
+
+
 def _select_rows(buf: Tensor, index: Tensor, n: int) -> Tensor:
     """A time-major buffer (capacity, B, H, dh) -> (capacity, B', H, dh) with rows ``index`` of its first n steps."""
     new = buf.new_empty((buf.shape[0], index.numel(), *buf.shape[2:]))
@@ -109,6 +121,7 @@ class FastSeq2Seq(nn.Module):
         tc = model.config.transformer
         self.num_heads, self.head_dim, self.d_model = tc.num_heads, tc.head_dim, tc.d_model
         self.norm_first = tc.norm_first
+        self.short = _short_runs(model.decoder.layers[0].ff.linear1.weight.dtype, tc.head_dim)
         self.encoder = fuse_encoder_layers(copy.deepcopy(model.encoder)).eval()
         self.src_embed = model.src_embed
         self.embed_scale = model.embed_scale
@@ -228,14 +241,18 @@ class FastSeq2Seq(nn.Module):
         keys[t] = qkv[:, 1]
         values[t] = qkv[:, 2]
         k, v = keys[: t + 1].permute(1, 2, 0, 3), values[: t + 1].permute(1, 2, 0, 3)  # (B, H, t+1, dh) views
-        o = attention(qkv[:, 0, :, None], k, v)  # (B, H, 1, dh)
+        o = attention(qkv[:, 0, :, None], k, v, backend=self._backend(t + 1))  # (B, H, 1, dh)
         x = self._residual(layer.self_out, o.reshape(b, h * dh), x, n1)
         q = layer.cross_q(n2(x) if pre else x)  # (B, d)
         q = q.view(b // group, group, h, dh).transpose(1, 2)  # -> (B / g, H, g, dh): a sentence's beams
-        o = attention(q, ck, cv, mask)  # (B / g, H, g, dh)
+        o = attention(q, ck, cv, mask, backend=self._backend(ck.shape[2]))  # (B / g, H, g, dh)
         x = self._residual(layer.cross_out, o.transpose(1, 2).reshape(b, h * dh), x, n2)
         f = layer.ff1(n3(x) if pre else x)  # (B, d_ff), activation inside the kernel
         return self._residual(layer.ff2, f, x, n3)
+
+    def _backend(self, keys: int) -> str | None:
+        """"short" (attnkit's native kernel for short rows, named to skip the automatic choice) where it runs."""
+        return "short" if self.short and keys <= _SHORT_MAX else None
 
     def _residual(self, linear: PackedLinear, y: Tensor, x: Tensor, norm: nn.Module) -> Tensor:
         """Post-LN: norm(x + linear(y)); pre-LN: x + linear(y). The sum happens inside the linear kernel."""
