@@ -18,17 +18,13 @@ import time
 import warnings
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
 from ..data.bpe import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Subwords
 from ..generation import GenerateOutput, generate
+from ..generation.texts import TranslationWarning, pad_batch, translate_texts
 
 __all__ = ["Translator", "Alignment", "TranslationWarning", "bleu_report"]
-
-
-class TranslationWarning(UserWarning):
-    """Input the translator had to change: cut to the length limit, unknown characters, empty text."""
 
 
 @dataclass
@@ -66,11 +62,7 @@ class Translator:
     @staticmethod
     def batch(rows: list[list[int]]) -> tuple[Tensor, Tensor]:
         """Right-padded input_ids (B, S) and attention_mask (B, S)."""
-        s = max(len(r) for r in rows)
-        ids = torch.full((len(rows), s), PAD_ID, dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids[i, :len(r)] = torch.tensor(r)
-        return ids, (ids != PAD_ID).long()
+        return pad_batch(rows, PAD_ID)
 
     def _defaults(self, source_length: int, kwargs: dict) -> dict:
         kw = {"max_new_tokens": min(self.max_length, math.ceil(1.5 * source_length) + 10),
@@ -98,26 +90,9 @@ class Translator:
 
     def translate(self, texts: list[str] | str, *, batch_size: int | None = None, **generate_kwargs) -> list[str]:
         """Translate ``texts`` (a list, or one string) -> list of texts, in the same order."""
-        if isinstance(texts, str):
-            texts = [texts]
-        out = [""] * len(texts)
-        rows: dict[int, list[int]] = {}
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise ValueError(f"translate: text {i + 1} is a {type(text).__name__}, not a string")
-            if not text.strip():
-                warnings.warn(f"text {i + 1} is empty: its translation is empty", TranslationWarning, stacklevel=2)
-                continue
-            rows[i] = self.source_ids(text.strip(), where=f"text {i + 1}")
-        order = sorted(rows, key=lambda i: len(rows[i]))
-        bs = batch_size or self.batch_size
-        for start in range(0, len(order), bs):
-            chunk = order[start:start + bs]
-            ids, mask = self.batch([rows[i] for i in chunk])
-            res = self.generate(ids, mask, **generate_kwargs)
-            for i, seq in zip(chunk, res.sequences):
-                out[i] = self.decode(seq)
-        return out
+        return translate_texts(texts, source_ids=self.source_ids, decode=self.decode, pad_id=PAD_ID,
+                               generate=lambda ids, mask: self.generate(ids, mask, **generate_kwargs),
+                               batch_size=batch_size or self.batch_size)
 
     def attend(self, text: str, **generate_kwargs) -> Alignment:
         """Translate one text and return the cross-attention that produced each target piece."""

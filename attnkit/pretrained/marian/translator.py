@@ -16,18 +16,14 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-import torch
 from torch import Tensor
 
 from ...generation import GenerateOutput, generate
+from ...generation.texts import TranslationWarning, pad_batch, translate_texts
 from ..folder import read_json
 from .tokenizer import MarianTokenizer
 
 __all__ = ["MarianTranslator", "TranslationWarning", "generation_defaults"]
-
-
-class TranslationWarning(UserWarning):
-    """Input the translator had to change: cut to the length limit, or empty."""
 
 
 def generation_defaults(folder: Path, hf: dict) -> dict:
@@ -75,12 +71,7 @@ class MarianTranslator:
 
     def batch(self, rows: list[list[int]]) -> tuple[Tensor, Tensor]:
         """Right-padded input_ids (B, S) and attention_mask (B, S)."""
-        s = max(len(r) for r in rows)
-        ids = torch.full((len(rows), s), self.config.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), s), dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids[i, :len(r)], mask[i, :len(r)] = torch.tensor(r), 1
-        return ids, mask
+        return pad_batch(rows, self.config.pad_token_id)
 
     def generate(self, input_ids: Tensor, attention_mask: Tensor | None = None, **kwargs) -> GenerateOutput:
         """``attnkit.generation.generate`` with the folder's defaults under ``kwargs``."""
@@ -93,26 +84,9 @@ class MarianTranslator:
 
     def translate(self, texts: list[str] | str, *, batch_size: int | None = None, **generate_kwargs) -> list[str]:
         """Translate ``texts`` (a list, or one string) -> list of texts in the same order."""
-        if isinstance(texts, str):
-            texts = [texts]
-        out = [""] * len(texts)
-        rows: dict[int, list[int]] = {}
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise ValueError(f"translate: text {i + 1} is a {type(text).__name__}, not a string")
-            if not text.strip():
-                warnings.warn(f"text {i + 1} is empty: its translation is empty", TranslationWarning, stacklevel=2)
-                continue
-            rows[i] = self.source_ids(text.strip(), where=f"text {i + 1}")
-        order = sorted(rows, key=lambda i: len(rows[i]))
-        bs = batch_size or self.batch_size
-        for start in range(0, len(order), bs):
-            chunk = order[start:start + bs]
-            ids, mask = self.batch([rows[i] for i in chunk])
-            res = self.generate(ids, mask, **generate_kwargs)
-            for i, seq in zip(chunk, res.sequences):
-                out[i] = self.decode(seq[1:])
-        return out
+        return translate_texts(texts, source_ids=self.source_ids, decode=lambda seq: self.decode(seq[1:]),
+                               generate=lambda ids, mask: self.generate(ids, mask, **generate_kwargs),
+                               pad_id=self.config.pad_token_id, batch_size=batch_size or self.batch_size)
 
     def __repr__(self) -> str:
         tc = self.config.transformer
