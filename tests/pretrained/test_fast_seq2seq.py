@@ -38,6 +38,13 @@ def source():
     return ids, mask
 
 
+def encoded(norm_first=False):
+    """A model, its fast copy, a padded source, its mask and the encoder's output."""
+    m = model(norm_first)
+    ids, mask = source()
+    return m, FastSeq2Seq(m), ids, mask, m.encode(ids, mask)
+
+
 @pytest.mark.parametrize("norm_first,activation,positional", [(False, "silu", "sinusoidal"), (True, "relu", "learned"),
                                                               (True, "gelu", "sinusoidal")])
 def test_steps_give_the_reference_logits(norm_first, activation, positional):
@@ -58,10 +65,7 @@ def test_steps_give_the_reference_logits(norm_first, activation, positional):
 
 
 def test_a_prefix_is_fed_token_by_token():
-    m = model(False)
-    fast = FastSeq2Seq(m)
-    ids, mask = source()
-    memory = m.encode(ids, mask)
+    m, fast, ids, mask, memory = encoded()
     prefix = torch.randint(3, 30, (3, 5))
     out = fast.decode_step(prefix, memory, mask, None)
     ref = m.decode_step(prefix, memory, mask, None, use_cache=False)
@@ -103,10 +107,7 @@ def test_unsupported_models_are_refused():
 
 
 def test_beams_share_their_sentence_cross_attention_rows():
-    m = model(False)
-    fast = FastSeq2Seq(m)
-    ids, mask = source()
-    memory = m.encode(ids, mask)
+    m, fast, ids, mask, memory = encoded()
     tok = torch.randint(3, 30, (3, 1))
     cache = fast.decode_step(tok, memory, mask, None).cache
     ref_cache = m.decode_step(tok, memory, mask, None).cache

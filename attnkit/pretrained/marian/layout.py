@@ -126,28 +126,21 @@ def expected_shapes(config: Seq2SeqConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def name_pairs(config: Seq2SeqConfig):
+    """Yield (attnkit name, [Hugging Face names]) of every per-layer tensor: one name, or W^q, W^k, W^v packed."""
+    for hf, ours, plain, attn in layer_names(config):
+        for p in ("weight", "bias"):
+            for a, b in plain.items():
+                yield f"{ours}.{b}.{p}", [f"{hf}.{a}.{p}"]
+            for a, b in attn.items():
+                yield f"{ours}.{b}.in_proj.{p}", [f"{hf}.{a}.{x}_proj.{p}" for x in "qkv"]
+
+
 def hf_to_attnkit(state: dict[str, Tensor], config: Seq2SeqConfig) -> dict[str, Tensor]:
     """Per-layer tensors, Hugging Face names -> attnkit names (q, k, v packed). Shapes are checked before."""
-    out = {}
-    for hf, ours, plain, attn in layer_names(config):
-        for a, b in plain.items():
-            for p in ("weight", "bias"):
-                out[f"{ours}.{b}.{p}"] = state[f"{hf}.{a}.{p}"]
-        for a, b in attn.items():
-            for p in ("weight", "bias"):
-                out[f"{ours}.{b}.in_proj.{p}"] = torch.cat([state[f"{hf}.{a}.{x}_proj.{p}"] for x in "qkv"])
-    return out
+    return {ours: torch.cat([state[h] for h in hfs]) for ours, hfs in name_pairs(config)}
 
 
 def attnkit_to_hf(state: dict[str, Tensor], config: Seq2SeqConfig) -> dict[str, Tensor]:
     """The inverse of ``hf_to_attnkit``: per-layer tensors with Hugging Face names (in_proj split in three)."""
-    out = {}
-    for hf, ours, plain, attn in layer_names(config):
-        for a, b in plain.items():
-            for p in ("weight", "bias"):
-                out[f"{hf}.{a}.{p}"] = state[f"{ours}.{b}.{p}"]
-        for a, b in attn.items():
-            for p in ("weight", "bias"):
-                for x, part in zip("qkv", state[f"{ours}.{b}.in_proj.{p}"].chunk(3)):
-                    out[f"{hf}.{a}.{x}_proj.{p}"] = part
-    return out
+    return {h: part for ours, hfs in name_pairs(config) for h, part in zip(hfs, state[ours].chunk(len(hfs)))}

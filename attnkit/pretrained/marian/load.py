@@ -22,7 +22,7 @@ from torch import Tensor
 
 from ...functional.positional import sinusoidal_table
 from ...models.seq2seq import Seq2SeqConfig, Seq2SeqModel
-from ..folder import WEIGHT_FILES, read_json
+from ..folder import read_config, read_json, weights_file
 from ..weights import read_state_dict
 from .layout import expected_shapes, hf_to_attnkit, marian_config
 from .tokenizer import read_tokenizer
@@ -120,9 +120,7 @@ def _start_shift(state: dict[str, Tensor], config: Seq2SeqConfig, source: str) -
 
 def marian_model(folder: Path, hf: dict, *, dtype: torch.dtype = torch.float32) -> Seq2SeqModel:
     """The Marian checkpoint of ``folder`` (config already read) as an eval-mode ``Seq2SeqModel``."""
-    weights = next((folder / n for n in WEIGHT_FILES if (folder / n).is_file()), None)
-    if weights is None:
-        raise FileNotFoundError(f"no weights file in {folder}: expected one of {list(WEIGHT_FILES)}")
+    weights = weights_file(folder)
     source = str(weights)
     state = read_state_dict(weights)
     enc, dec, out = _tables(state, hf, source)
@@ -153,14 +151,9 @@ def load_marian(path: str | Path, *, dtype: torch.dtype = torch.float32, fast: b
     """A Marian folder -> ``MarianTranslator`` (``translate(texts, **generate_kwargs)``); see the module doc.
 
     ``dtype``: the weights' dtype (``torch.bfloat16`` halves the bytes read per token). ``fast``:
-    decode with the inference copy of the model (``attnkit.generation.fast``), same outputs.
+    decode with the inference copy of the model (``attnkit.pretrained.fast_seq2seq``), same outputs.
     """
-    folder = Path(path)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"model folder not found: {folder}")
-    hf = read_json(folder / "config.json")
-    if not isinstance(hf, dict):
-        raise ValueError(f"{folder / 'config.json'}: expected a JSON object")
+    folder, hf = read_config(path)
     marian_config(hf, source=str(folder / "config.json"), share_embeddings=False, tie_output=False)  # fail early
     tokenizer = read_tokenizer(folder)
     model = marian_model(folder, hf, dtype=dtype)
