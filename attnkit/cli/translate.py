@@ -15,7 +15,12 @@ from .evaluate import open_checkpoint
 
 
 def open_translator(path: Path, which: str = "best"):
-    """(Translator, checkpoint folder) of a translation run; a clear error for another task's run."""
+    """(Translator, checkpoint folder) of a translation run, or (MarianTranslator, folder) of a Hugging Face
+    Marian folder; a clear error for another task's run."""
+    from ..pretrained.marian import is_marian_folder, load_marian
+
+    if is_marian_folder(path):
+        return load_marian(path), Path(path)
     folder, meta = load_meta(path, which=which)
     if meta.get("task") != "translate":
         raise CheckpointError(f"checkpoint: {folder} is a {meta.get('task')!r} run, not a translation run "
@@ -49,6 +54,8 @@ def run(args) -> int:
     if args.file is None and not args.texts:
         raise ValueError("translate: give texts to translate or --file IN")
     tr, folder = open_translator(args.checkpoint, args.which)
+    if args.attention is not None and not hasattr(tr, "attend"):
+        raise ValueError(f"translate: --attention is not available for Marian folders ({folder})")
     kw = generate_kwargs(args)
     texts = list(args.texts)
     if args.file is not None:
@@ -71,7 +78,8 @@ def run(args) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("translate", help="translate texts with a trained translation run")
-    p.add_argument("checkpoint", type=Path, help="a run folder of `attnkit train translate` (or a ckpt-* folder)")
+    p.add_argument("checkpoint", type=Path, help="a run folder of `attnkit train translate` (or a ckpt-* folder), "
+                   "or a Hugging Face Marian (opus-mt) folder")
     p.add_argument("texts", nargs="*", help="texts to translate (one output line each)")
     p.add_argument("--file", type=Path, default=None, help="translate every line of this file (empty lines stay empty)")
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",

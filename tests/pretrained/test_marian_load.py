@@ -116,3 +116,14 @@ def test_modified_positions_are_refused(folder):
     with pytest.raises(ValueError) as e:
         attnkit.load_pretrained(folder)
     one_line(e, "model.safetensors", "embed_positions", "rows [3]")
+
+
+def test_translate_command_reads_a_marian_folder(folder, capsys):
+    from attnkit.cli.main import main
+
+    texts = ["ein mann fährt fahrrad .", "zwei hunde"]
+    assert main(["translate", str(folder), *texts, "--max-new-tokens", "6"]) == 0
+    want = attnkit.load_pretrained(folder).translate(texts, num_beams=1, max_new_tokens=6)
+    assert capsys.readouterr().out.splitlines() == want
+    assert main(["translate", str(folder), "ein mann", "--attention", str(folder / "maps")]) == 1
+    assert "--attention is not available for Marian folders" in capsys.readouterr().err
