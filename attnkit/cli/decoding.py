@@ -21,12 +21,15 @@ def add_decoding_args(p: argparse.ArgumentParser, beam: int = 1) -> None:
     g = p.add_argument_group("decoding")
     g.add_argument("--beam", type=int, default=beam, metavar="K", help=f"beam size (default {beam}: "
                    f"{'greedy' if beam == 1 else 'beam search'})")
-    g.add_argument("--length-penalty", type=float, default=1.0, help="beam scores are log p / length ** this")
+    g.add_argument("--length-penalty", type=float, default=1.0, help="beam scores are log p / length ** this (default 1.0)")
     g.add_argument("--max-new-tokens", type=int, default=None, help="default 1.5 x the source length + 10")
     g.add_argument("--sample", action="store_true", help="sample instead of searching")
-    g.add_argument("--temperature", type=float, default=1.0)
-    g.add_argument("--top-k", type=int, default=None)
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--seed", type=int, default=0, help="sampling seed")
+    g.add_argument("--temperature", type=float, default=1.0, help="sampling: divide the logits by this (default 1.0)")
+    g.add_argument("--top-k", type=int, default=None,
+                   help="sampling: keep only the k most likely tokens (default: all)")
+    g.add_argument("--top-p", type=float, default=1.0,
+                   help="sampling: keep the smallest set of most likely tokens whose probability reaches p "
+                        "(default 1.0: all)")
+    g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
 
 

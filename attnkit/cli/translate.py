@@ -81,9 +81,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("checkpoint", type=Path, help="a run folder of `attnkit train translate` (or a ckpt-* folder), "
                    "or a Hugging Face Marian (opus-mt) folder")
     p.add_argument("texts", nargs="*", help="texts to translate (one output line each)")
-    p.add_argument("--file", type=Path, default=None, help="translate every line of this file (empty lines stay empty)")
+    p.add_argument("--file", type=Path, default=None,
+                   help="translate every line of this file too, empty lines stay empty (default: none)")
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",
-                   help="write each layer's cross-attention as PNG and an interactive HTML page")
-    p.add_argument("--which", choices=("best", "latest"), default="best")
+                   help="write each layer's cross-attention as PNG and an interactive HTML page (default: none)")
+    p.add_argument("--which", choices=("best", "latest"), default="best",
+                   help="in a run folder: the checkpoint with the best dev score, or the last one saved")
     add_decoding_args(p)
     p.set_defaults(func=run)

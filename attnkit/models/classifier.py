@@ -26,10 +26,11 @@ def _default_encoder() -> TransformerConfig:
 
 @dataclass(frozen=True)
 class ClassifierConfig:
-    vocab_size: int
-    num_classes: int
-    pooling: Literal["mean", "max", "meanmax"] = "meanmax"
-    encoder: TransformerConfig = field(default_factory=_default_encoder)
+    vocab_size: int = field(metadata={"help": "token vocabulary size, including padding (0) and unknown (1)"})
+    num_classes: int = field(metadata={"help": "number of labels"})
+    pooling: Literal["mean", "max", "meanmax"] = field(default="meanmax", metadata={
+        "help": "how the token vectors become one sentence vector: their mean, their max, or both concatenated"})
+    encoder: TransformerConfig = field(default_factory=_default_encoder, metadata={"help": "the Transformer encoder"})
 
     def __post_init__(self):
         for name in ("vocab_size", "num_classes"):

@@ -22,6 +22,7 @@ from ..models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from ..nn import TransformerConfig
 from ..train import IGNORE, Task
 from ..train.checkpoint import CheckpointError, load_weights
+from .options import add_data_args
 from .translator import Translator, bleu_report
 
 NAME = "translate"
@@ -31,6 +32,11 @@ ENCODER_DEFAULTS = dict(d_model=256, num_heads=4, d_ff=1024, num_encoder_layers=
 TRAIN_DEFAULTS = dict(epochs=30, max_minutes=60.0, batch_size=128, batch_tokens=3000, lr=1e-3, warmup_steps=400,
                       schedule="inverse_sqrt", weight_decay=0.0, label_smoothing=0.1, eval_every=150,
                       eval_batch_size=128, keep=5, bf16=False, log_every=50)
+ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout", "activation",
+                  "norm_first", "positional")
+ENCODER_NOTE = "the encoder-decoder; --num-decoder-layers sets the decoder's depth"
+EVALUATION_DATA = ("translate: a Multi30k split (test, val, train) or a source file with --ref (default: test); "
+                   "sacreBLEU and chrF")
 BPE_FILE = "bpe.json"
 LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns load(...): a Translator
 
@@ -38,18 +44,22 @@ LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns load(...): a Trans
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--src", choices=LANGS, default="de", help="source language (Multi30k)")
     p.add_argument("--tgt", choices=LANGS, default="en", help="target language (Multi30k)")
-    p.add_argument("--train-src", type=Path, default=None, help="source side of your own training pairs")
-    p.add_argument("--train-tgt", type=Path, default=None, help="target side (the same number of lines)")
-    p.add_argument("--dev-src", type=Path, default=None)
-    p.add_argument("--dev-tgt", type=Path, default=None)
-    p.add_argument("--data-root", type=Path, default=None,
-                   help="datasets root (default $ATTNKIT_DATA or ../shared/data)")
-    p.add_argument("--download", action="store_true", help="fetch Multi30k from GitHub if missing")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N pairs of each file")
+    p.add_argument("--train-src", type=Path, default=None, metavar="FILE",
+                   help="source side of your own training pairs, one sentence a line (default: Multi30k train)")
+    p.add_argument("--train-tgt", type=Path, default=None, metavar="FILE",
+                   help="target side of --train-src, the same number of lines (default: Multi30k train)")
+    p.add_argument("--dev-src", type=Path, default=None, metavar="FILE",
+                   help="source side of your own dev pairs (default: Multi30k val, or none with --train-src)")
+    p.add_argument("--dev-tgt", type=Path, default=None, metavar="FILE",
+                   help="target side of --dev-src (default: Multi30k val, or none with --train-src)")
+    add_data_args(p, "multi30k/", "fetch Multi30k from GitHub into the cache if it is missing")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="use only the first N pairs of each file (default: all)")
     p.add_argument("--vocab-size", type=int, default=8000, help="joint BPE vocabulary size")
     p.add_argument("--share-embeddings", action=argparse.BooleanOptionalAction, default=True,
                    help="one embedding table for source, target and output (joint vocabulary)")
-    p.add_argument("--num-decoder-layers", type=int, default=ENCODER_DEFAULTS["num_decoder_layers"])
+    p.add_argument("--num-decoder-layers", type=int, default=ENCODER_DEFAULTS["num_decoder_layers"],
+                   help="decoder layers")
     p.add_argument("--max-length", type=int, default=128, help="longest source / target in subwords (longer: cut)")
     p.add_argument("--average", type=int, default=4, metavar="N",
                    help="average the last N checkpoints at the end (0: off); kept as the run's best")
@@ -65,8 +75,8 @@ def _corpora(args) -> tuple[Corpus, Corpus | None]:
         train = read_parallel(args.train_src, args.train_tgt, limit=args.limit)
         dev = read_parallel(args.dev_src, args.dev_tgt, limit=args.limit) if args.dev_src and args.dev_tgt else None
     else:
-        train = multi30k("train", args.src, args.tgt, args.data_root, download=args.download, limit=args.limit)
-        dev = multi30k("val", args.src, args.tgt, args.data_root, download=args.download, limit=args.limit)
+        train = multi30k("train", args.src, args.tgt, args.data_dir, download=args.download, limit=args.limit)
+        dev = multi30k("val", args.src, args.tgt, args.data_dir, download=args.download, limit=args.limit)
     for name, c in (("train", train), ("dev", dev)):
         if c is not None and c.skipped:
             print(f"warning: {name}: skipped {c.skipped} pairs with an empty side (lines "
@@ -157,7 +167,7 @@ def subwords_for(folder: Path, meta: dict) -> Subwords:
                           f"{folder.parent}, which is missing")
 
 
-def task_for(model, meta: dict) -> Task:
+def task_for(model, meta: dict, args=None) -> Task:
     return Task(NAME, model.model, [None], collate, forward, meta=meta)
 
 
@@ -186,7 +196,7 @@ def score(translator: Translator, meta: dict, args, generate_kwargs: dict) -> li
     return bleu_report(translator, corpus.src, corpus.tgt, name=name, **generate_kwargs)
 
 
-def predict(translator: Translator, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
+def predict(translator: Translator, meta: dict, inputs: list[str], out_dir: Path | None, args=None) -> list[str]:
     return translator.translate(inputs)
 
 

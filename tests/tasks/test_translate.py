@@ -94,7 +94,7 @@ def test_cli_translate_evaluate_and_attention(run, capsys, tmp_path):
     assert page["keys"][-1] == "</s>" and page["queries"][-1] == "</s>"
     w = torch.tensor(page["weights"])  # (layers, heads, target, source)
     assert w.shape == (1, 2, len(page["queries"]), len(page["keys"]))
-    torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]), atol=1e-3, rtol=0)
+    torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1], dtype=w.dtype), atol=1e-3, rtol=0)
 
 
 def test_bad_input_gives_clear_errors_and_warnings(run, capsys, tmp_path):
