@@ -21,7 +21,8 @@ def add_decoding_args(p: argparse.ArgumentParser, beam: int = 1) -> None:
     g = p.add_argument_group("decoding")
     g.add_argument("--beam", type=int, default=beam, metavar="K", help=f"beam size (default {beam}: "
                    f"{'greedy' if beam == 1 else 'beam search'})")
-    g.add_argument("--length-penalty", type=float, default=1.0, help="beam scores are log p / length ** this (default 1.0)")
+    g.add_argument("--length-penalty", type=float, default=1.0,
+                   help="beam scores are log p / length ** this (default 1.0)")
     g.add_argument("--max-new-tokens", type=int, default=None, help="default 1.5 x the source length + 10")
     g.add_argument("--sample", action="store_true", help="sample instead of searching")
     g.add_argument("--temperature", type=float, default=1.0, help="sampling: divide the logits by this (default 1.0)")

@@ -30,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", type=Path, help="a run folder of `attnkit train translate` (or a ckpt-* folder)")
     p.add_argument("out", type=Path, metavar="DIR", help="the folder to write (replaced if it exists)")
     p.add_argument("--format", choices=FORMATS, required=True,
-                   help="marian: Hugging Face MarianMTModel layout (also what ct2-transformers-converter reads); required")
+                   help="marian: Hugging Face MarianMTModel layout (also what ct2-transformers-converter "
+                        "reads); required")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="in a run folder: the checkpoint with the best dev score, or the last one saved (default best)")
     p.set_defaults(func=run)
