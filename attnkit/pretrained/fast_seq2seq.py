@@ -49,6 +49,7 @@ class StepCache:
     group: int = 1  # consecutive rows (the beams of a sentence) that share one row of cross_keys / values
     mask: Mask | None = None  # the memory mask of the cross-attention rows, for heads
     mask_source: Tensor | None = None  # the memory_mask tensor it came from (group 1)
+    spare: list[Tensor] | None = None  # the buffers of the cache this one was reordered from, reused next time
 
 
 class _Layer(nn.Module):
@@ -80,9 +81,10 @@ def _short_runs(dtype: torch.dtype, head_dim: int) -> bool:
     return kernel_runs(dtype, head_dim, head_dim)
 
 
-def _select_rows(buf: Tensor, index: Tensor, n: int) -> Tensor:
-    """A time-major buffer (capacity, B, H, dh) -> (capacity, B', H, dh) with rows ``index`` of its first n steps."""
-    new = buf.new_empty((buf.shape[0], index.numel(), *buf.shape[2:]))
+def _select_rows(buf: Tensor, index: Tensor, n: int, into: Tensor | None = None) -> Tensor:
+    """A time-major buffer (capacity, B, H, dh) -> (capacity, B', H, dh) with rows ``index`` of its first n steps,
+    written into ``into`` when given (a buffer of that shape that is free to overwrite)."""
+    new = buf.new_empty((buf.shape[0], index.numel(), *buf.shape[2:])) if into is None else into
     if n:
         torch.index_select(buf[:n], 1, index, out=new[:n])
     return new
@@ -160,14 +162,21 @@ class FastSeq2Seq(nn.Module):
         return StepOutput(logits, cache, None)
 
     def reorder_cache(self, cache: StepCache, index: Tensor, *, cross: bool = True) -> StepCache:
-        """Row i of the new cache is row ``index[i]`` of the old (beam search moves, finished rows leave)."""
+        """Row i of the new cache is row ``index[i]`` of the old (beam search moves, finished rows leave).
+
+        ``cache`` is spent: its buffers are overwritten by the next call (they are reused, not reallocated).
+        """
         if isinstance(cache, list):
             return self.reference.reorder_cache(cache, index, cross=cross)
-        n = cache.length
-        keys = [_select_rows(k, index, n) for k in cache.keys]
-        values = [_select_rows(v, index, n) for v in cache.values]
-        out = StepCache(keys, values, n, cache.cross_keys, cache.cross_values, cache.group, cache.mask,
-                        cache.mask_source)
+        n, layers = cache.length, len(cache.keys)
+        old = cache.keys + cache.values
+        shape = (old[0].shape[0], index.numel(), *old[0].shape[2:])
+        spare = cache.spare if cache.spare and cache.spare[0].shape == shape else [None] * len(old)
+        new = [_select_rows(b, index, n, into) for b, into in zip(old, spare)]
+        # the old buffers become the spare set of the next move (no fresh allocation per beam-search step):
+        # a cache must not be used after it was passed here
+        out = StepCache(new[:layers], new[layers:], n, cache.cross_keys, cache.cross_values, cache.group, cache.mask,
+                        cache.mask_source, spare=old)
         if not cross:  # rows stay within their sentence: the cross-attention rows stay as they are
             return out
         g, rows = cache.group, cache.cross_keys[0].shape[0] * cache.group
