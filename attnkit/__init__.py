@@ -1,8 +1,8 @@
 """attnkit: self-attention and Transformers, from the lecture's matrices to fast kernels.
 
-Public face: ``attention``, ``explain``, ``masks``, ``nn``; pretrained loading lives in
-``attnkit.load_pretrained`` once its extra is installed. ``attnkit.nn``, ``.models``, ``.viz``,
-``.pretrained``, ``.data`` and ``.train`` are imported on first use.
+Public face: ``attention``, ``explain``, ``masks``, ``nn``; ``attnkit.load_pretrained`` loads pretrained
+encoders and Marian (opus-mt) folders (once their extra is installed) and trained translation runs.
+``attnkit.nn``, ``.models``, ``.viz``, ``.pretrained``, ``.data`` and ``.train`` are imported on first use.
 """
 
 from . import functional, masks
@@ -23,7 +23,7 @@ def __getattr__(name):  # lazy: keep `import attnkit` light
 
         return importlib.import_module(f"attnkit.{name}")
     if name == "load_pretrained":
-        from .pretrained import load_pretrained
+        from .load import load_pretrained
 
         return load_pretrained
     raise AttributeError(f"module 'attnkit' has no attribute {name!r}")

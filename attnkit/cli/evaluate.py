@@ -13,6 +13,7 @@ from ..tasks import TASKS, task_module
 from ..tasks.options import add_data_args
 from ..train import evaluate
 from ..train.checkpoint import CheckpointError, load_meta
+from .decoding import add_decoding_args, generate_kwargs
 from .train import floor
 
 
@@ -32,6 +33,11 @@ def open_checkpoint(path: Path, which: str = "best"):
 
 def run(args) -> int:
     folder, meta, mod, model = open_checkpoint(args.checkpoint, args.which)
+    if hasattr(mod, "score"):  # tasks with their own metric (translation: BLEU and chrF of decoded text)
+        print(f"checkpoint: {folder} (task {meta['task']}, step {meta.get('step')})")
+        for line in mod.score(model, meta, args, generate_kwargs(args)):
+            print(line)
+        return 0
     data = mod.evaluation_data(meta, args.data, args)
     res = evaluate(mod.task_for(model, meta, args), model, data, batch_size=args.batch_size,
                    progress=sys.stderr.isatty())  # a bar on a terminal, nothing in a piped log
@@ -60,4 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="examples per batch")
     p.add_argument("--field", choices=("upos", "xpos"), default=None,
                    help="tagger: the tag column to score (default: the one the run was trained on)")
+    p.add_argument("--ref", default=None, help="translation: reference translations of --data FILE, one per line "
+                                               "(default: none, --data names a Multi30k split: test, val, train)")
+    add_decoding_args(p, beam=5)
     p.set_defaults(func=run)

@@ -18,6 +18,8 @@ COMMAND_MODULES = [
     "train",
     "evaluate",
     "predict",
+    "translate",
+    "export",
     "positions",
     "complexity",
 ]

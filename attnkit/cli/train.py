@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         result = Trainer(task, train_cfg, device=device).fit(args.out, resume=args.resume, overwrite=args.overwrite)
         if dist.is_main():
             report(args, result)
+            for line in (mod.finish(args, task, result) if hasattr(mod, "finish") else []):  # e.g. BLEU
+                print(line, flush=True)
         ok = True
     finally:
         dist.teardown(synchronize=ok)  # all ranks leave together after a normal run

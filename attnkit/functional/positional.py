@@ -10,18 +10,30 @@ import math
 import torch
 from torch import Tensor
 
-__all__ = ["sinusoidal_table", "rotary_cos_sin", "apply_rotary", "alibi_slopes", "alibi_bias",
+SINUSOIDAL_LAYOUTS = ("interleaved", "halves")
+
+__all__ = ["SINUSOIDAL_LAYOUTS", "sinusoidal_table", "rotary_cos_sin", "apply_rotary", "alibi_slopes", "alibi_bias",
            "relative_distances"]
 
 
-def sinusoidal_table(length: int, dim: int, base: float = 10000.0, *, device=None, dtype=None) -> Tensor:
-    """P (length, dim) with P[i, 2j] = sin(i / base^(2j/dim)) and P[i, 2j+1] = cos(i / base^(2j/dim))."""
+def sinusoidal_table(length: int, dim: int, base: float = 10000.0, *, layout: str = "interleaved",
+                     device=None, dtype=None) -> Tensor:
+    """P (length, dim) of sin(i w_j) and cos(i w_j) with w_j = base^(-2j/dim), j < dim/2.
+
+    ``layout="interleaved"`` (d2l, the paper): P[i, 2j] = sin(i w_j), P[i, 2j+1] = cos(i w_j).
+    ``layout="halves"`` (tensor2tensor, fairseq, Marian): P[i, j] = sin(i w_j), P[i, dim/2 + j] = cos(i w_j).
+    """
     if dim % 2:
         raise ValueError(f"sinusoidal_table: `dim` must be even, got {dim}")
+    if layout not in SINUSOIDAL_LAYOUTS:
+        raise ValueError(f"sinusoidal_table: `layout` must be one of {SINUSOIDAL_LAYOUTS}, got {layout!r}")
     pos = torch.arange(length, device=device, dtype=torch.float64).unsqueeze(1)  # (L, 1)
     freq = base ** (-torch.arange(0, dim, 2, device=device, dtype=torch.float64) / dim)  # (dim/2,)
     angle = pos * freq  # (L, dim/2)
-    table = torch.stack((angle.sin(), angle.cos()), dim=-1).reshape(length, dim)  # interleave sin, cos
+    if layout == "halves":
+        table = torch.cat((angle.sin(), angle.cos()), dim=-1)  # (L, dim): all sines, then all cosines
+    else:
+        table = torch.stack((angle.sin(), angle.cos()), dim=-1).reshape(length, dim)  # (L, dim/2, 2) -> (L, dim)
     return table.to(dtype or torch.get_default_dtype())
 
 

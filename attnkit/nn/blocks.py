@@ -18,6 +18,7 @@ ACTIVATION_FNS = {
     "relu": F.relu,
     "gelu": F.gelu,
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,  # x * sigmoid(x), Marian's "swish"
 }
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Literal
 
-Activation = Literal["relu", "gelu", "gelu_tanh"]
+Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
 Positional = Literal["sinusoidal", "learned", "relative", "rope", "alibi", "none"]
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+SinusoidalLayout = Literal["interleaved", "halves"]
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONALS = ("sinusoidal", "learned", "relative", "rope", "alibi", "none")
 
 
@@ -25,6 +26,10 @@ class TransformerConfig:
 
     ``final_norm`` defaults to ``norm_first`` (pre-LN stacks need a last LayerNorm; post-LN ones
     already end in one). ``torch.nn.Transformer`` always adds it, so its parity tests set it.
+
+    ``activation="silu"`` is x * sigmoid(x) (Marian's "swish"). ``sinusoidal_layout``: where the
+    table puts sines and cosines (``attnkit.functional.positional.sinusoidal_table``): "interleaved"
+    as in the paper and d2l, "halves" (all sines, then all cosines) as in Marian and fairseq.
     """
 
     d_model: int = field(default=512, metadata={
@@ -47,6 +52,9 @@ class TransformerConfig:
     positional: Positional = field(default="sinusoidal", metadata={
         "help": "how positions enter: sinusoidal or learned vectors added to the input, relative (Shaw) "
                 "or alibi biases on the scores, rope rotations of q and k, or none"})
+    sinusoidal_layout: SinusoidalLayout = field(default="interleaved", metadata={
+        "help": "where the sinusoidal table puts sines and cosines: interleaved (the paper, d2l) or halves "
+                "(all sines, then all cosines: Marian, fairseq)"})
     max_len: int = field(default=512, metadata={"help": "longest sequence the position tables cover"})
     max_relative_distance: int = field(default=16, metadata={
         "help": "relative positions: distances beyond this share one embedding"})
@@ -75,6 +83,8 @@ class TransformerConfig:
             fail("activation", f"must be one of {ACTIVATIONS}")
         if self.positional not in POSITIONALS:
             fail("positional", f"must be one of {POSITIONALS}")
+        if self.sinusoidal_layout not in ("interleaved", "halves"):
+            fail("sinusoidal_layout", "must be 'interleaved' or 'halves'")
         if self.positional == "rope" and (self.d_model // self.num_heads) % 2:
             fail("positional", "'rope' needs an even head size (d_model / num_heads)")
         if self.positional == "sinusoidal" and self.d_model % 2:

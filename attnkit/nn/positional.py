@@ -29,19 +29,21 @@ __all__ = ["Sinusoidal", "LearnedAbsolute", "Rotary", "ALiBi", "RelativePosition
 
 
 class Sinusoidal(nn.Module):
-    """x + P[offset : offset + L] with d2l's table. Extends itself past ``max_len`` when needed."""
+    """x + P[offset : offset + L] with d2l's table (``layout="halves"``: sines then cosines, as Marian).
+    Extends itself past ``max_len`` when needed."""
 
-    def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0, *, device=None, dtype=None):
+    def __init__(self, d_model: int, max_len: int = 512, base: float = 10000.0, *, layout: str = "interleaved",
+                 device=None, dtype=None):
         super().__init__()
-        self.d_model, self.base = d_model, base
-        self.register_buffer("table", sinusoidal_table(max_len, d_model, base, device=device, dtype=dtype),
-                             persistent=False)
+        self.d_model, self.base, self.layout = d_model, base, layout
+        self.register_buffer("table", sinusoidal_table(max_len, d_model, base, layout=layout, device=device,
+                                                       dtype=dtype), persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         end = offset + x.shape[-2]
         if end > self.table.shape[0]:  # a pure function of position: grow instead of failing
             self.table = sinusoidal_table(max(end, 2 * self.table.shape[0]), self.d_model, self.base,
-                                          device=self.table.device, dtype=self.table.dtype)
+                                          layout=self.layout, device=self.table.device, dtype=self.table.dtype)
         return x + self.table[offset:end].to(x.dtype)  # (B, L, d)
 
 
@@ -132,7 +134,7 @@ class RelativePosition(AttentionPosition):
 def input_position(config: TransformerConfig, *, device=None, dtype=None) -> nn.Module | None:
     """The input-level encoding the config names, or None."""
     if config.positional == "sinusoidal":
-        return Sinusoidal(config.d_model, config.max_len, device=device, dtype=dtype)
+        return Sinusoidal(config.d_model, config.max_len, layout=config.sinusoidal_layout, device=device, dtype=dtype)
     if config.positional == "learned":
         return LearnedAbsolute(config.d_model, config.max_len, device=device, dtype=dtype)
     return None

@@ -25,6 +25,9 @@ from ..nn.blocks import EncoderLayer, FeedForward
 __all__ = ["PackedLinear", "FusedEncoderLayer", "pack_linears", "fuse_encoder_layers", "onednn_available"]
 
 _OK: bool | None = None
+# attnkit activation -> oneDNN post-op (attr, algorithm) of ``_linear_pointwise``
+_POST_OPS = {"none": ("none", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh"), "relu": ("relu", ""),
+             "silu": ("swish", "")}
 
 
 def onednn_available() -> bool:
@@ -48,13 +51,14 @@ def onednn_available() -> bool:
 class PackedLinear(nn.Module):
     """act(x W^T + b) with W packed for oneDNN. (..., in_features) -> (..., out_features).
 
-    ``activation``: "none" or "gelu" (exact, erf) applied inside the kernel.
+    ``activation``: "none", or one of attnkit's activations applied inside the kernel: "gelu" (exact,
+    erf), "gelu_tanh", "relu", "silu" (oneDNN's "swish").
     """
 
     def __init__(self, linear: nn.Linear, activation: str = "none"):
         super().__init__()
-        if activation not in ("none", "gelu"):
-            raise ValueError(f"PackedLinear: `activation` must be 'none' or 'gelu', got {activation!r}")
+        if activation not in _POST_OPS:
+            raise ValueError(f"PackedLinear: `activation` must be one of {sorted(_POST_OPS)}, got {activation!r}")
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.activation = activation
         self.weight = linear.weight.detach()  # kept for code that reads slices of it (e.g. cross-attention)
@@ -70,8 +74,8 @@ class PackedLinear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)  # (..., in) -> (N, in)
-        algorithm = "none" if self.activation == "gelu" else ""
-        y = torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, self.activation, [], algorithm)
+        attr, algorithm = _POST_OPS[self.activation]
+        y = torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, attr, [], algorithm)
         return y.view(*lead, self.out_features)  # (N, out) -> (..., out)
 
     def extra_repr(self) -> str:
@@ -85,15 +89,16 @@ def _identity(x: Tensor) -> Tensor:
 def pack_linears(model: nn.Module) -> nn.Module:
     """Swap (in place) every ``nn.Linear`` for a ``PackedLinear``; returns ``model``.
 
-    A ``FeedForward`` with exact GELU gets it fused into ``linear1`` (its activation becomes the identity).
+    A ``FeedForward``'s activation (GELU, ReLU, SiLU) is fused into ``linear1`` (its own becomes the identity).
     No-op when oneDNN is unavailable.
     """
     if not onednn_available():
         return model
     for module in list(model.modules()):
-        if isinstance(module, FeedForward) and module.activation == "gelu" and isinstance(module.linear1, nn.Linear):
-            module.linear1 = PackedLinear(module.linear1, "gelu")
-            module._act = _identity  # GELU now runs inside linear1's kernel
+        if (isinstance(module, FeedForward) and module.activation in _POST_OPS
+                and isinstance(module.linear1, nn.Linear)):
+            module.linear1 = PackedLinear(module.linear1, module.activation)
+            module._act = _identity  # the activation now runs inside linear1's kernel
         for name, child in list(module.named_children()):
             if type(child) is nn.Linear:
                 setattr(module, name, PackedLinear(child))
@@ -112,22 +117,21 @@ class FusedEncoderLayer(nn.Module):
     @staticmethod
     def supports(layer: nn.Module) -> bool:
         """A post-LN ``EncoderLayer`` with packed self-attention, no positional module in attention,
-        and a GELU or ReLU feed-forward made of plain linear layers."""
+        and a feed-forward of plain linear layers whose activation oneDNN applies (GELU, ReLU, SiLU)."""
         return (isinstance(layer, EncoderLayer) and not layer.attn_block.norm_first and layer.self_attn.packed
-                and layer.self_attn.position is None and layer.ff.activation in ("gelu", "relu")
+                and layer.self_attn.position is None and layer.ff.activation in _POST_OPS
                 and isinstance(layer.ff.linear1, nn.Linear))
 
     def __init__(self, layer: EncoderLayer):
         super().__init__()
         if not self.supports(layer):
             raise ValueError("FusedEncoderLayer: needs a post-LN EncoderLayer with packed self-attention, no "
-                             "positional module in attention, and a GELU or ReLU feed-forward")
+                             "positional module in attention, and a GELU, ReLU or SiLU feed-forward")
         mha, ff = layer.self_attn, layer.ff
         self.num_heads, self.head_dim = mha.num_heads, mha.head_dim
         self.in_proj = PackedLinear(mha.in_proj)
         self.out_proj = PackedLinear(mha.out_proj)
-        self.linear1 = PackedLinear(ff.linear1, "gelu") if ff.activation == "gelu" else ff.linear1
-        self.relu = ff.activation == "relu"
+        self.linear1 = PackedLinear(ff.linear1, ff.activation)  # the activation runs in the kernel
         self.linear2 = PackedLinear(ff.linear2)
         self.norm1, self.norm2 = layer.attn_block.norm, layer.ff_block.norm
         affine = all(isinstance(n, nn.LayerNorm) and n.weight is not None and n.bias is not None
@@ -151,9 +155,7 @@ class FusedEncoderLayer(nn.Module):
         o = attention(q, k, v, for_heads(mask), backend=backend)  # (B, H, L, dh)
         o = o.transpose(1, 2).reshape(b * l, d)  # (B, H, L, dh) -> (B*L, d)
         h = self._add_norm(self.out_proj, o, flat, self.norm1)  # (B*L, d)
-        f = self.linear1(h)  # (B*L, d_ff), GELU applied in the kernel
-        if self.relu:
-            f = torch.relu_(f)
+        f = self.linear1(h)  # (B*L, d_ff), activation applied in the kernel
         out = self._add_norm(self.linear2, f, h, self.norm2)  # (B*L, d)
         return out.view(b, l, d), None
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ModelFolder", "Pooling", "read_folder", "read_json", "WEIGHT_FILES", "POOLING_MODES"]
+__all__ = ["ModelFolder", "Pooling", "read_folder", "read_config", "weights_file", "read_json", "WEIGHT_FILES",
+           "POOLING_MODES"]
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 # sentence-transformers' pooling modes, in the order it concatenates them.
@@ -86,17 +87,29 @@ def _read_pooling(folder: Path) -> Pooling:
     return Pooling(modes, normalize=normalize)
 
 
-def read_folder(path: str | Path) -> ModelFolder:
-    """Check a model folder and read its small files (the weights are read by the loader)."""
+def read_config(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """(folder, its config.json as a dict); FileNotFoundError / ValueError naming what is wrong."""
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"model folder not found: {folder}")
     hf_config = read_json(folder / "config.json")
     if not isinstance(hf_config, dict):
         raise ValueError(f"{folder / 'config.json'}: expected a JSON object")
+    return folder, hf_config
+
+
+def weights_file(folder: Path) -> Path:
+    """The folder's weights: model.safetensors, else pytorch_model.bin."""
     weights = next((folder / n for n in WEIGHT_FILES if (folder / n).is_file()), None)
     if weights is None:
         raise FileNotFoundError(f"no weights file in {folder}: expected one of {list(WEIGHT_FILES)}")
+    return weights
+
+
+def read_folder(path: str | Path) -> ModelFolder:
+    """Check a model folder and read its small files (the weights are read by the loader)."""
+    folder, hf_config = read_config(path)
+    weights = weights_file(folder)
     tokenizer = folder / "tokenizer.json"
     if not tokenizer.is_file():
         raise FileNotFoundError(f"file not found: {tokenizer}")

@@ -77,8 +77,10 @@ def load_tokenizer(folder: ModelFolder):
 
 
 def load_pretrained(name_or_path: str | Path = "all-MiniLM-L6-v2", *,
-                    dtype: torch.dtype = torch.float32, fast: bool = True) -> SentenceEncoder:
-    """Load a BERT-family sentence encoder onto attnkit's own modules.
+                    dtype: torch.dtype = torch.float32, fast: bool = True):
+    """Load a BERT-family sentence encoder (``SentenceEncoder``) or a Marian translation model
+    (``MarianTranslator``, when config.json says model_type "marian"; see ``attnkit.pretrained.marian``)
+    onto attnkit's own modules.
 
     ``name_or_path``: a built-in name ("all-MiniLM-L6-v2") or a folder with ``config.json``,
     ``model.safetensors`` or ``pytorch_model.bin``, and ``tokenizer.json`` (plus the
@@ -91,6 +93,10 @@ def load_pretrained(name_or_path: str | Path = "all-MiniLM-L6-v2", *,
     unknown architecture, missing / unexpected weights or shapes that disagree with the config.
     """
     name, path = resolve(name_or_path)
+    from .marian import is_marian_folder, load_marian
+
+    if is_marian_folder(path):
+        return load_marian(path, dtype=dtype, fast=fast)
     folder = read_folder(path)
     state = read_state_dict(folder.weights)
     config = BertConfig.from_hf(folder.hf_config, with_pooler=has_pooler(state),

@@ -51,10 +51,9 @@ def read_state_dict(path: Path) -> dict[str, Tensor]:
 
             return load_file(str(path), device="cpu")
         state = torch.load(str(path), map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, ValueError, EOFError) as e:  # corrupt or truncated files
-        raise ValueError(f"{path}: cannot read weights: {e}") from None
-    except Exception as e:  # safetensors raises its own error type
-        raise ValueError(f"{path}: cannot read weights: {e}") from None
+    except Exception as e:  # corrupt or truncated files, pickled code (refused), safetensors' own error type
+        first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise ValueError(f"{path}: cannot read weights: {first}") from None
     if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
         raise ValueError(f"{path}: expected a flat dict of tensors")
     return state

@@ -12,6 +12,8 @@ A task module (``attnkit/tasks/<name>.py``) defines:
 - ``evaluation_data(meta, path, args) -> examples`` and ``task_for(model, meta, args) -> Task`` for ``evaluate``;
 - ``predict(model, meta, inputs, out_dir, args) -> list[str]``: lines to print (and PNGs written); ``args``
   holds ``data_dir`` / ``download`` for inputs that name dataset examples (``test:0``).
+- optionally ``score(model, meta, args, generate_kwargs) -> lines`` (``evaluate`` with the task's own metric,
+  e.g. BLEU) and ``finish(args, task, result) -> lines`` (after training, e.g. checkpoint averaging).
 
 Add one line to ``TASKS`` for a new task; ``attnkit train <name>`` then exists.
 """
@@ -26,6 +28,7 @@ TASKS = {
     "image": "attnkit.tasks.image",
     "speech": "attnkit.tasks.speech",
     "graph": "attnkit.tasks.graph",
+    "translate": "attnkit.tasks.translate",
 }
 
 

@@ -11,7 +11,9 @@ How a task plugs in: build a ``Task`` with
   covers padding, non-first subwords and unlabelled graph nodes. A third item, a scalar loss tensor,
   is added to the training loss (e.g. the graph task's self-supervised edge loss); evaluation ignores it;
 - ``meta``: a JSON-able dict (model config, vocabulary, label set) saved next to the weights;
-- ``lengths`` (optional): one size per train example; batches are then bucketed by length.
+- ``lengths`` (optional): one size per train example; batches are then bucketed by length, and with
+  ``TrainConfig.batch_tokens`` filled up to a token budget (padded size: examples x longest) instead
+  of a fixed number of examples.
 
 Then ``Trainer(task, TrainConfig(...)).fit(out_dir, resume=..., overwrite=...)``. ``fit`` reads as
 its steps: set up (seeds, optimiser, schedule; ``resume`` or start fresh), then per batch
@@ -53,13 +55,18 @@ __all__ = ["TrainConfig", "Task", "Trainer", "evaluate", "to_device", "steps_in"
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Optimisation settings. ``max_steps`` > 0 overrides ``epochs``; ``eval_every`` 0 = once per epoch."""
+    """Optimisation settings. ``max_steps`` > 0 overrides ``epochs``; ``eval_every`` 0 = once per epoch.
+    ``batch_tokens`` > 0 (tasks with ``lengths``): batches of up to that many padded tokens per process
+    instead of ``batch_size`` examples."""
 
     epochs: int = field(default=10, metadata={"help": "passes over the training data (unless max_steps > 0)"})
     max_steps: int = field(default=0, metadata={
         "help": "stop after this many optimiser steps, overriding epochs (0 = run the epochs)"})
     batch_size: int = field(default=32, metadata={
         "help": "training examples per step (per process under torchrun)"})
+    batch_tokens: int = field(default=0, metadata={
+        "help": "if > 0: batches of about this many tokens (examples of similar length together) instead of "
+                "batch_size examples"})
     lr: float = field(default=1e-3, metadata={"help": "peak learning rate of AdamW, reached after the warm-up"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW's decoupled weight decay (0 = none)"})
     schedule: str = field(default="linear", metadata={
@@ -94,7 +101,7 @@ class TrainConfig:
         for name in ("epochs", "batch_size", "eval_batch_size", "log_every"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
                 fail(name, "must be a positive integer")
-        for name in ("max_steps", "warmup_steps", "eval_every", "keep", "seed"):
+        for name in ("max_steps", "batch_tokens", "warmup_steps", "eval_every", "keep", "seed"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 fail(name, "must be an integer >= 0")
         if not self.lr > 0:
@@ -157,11 +164,16 @@ class Trainer:
         g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + epoch)
         perm = torch.randperm(len(self.task.train), generator=g).tolist()
         gb = cfg.batch_size * w
-        if self.task.lengths is not None:  # bucket: sort chunks of 50 batches by length
-            lens, chunk = self.task.lengths, gb * 50
+        lens = self.task.lengths
+        if lens is not None:  # bucket: sort chunks of about 50 batches by length
+            per_batch = max(1, cfg.batch_tokens * w // max(1, sum(lens) // len(lens))) if cfg.batch_tokens else gb
+            chunk = per_batch * 50
             perm = [i for s in range(0, len(perm), chunk)
                     for i in sorted(perm[s:s + chunk], key=lambda i: lens[i])]
-        groups = [perm[s:s + gb] for s in range(0, len(perm), gb)]
+        if lens is not None and cfg.batch_tokens:
+            groups = token_batches(perm, lens, cfg.batch_tokens * w, min_size=w)
+        else:
+            groups = [perm[s:s + gb] for s in range(0, len(perm), gb)]
         groups = [b for b in groups if len(b) >= w]
         order = torch.randperm(len(groups), generator=g).tolist()
         return [groups[i][r::w] for i in order]
@@ -383,6 +395,24 @@ class Trainer:
         line = "interrupt: finishing this step, saving a checkpoint (Ctrl-C again to abort)"
         self.progress.write(line) if self.progress is not None else print(line, flush=True)
         self._stop = True
+
+
+def token_batches(order: Sequence[int], lengths: Sequence[int], budget: int, min_size: int = 1) -> list[list[int]]:
+    """Cut ``order`` into consecutive batches whose padded size (examples x longest) stays within ``budget``
+    (a longer example alone still makes a batch), each holding at least ``min_size`` examples."""
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    longest = 0
+    for i in order:
+        grown = max(longest, lengths[i])
+        if cur and (len(cur) + 1) * grown > budget and len(cur) >= min_size:
+            groups.append(cur)
+            cur, grown = [], lengths[i]
+        cur.append(i)
+        longest = grown
+    if cur:
+        groups.append(cur)
+    return groups
 
 
 def steps_in(n_examples: int, batch_size: int) -> int:

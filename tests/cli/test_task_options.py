@@ -11,6 +11,7 @@ from attnkit.tasks.options import config_from_args
 from tests.cli.test_train_cli import _grammar_conllu
 from tests.data.test_fsdd import write_set
 from tests.data.test_planetoid import write_tiny
+from tests.tasks.corpus import write_corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -28,7 +29,10 @@ def data(tmp_path_factory):
     write_set(root / "fsdd" / "recordings", digits=(0, 1), indices=range(6))
     (root / "planetoid").mkdir()
     write_tiny(root / "planetoid")
-    return {"tagger": ["--train", str(conllu)], "classifier": ["--train", str(tsv)],
+    pairs = write_corpus(root / "mt", n_train=20, n_dev=4)
+    return {"translate": ["--train-src", str(pairs["train_src"]), "--train-tgt", str(pairs["train_tgt"]),
+                          "--vocab-size", "60"],
+            "tagger": ["--train", str(conllu)], "classifier": ["--train", str(tsv)],
             "image": ["--dataset", "digits"], "speech": ["--data-dir", str(root), "--n-mels", "16"],
             "graph": ["--data-dir", str(root)]}
 

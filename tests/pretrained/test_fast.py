@@ -26,9 +26,12 @@ def test_packed_linear_matches_linear(dtype, tol):
     with torch.no_grad():
         torch.testing.assert_close(PackedLinear(lin)(x), lin(x), atol=tol, rtol=tol)
         torch.testing.assert_close(PackedLinear(lin, "gelu")(x), nn.functional.gelu(lin(x)), atol=tol, rtol=tol)
+        for act, fn in (("relu", torch.relu), ("silu", nn.functional.silu),
+                        ("gelu_tanh", lambda y: nn.functional.gelu(y, approximate="tanh"))):
+            torch.testing.assert_close(PackedLinear(lin, act)(x), fn(lin(x)), atol=tol, rtol=tol)
     assert PackedLinear(lin).weight is not None
     with pytest.raises(ValueError, match="activation"):
-        PackedLinear(lin, "relu")
+        PackedLinear(lin, "tanh")
 
 
 def test_pack_linears_keeps_outputs():

@@ -213,4 +213,6 @@ def test_import_attnkit_stays_light():
     code = "import attnkit, sys; print('attnkit.pretrained' in sys.modules, 'tokenizers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
-    assert attnkit.load_pretrained is load_pretrained
+    from attnkit.load import load_pretrained as dispatcher  # runs, Marian folders, then BERT-family encoders
+
+    assert attnkit.load_pretrained is dispatcher

@@ -306,3 +306,28 @@ def test_best_json_naming_a_missing_checkpoint_is_an_error_not_a_substitute(tmp_
     with pytest.raises(CheckpointError, match="best.json names ckpt-00000009, which is missing.*--which latest"):
         load_meta(tmp_path, which="best")
     assert load_meta(tmp_path, which="latest")[0].name == "ckpt-00000036"
+
+
+def test_token_batches_respect_the_budget_and_cover_everything():
+    from attnkit.train.engine import token_batches
+
+    lengths = [3, 9, 4, 4, 20, 2, 7, 7, 1]
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups = token_batches(order, lengths, budget=16)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    for g in groups:
+        assert len(g) * max(lengths[i] for i in g) <= 16 or len(g) == 1  # an over-long example alone
+    assert [4] in groups  # length 20 > budget: a batch of its own
+    assert all(len(g) >= 2 for g in token_batches(order, lengths, budget=16, min_size=2)[:-1])  # (the tail may not)
+
+
+def test_batch_tokens_in_the_trainer():
+    t = toy_task()
+    t.lengths = [1 + (i % 5) for i in range(len(t.train))]
+    tr = Trainer(t, TrainConfig(batch_tokens=20, progress=False))
+    batches = tr.epoch_batches(0)
+    assert sorted(i for b in batches for i in b) == list(range(len(t.train)))
+    assert all(len(b) * max(t.lengths[i] for i in b) <= 20 for b in batches)
+    assert batches == Trainer(t, TrainConfig(batch_tokens=20, progress=False)).epoch_batches(0)  # seeded
+    with pytest.raises(ValueError, match="batch_tokens"):
+        TrainConfig(batch_tokens=-1)

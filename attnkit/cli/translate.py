@@ -1,0 +1,91 @@
+"""``attnkit translate RUN "Ein Mann fährt Fahrrad." [--beam 5] [--sample --top-p 0.9] [--file IN]
+[--attention DIR]``: translations, one line per text, and optionally the cross-attention as PNG and HTML."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from ..data.multi30k import read_lines
+from ..train.checkpoint import CheckpointError, load_meta
+from .decoding import add_decoding_args, generate_kwargs
+from .evaluate import open_checkpoint
+
+
+def open_translator(path: Path, which: str = "best"):
+    """(Translator, checkpoint folder) of a translation run, or (MarianTranslator, folder) of a Hugging Face
+    Marian folder; a clear error for another task's run."""
+    from ..pretrained.marian import is_marian_folder, load_marian
+
+    if is_marian_folder(path):
+        return load_marian(path), Path(path)
+    folder, meta = load_meta(path, which=which)
+    if meta.get("task") != "translate":
+        raise CheckpointError(f"checkpoint: {folder} is a {meta.get('task')!r} run, not a translation run "
+                              "(made by `attnkit train translate`)")
+    folder, meta, mod, model = open_checkpoint(path, which)
+    return model, folder
+
+
+def _print_warnings(caught) -> None:
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+
+
+def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path]:
+    """Per layer a PNG (source x target, every head and their mean) and one interactive page."""
+    from ..viz import attention_html
+    from ..viz.alignment import cross_attention_png
+
+    al = tr.attend(text, **kw)
+    paths = []
+    for layer in range(al.weights.shape[0]):
+        paths.append(cross_attention_png(al.weights[layer], al.source, al.target,
+                                         out_dir / f"cross_attention_{k}_layer{layer + 1}.png",
+                                         title=f"layer {layer + 1}: {al.translation}"))
+    paths.append(attention_html(al.weights, al.target, out_dir / f"cross_attention_{k}.html", keys=al.source,
+                                title=f"cross-attention: {text} -> {al.translation}"))
+    return paths
+
+
+def run(args) -> int:
+    if args.file is None and not args.texts:
+        raise ValueError("translate: give texts to translate or --file IN")
+    tr, folder = open_translator(args.checkpoint, args.which)
+    if args.attention is not None and not hasattr(tr, "attend"):
+        raise ValueError(f"translate: --attention is not available for Marian folders ({folder})")
+    kw = generate_kwargs(args)
+    texts = list(args.texts)
+    if args.file is not None:
+        texts += read_lines(args.file)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outputs = tr.translate(texts, **kw)
+        written = []
+        if args.attention is not None:
+            for k, text in enumerate(args.texts or texts[:1]):
+                if text.strip():
+                    written += write_attention(tr, text, k, args.attention, kw)
+    _print_warnings(caught)
+    for line in outputs:
+        print(line)
+    for p in written:
+        print(f"wrote {p}", file=sys.stderr)
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("translate", help="translate texts with a trained translation run")
+    p.add_argument("checkpoint", type=Path, help="a run folder of `attnkit train translate` (or a ckpt-* folder), "
+                   "or a Hugging Face Marian (opus-mt) folder")
+    p.add_argument("texts", nargs="*", help="texts to translate (one output line each)")
+    p.add_argument("--file", type=Path, default=None,
+                   help="translate every line of this file too, empty lines stay empty (default: none)")
+    p.add_argument("--attention", type=Path, default=None, metavar="DIR",
+                   help="write each layer's cross-attention as PNG and an interactive HTML page (default: none)")
+    p.add_argument("--which", choices=("best", "latest"), default="best",
+                   help="in a run folder: the checkpoint with the best dev score, or the last one saved")
+    add_decoding_args(p)
+    p.set_defaults(func=run)

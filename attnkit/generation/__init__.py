@@ -1,0 +1,13 @@
+"""Decoding for encoder-decoder models, model-agnostic: greedy, beam search, sampling, with a K/V cache.
+
+``generate(model, input_ids, attention_mask, **hf_style_arguments) -> GenerateOutput``. The model is
+reached only through ``protocol.EncoderDecoder`` (encode / decode_step / reorder_cache + token ids).
+"""
+
+from .generate import GenerateOutput, generate
+from .logits import constrain, warp
+from .protocol import EncoderDecoder, TokenIds, token_ids
+from .search import Hypotheses, beam_search, greedy_or_sample
+
+__all__ = ["generate", "GenerateOutput", "EncoderDecoder", "TokenIds", "token_ids", "Hypotheses",
+           "beam_search", "greedy_or_sample", "constrain", "warp"]

@@ -1,0 +1,269 @@
+"""An inference copy of a ``Seq2SeqModel`` for decoding: same protocol, same outputs to float rounding, fewer kernels.
+
+``FastSeq2Seq(model)`` answers ``encode`` / ``decode_step`` / ``reorder_cache`` like the model, so
+``attnkit.generation.generate`` runs it unchanged. What it does differently (ideas from CTranslate2's
+decoder, written here):
+
+- every linear layer is packed once for oneDNN (``PackedLinear``): the decoder's fused Q, K, V
+  projection, the feed-forward with its activation inside the first kernel, the residual added inside
+  the output projections' kernels, the output layer with ``final_logits_bias`` as its bias;
+- the self-attention keys and values go into preallocated time-major buffers (capacity, B, H, dh),
+  written in place at each step (no ``torch.cat`` per step; the capacity doubles when full); attention
+  reads the filled part as a strided (B, H, t, dh) view, and moving rows (beams) copies the filled part only;
+- the cross-attention keys and values are projected once, on the first step, and kept; when the rows
+  become beams (``reorder_cache`` with each row repeated K times) they are not copied K times: the K
+  beams of a sentence are K queries against its one set of keys (one attention call of Lq = K);
+- one decoding step is one token per row: a longer prefix is fed one token at a time.
+
+Attention still goes through ``attnkit.attention`` (for these shapes its native ``short`` kernel).
+The encoder is a packed copy too (``fuse_encoder_layers``). Weights are copied, never trained. With
+``output_attentions`` or ``use_cache=False`` the step runs on the reference model.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..functional.attention import attention
+from ..functional.masks import Mask, for_heads
+from ..models.seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
+from .fast import PackedLinear, fuse_encoder_layers, onednn_available
+
+__all__ = ["FastSeq2Seq", "StepCache"]
+
+
+@dataclass
+class StepCache:
+    """What ``FastSeq2Seq`` keeps between steps. Rows follow the batch (reordered by ``reorder_cache``)."""
+
+    keys: list[Tensor]  # per layer (capacity, B, H, dh), time-major; positions [0, length) are filled
+    values: list[Tensor]
+    length: int
+    cross_keys: list[Tensor]  # per layer (B / group, H, S, dh), projected once
+    cross_values: list[Tensor]
+    group: int = 1  # consecutive rows (the beams of a sentence) that share one row of cross_keys / values
+    mask: Mask | None = None  # the memory mask of the cross-attention rows, for heads
+    mask_source: Tensor | None = None  # the memory_mask tensor it came from (group 1)
+    spare: list[Tensor] | None = None  # the buffers of the cache this one was reordered from, reused next time
+
+
+class _Layer(nn.Module):
+    """The packed weights of one ``DecoderLayer``."""
+
+    def __init__(self, layer):
+        super().__init__()
+        d = layer.self_attn.d_model
+        self.qkv = PackedLinear(layer.self_attn.in_proj)  # (3d, d)
+        self.self_out = PackedLinear(layer.self_attn.out_proj)
+        w, b = layer.cross_attn.in_proj.weight.detach(), layer.cross_attn.in_proj.bias
+        self.cross_q = PackedLinear(_linear(w[:d], None if b is None else b[:d]))
+        self.cross_kv_weight, self.cross_kv_bias = w[d:], None if b is None else b[d:].detach()  # used once
+        self.cross_out = PackedLinear(layer.cross_attn.out_proj)
+        self.ff1 = PackedLinear(layer.ff.linear1, layer.ff.activation)
+        self.ff2 = PackedLinear(layer.ff.linear2)
+        self.norms = [layer.self_block.norm, layer.cross_block.norm, layer.ff_block.norm]
+
+
+_SHORT_MAX = 256  # keys: the short kernel's range in the automatic choice
+
+
+def _short_runs(dtype: torch.dtype, head_dim: int) -> bool:
+    """Whether the "short" backend's native kernel takes heads of ``head_dim`` in ``dtype`` here."""
+    try:
+        from ..functional.backends.short import kernel_runs
+    except ImportError:  # pragma: no cover - the backend moved: let the automatic choice pick
+        return False
+    return kernel_runs(dtype, head_dim, head_dim)
+
+
+def _select_rows(buf: Tensor, index: Tensor, n: int, into: Tensor | None = None) -> Tensor:
+    """A time-major buffer (capacity, B, H, dh) -> (capacity, B', H, dh) with rows ``index`` of its first n steps,
+    written into ``into`` when given (a buffer of that shape that is free to overwrite)."""
+    new = buf.new_empty((buf.shape[0], index.numel(), *buf.shape[2:])) if into is None else into
+    if n:
+        torch.index_select(buf[:n], 1, index, out=new[:n])
+    return new
+
+
+def _linear(weight: Tensor, bias: Tensor | None) -> nn.Linear:
+    lin = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        lin.weight.copy_(weight)
+        if bias is not None:
+            lin.bias.copy_(bias)
+    return lin
+
+
+class FastSeq2Seq(nn.Module):
+    """Inference copy of a ``Seq2SeqModel`` (see the module doc); ``model`` itself is left as it is."""
+
+    @staticmethod
+    def supports(model) -> bool:
+        """A ``Seq2SeqModel`` with packed attention, biases, no in-attention positions, an activation oneDNN
+        applies, and oneDNN's linear ops available."""
+        if not isinstance(model, Seq2SeqModel) or not onednn_available():
+            return False
+        tc = model.config.transformer
+        layer = model.decoder.layers[0]
+        return (tc.bias and tc.positional in ("sinusoidal", "learned", "none") and layer.self_attn.packed
+                and layer.cross_attn.packed and tc.activation in ("relu", "gelu", "gelu_tanh", "silu"))
+
+    def __init__(self, model: Seq2SeqModel):
+        super().__init__()
+        if not self.supports(model):
+            raise ValueError("FastSeq2Seq: needs a Seq2SeqModel with biases, packed attention, input positions "
+                             "(sinusoidal / learned / none), a ReLU / GELU / SiLU feed-forward, and oneDNN")
+        self.reference = model.eval()
+        self.config = model.config
+        tc = model.config.transformer
+        self.num_heads, self.head_dim, self.d_model = tc.num_heads, tc.head_dim, tc.d_model
+        self.norm_first = tc.norm_first
+        self.short = _short_runs(model.decoder.layers[0].ff.linear1.weight.dtype, tc.head_dim)
+        self.encoder = fuse_encoder_layers(copy.deepcopy(model.encoder)).eval()
+        self.src_embed = model.src_embed
+        self.embed_scale = model.embed_scale
+        self.target_table = (model.target_embedding.weight.detach() * model.embed_scale)  # scaled once
+        self.position = model.decoder.position
+        self.layers = [_Layer(layer) for layer in model.decoder.layers]
+        self.final_norm = model.decoder.norm
+        out_weight = model.target_embedding.weight if model.lm_head is None else model.lm_head.weight
+        bias = model.final_logits_bias
+        self.output = PackedLinear(_linear(out_weight.detach(), None if bias is None else bias.detach()))
+
+    # -- the protocol --------------------------------------------------------------------------
+    @torch.no_grad()
+    def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """input_ids (B, S), attention_mask (B, S) 1 = real token -> memory (B, S, d)."""
+        self.reference._check_ids(input_ids, "input_ids", self.config.src_vocab_size)
+        x = self.src_embed(input_ids) * self.embed_scale  # (B, S, d)
+        return self.encoder(x, memory_mask_from(attention_mask, input_ids.shape[1])).last_hidden_state
+
+    @torch.no_grad()
+    def decode_step(self, tokens: Tensor, memory: Tensor, memory_mask: Tensor | None = None,
+                    cache: StepCache | None = None, *, use_cache: bool = True,
+                    output_attentions: bool = False) -> StepOutput:
+        """tokens (B, t) -> logits (B, V) of the last position and the updated ``StepCache``."""
+        if output_attentions or not use_cache or isinstance(cache, list):
+            return self.reference.decode_step(tokens, memory, memory_mask, cache, use_cache=use_cache,
+                                              output_attentions=output_attentions)
+        self.reference._check_ids(tokens, "tokens", self.config.tgt_vocab_size)
+        if cache is None:
+            cache = self._new_cache(memory, tokens.shape[0])
+        if cache.group == 1 and cache.mask_source is not memory_mask:
+            cache.mask_source, cache.mask = memory_mask, for_heads(memory_mask_from(memory_mask, memory.shape[1]))
+        logits = None
+        for j in range(tokens.shape[1]):
+            logits = self._one(tokens[:, j], cache)
+        return StepOutput(logits, cache, None)
+
+    def reorder_cache(self, cache: StepCache, index: Tensor, *, cross: bool = True) -> StepCache:
+        """Row i of the new cache is row ``index[i]`` of the old (beam search moves, finished rows leave).
+
+        ``cache`` is spent: its buffers are overwritten by the next call (they are reused, not reallocated).
+        """
+        if isinstance(cache, list):
+            return self.reference.reorder_cache(cache, index, cross=cross)
+        n, layers = cache.length, len(cache.keys)
+        old = cache.keys + cache.values
+        shape = (old[0].shape[0], index.numel(), *old[0].shape[2:])
+        spare = cache.spare if cache.spare and cache.spare[0].shape == shape else [None] * len(old)
+        new = [_select_rows(b, index, n, into) for b, into in zip(old, spare)]
+        # the old buffers become the spare set of the next move (no fresh allocation per beam-search step):
+        # a cache must not be used after it was passed here
+        out = StepCache(new[:layers], new[layers:], n, cache.cross_keys, cache.cross_values, cache.group, cache.mask,
+                        cache.mask_source, spare=old)
+        if not cross:  # rows stay within their sentence: the cross-attention rows stay as they are
+            return out
+        g, rows = cache.group, cache.cross_keys[0].shape[0] * cache.group
+        k = index.numel() // rows
+        if g == 1 and k > 1 and index.numel() == k * rows and torch.equal(
+                index, torch.arange(rows, device=index.device).repeat_interleave(k)):
+            out.group = k  # each row became k beams: they share its cross-attention row
+            return out
+        if g > 1 and index.numel() % g == 0:
+            first = index.view(-1, g)[:, 0]
+            if bool((first % g == 0).all()) and torch.equal(index.view(-1, g),
+                                                            first[:, None] + torch.arange(g, device=index.device)):
+                sel = first // g  # whole sentences leave or stay: select their cross-attention rows
+                out.cross_keys = [c.index_select(0, sel) for c in cache.cross_keys]
+                out.cross_values = [c.index_select(0, sel) for c in cache.cross_values]
+                if cache.mask_source is not None:
+                    out.mask_source = cache.mask_source.index_select(0, sel)
+                    out.mask = for_heads(memory_mask_from(out.mask_source, out.mask_source.shape[1]))
+                return out
+        cross_index = index // g  # any other move: one cross-attention row per row again
+        out.cross_keys = [c.index_select(0, cross_index) for c in cache.cross_keys]
+        out.cross_values = [c.index_select(0, cross_index) for c in cache.cross_values]
+        out.group, out.mask, out.mask_source = 1, None, None  # the mask is read again from memory_mask
+        return out
+
+    # -- internals -----------------------------------------------------------------------------
+    def _new_cache(self, memory: Tensor, b: int, capacity: int = 32) -> StepCache:
+        s, h, dh = memory.shape[1], self.num_heads, self.head_dim
+        flat = memory.reshape(b * s, self.d_model)  # (B, S, d) -> (B*S, d)
+        ck, cv = [], []
+        for layer in self.layers:
+            kv = F.linear(flat, layer.cross_kv_weight, layer.cross_kv_bias)  # (B*S, 2d)
+            kv = kv.view(b, s, 2, h, dh).permute(2, 0, 3, 1, 4)  # -> (2, B, H, S, dh)
+            ck.append(kv[0])
+            cv.append(kv[1])
+        buf = dict(device=memory.device, dtype=memory.dtype)
+        keys = [torch.empty((capacity, b, h, dh), **buf) for _ in self.layers]
+        values = [torch.empty((capacity, b, h, dh), **buf) for _ in self.layers]
+        return StepCache(keys, values, 0, ck, cv)
+
+    def _grow(self, cache: StepCache) -> None:
+        cap = cache.keys[0].shape[0]
+        for buffers in (cache.keys, cache.values):
+            for i, t in enumerate(buffers):
+                new = t.new_empty((2 * cap, *t.shape[1:]))
+                new[:cap] = t
+                buffers[i] = new
+
+    def _one(self, token: Tensor, cache: StepCache) -> Tensor:
+        """One position for every row: token (B,) -> logits (B, V); appends to the cache."""
+        b, h, dh = token.shape[0], self.num_heads, self.head_dim
+        t = cache.length
+        if t == cache.keys[0].shape[0]:
+            self._grow(cache)
+        x = F.embedding(token, self.target_table)  # (B, d), already times sqrt(d)
+        if self.position is not None:
+            x = self.position(x[:, None], t)[:, 0]  # + P[t]
+        for i, layer in enumerate(self.layers):
+            x = self._layer(layer, x, cache.keys[i], cache.values[i], cache.cross_keys[i], cache.cross_values[i],
+                            cache.mask, cache.group, t, b, h, dh)
+        cache.length = t + 1
+        x = self.final_norm(x)
+        return self.output(x)  # (B, V), final_logits_bias included
+
+    def _layer(self, layer: _Layer, x: Tensor, keys: Tensor, values: Tensor, ck: Tensor, cv: Tensor,
+               mask: Mask | None, group: int, t: int, b: int, h: int, dh: int) -> Tensor:
+        """x (B, d) -> (B, d): masked self-attention over the cache, cross-attention, feed-forward."""
+        n1, n2, n3 = layer.norms
+        pre = self.norm_first
+        qkv = layer.qkv(n1(x) if pre else x).view(b, 3, h, dh)  # (B, 3d) -> (B, 3, H, dh)
+        keys[t] = qkv[:, 1]
+        values[t] = qkv[:, 2]
+        k, v = keys[: t + 1].permute(1, 2, 0, 3), values[: t + 1].permute(1, 2, 0, 3)  # (B, H, t+1, dh) views
+        o = attention(qkv[:, 0, :, None], k, v, backend=self._backend(t + 1))  # (B, H, 1, dh)
+        x = self._residual(layer.self_out, o.reshape(b, h * dh), x, n1)
+        q = layer.cross_q(n2(x) if pre else x)  # (B, d)
+        q = q.view(b // group, group, h, dh).transpose(1, 2)  # -> (B / g, H, g, dh): a sentence's beams
+        o = attention(q, ck, cv, mask, backend=self._backend(ck.shape[2]))  # (B / g, H, g, dh)
+        x = self._residual(layer.cross_out, o.transpose(1, 2).reshape(b, h * dh), x, n2)
+        f = layer.ff1(n3(x) if pre else x)  # (B, d_ff), activation inside the kernel
+        return self._residual(layer.ff2, f, x, n3)
+
+    def _backend(self, keys: int) -> str | None:
+        """"short" (attnkit's native kernel for short rows, named to skip the automatic choice) where it runs."""
+        return "short" if self.short and keys <= _SHORT_MAX else None
+
+    def _residual(self, linear: PackedLinear, y: Tensor, x: Tensor, norm: nn.Module) -> Tensor:
+        """Post-LN: norm(x + linear(y)); pre-LN: x + linear(y). The sum happens inside the linear kernel."""
+        s = linear.add(y, x)
+        return s if self.norm_first else norm(s)

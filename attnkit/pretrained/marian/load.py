@@ -1,0 +1,168 @@
+"""``load_marian(folder)``: a Hugging Face Marian (opus-mt) folder -> ``MarianTranslator`` on attnkit's seq2seq model.
+
+The folder holds ``config.json`` (model_type "marian"), ``model.safetensors`` or ``pytorch_model.bin``
+(read with ``torch.load(weights_only=True)``: no pickle code runs) and a tokenizer (``tokenizer.json``,
+or ``source.spm`` / ``target.spm`` + ``vocab.json``). Everything is checked before a model is built:
+a missing file, an architecture attnkit does not run and weights whose names or shapes do not fit
+``config.json`` each raise one error naming the file.
+
+Embedding tables that are equal are shared (one table), as are the output projection and the target
+table. Stored sinusoidal position tables are checked against the formula; the one difference allowed
+is in row 0 of the decoder's table (``attnkit export --format marian`` moves the start token's
+embedding there, because CTranslate2 starts Marian decoders from a zero vector): it is moved back
+into the start token's row of a target table of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ...functional.positional import sinusoidal_table
+from ...models.seq2seq import Seq2SeqConfig, Seq2SeqModel
+from ..folder import read_config, read_json, weights_file
+from ..weights import read_state_dict
+from .layout import expected_shapes, hf_to_attnkit, marian_config
+from .tokenizer import read_tokenizer
+from .translator import MarianTranslator, generation_defaults
+
+__all__ = ["load_marian", "is_marian_folder", "marian_model"]
+
+_POSITIONS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+
+
+def is_marian_folder(path: Path) -> bool:
+    """True when ``path/config.json`` says model_type "marian"."""
+    cfg = Path(path) / "config.json"
+    if not cfg.is_file():
+        return False
+    try:
+        return read_json(cfg).get("model_type") == "marian"
+    except (ValueError, AttributeError):
+        return False
+
+
+def _same(a: Tensor, b: Tensor) -> bool:
+    return a is b or (a.shape == b.shape and torch.equal(a, b))
+
+
+def _tables(state: dict[str, Tensor], hf: dict, source: str) -> tuple[Tensor, Tensor, Tensor]:
+    """(encoder table, decoder table, output projection) as Hugging Face ties them."""
+    share = hf.get("share_encoder_decoder_embeddings", True)
+    tie = hf.get("tie_word_embeddings", True)
+    shared = state.get("model.shared.weight")
+    if share and tie and shared is not None:
+        enc = dec = shared
+    else:
+        enc = state.get("model.encoder.embed_tokens.weight", shared if share else None)
+        dec = state.get("model.decoder.embed_tokens.weight", shared if share else None)
+    out = dec if tie else state.get("lm_head.weight")
+    missing = [n for n, t in (("model.encoder.embed_tokens.weight", enc), ("model.decoder.embed_tokens.weight", dec),
+                              ("lm_head.weight", out)) if t is None]
+    if missing:
+        raise ValueError(f"{source}: missing weights {missing}")
+    return enc, dec, out
+
+
+def _check(state: dict[str, Tensor], config: Seq2SeqConfig, tables: tuple[Tensor, ...], bias: Tensor | None,
+           source: str) -> None:
+    d = config.transformer.d_model
+    want = expected_shapes(config)
+    known = set(want) | {"model.shared.weight", "model.encoder.embed_tokens.weight",
+                         "model.decoder.embed_tokens.weight", "lm_head.weight", "final_logits_bias", *_POSITIONS}
+    problems = []
+    missing = sorted(set(want) - set(state))
+    unexpected = sorted(set(state) - known)
+    if missing:
+        problems.append(f"missing weights {missing[:8]}{' ...' if len(missing) > 8 else ''}")
+    if unexpected:
+        problems.append(f"unexpected weights {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
+    bad = [f"{k}: checkpoint {tuple(state[k].shape)}, config {want[k]}" for k in sorted(set(want) & set(state))
+           if tuple(state[k].shape) != want[k]]
+    sizes = (config.src_vocab_size, config.tgt_vocab_size, config.tgt_vocab_size)
+    for name, t, v in zip(("encoder embedding", "decoder embedding", "output projection"), tables, sizes):
+        if tuple(t.shape) != (v, d):
+            bad.append(f"{name}: checkpoint {tuple(t.shape)}, config {(v, d)}")
+    if bias is not None and bias.numel() != config.tgt_vocab_size:
+        bad.append(f"final_logits_bias: checkpoint {tuple(bias.shape)}, config (1, {config.tgt_vocab_size})")
+    for key in _POSITIONS:
+        if key in state and tuple(state[key].shape) != (config.max_positions, d):
+            bad.append(f"{key}: checkpoint {tuple(state[key].shape)}, config {(config.max_positions, d)}")
+    if bad:
+        problems.append("shapes that do not fit config.json: " + "; ".join(bad[:8]))
+    if problems:
+        raise ValueError(f"{source}: " + "; ".join(problems))
+    not_float = sorted(k for k, t in state.items() if not t.dtype.is_floating_point)
+    if not_float:
+        raise ValueError(f"{source}: weights must be floating point, got {not_float[:4]}")
+
+
+def _start_shift(state: dict[str, Tensor], config: Seq2SeqConfig, source: str) -> Tensor | None:
+    """The decoder position table's row-0 offset from the formula (None if there is none); errors for others."""
+    d, n = config.transformer.d_model, config.max_positions
+    ref = sinusoidal_table(n, d, layout="halves")
+    shift = None
+    for key in _POSITIONS:
+        if key not in state:
+            continue
+        diff = state[key].float() - ref
+        rows = (diff.abs() > 1e-4).any(dim=1).nonzero().flatten().tolist()
+        allowed = [0] if key.startswith("model.decoder") else []
+        if [r for r in rows if r not in allowed]:
+            raise ValueError(f"{source}: {key} is not the sinusoidal table (rows {rows[:5]} differ); attnkit runs "
+                             "Marian's fixed positions only")
+        if rows:
+            shift = diff[0]
+    return shift
+
+
+def marian_model(folder: Path, hf: dict, *, dtype: torch.dtype = torch.float32) -> Seq2SeqModel:
+    """The Marian checkpoint of ``folder`` (config already read) as an eval-mode ``Seq2SeqModel``."""
+    weights = weights_file(folder)
+    source = str(weights)
+    state = read_state_dict(weights)
+    enc, dec, out = _tables(state, hf, source)
+    shared, tied = _same(enc, dec), _same(dec, out)
+    cfg_source = str(folder / "config.json")
+    config = marian_config(hf, source=cfg_source, share_embeddings=shared, tie_output=tied)
+    bias = state.get("final_logits_bias")
+    _check(state, config, (enc, dec, out), bias, source)
+    shift = _start_shift(state, config, source)
+    if shift is not None:  # the start token's input vector has its own row: untie the target table
+        scale = config.transformer.d_model ** 0.5 if config.scale_embedding else 1.0
+        dec = dec.clone()
+        dec[config.start_token_id] += (shift / scale).to(dec.dtype)
+        config = config.replace(share_embeddings=False, tie_output=False)
+    ours = hf_to_attnkit(state, config)
+    ours["src_embed.weight"] = enc
+    if not config.share_embeddings:
+        ours["tgt_embed.weight"] = dec
+    if not config.tie_output:
+        ours["lm_head.weight"] = out
+    ours["final_logits_bias"] = (torch.zeros(config.tgt_vocab_size) if bias is None else bias.reshape(-1))
+    model = Seq2SeqModel(config, dtype=dtype)
+    model.load_state_dict({k: v.to(dtype) for k, v in ours.items()}, strict=True)
+    return model.eval()
+
+
+def load_marian(path: str | Path, *, dtype: torch.dtype = torch.float32, fast: bool = True) -> MarianTranslator:
+    """A Marian folder -> ``MarianTranslator`` (``translate(texts, **generate_kwargs)``); see the module doc.
+
+    ``dtype``: the weights' dtype (``torch.bfloat16`` halves the bytes read per token). ``fast``:
+    decode with the inference copy of the model (``attnkit.pretrained.fast_seq2seq``), same outputs.
+    """
+    folder, hf = read_config(path)
+    marian_config(hf, source=str(folder / "config.json"), share_embeddings=False, tie_output=False)  # fail early
+    tokenizer = read_tokenizer(folder)
+    model = marian_model(folder, hf, dtype=dtype)
+    if tokenizer.vocab_size > model.config.src_vocab_size:
+        raise ValueError(f"{tokenizer.source}: the tokenizer has {tokenizer.vocab_size} ids but config.json's "
+                         f"vocab_size is {model.config.src_vocab_size}")
+    if tokenizer.eos_token_id != model.config.eos_token_id or tokenizer.pad_token_id != model.config.pad_token_id:
+        raise ValueError(f"{tokenizer.source}: </s> and <pad> have ids {tokenizer.eos_token_id} and "
+                         f"{tokenizer.pad_token_id}, config.json says eos_token_id {model.config.eos_token_id} and "
+                         f"pad_token_id {model.config.pad_token_id}")
+    return MarianTranslator(model, tokenizer, generation_defaults(folder, hf), name=folder.name, fast=fast)
+

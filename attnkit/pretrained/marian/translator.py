@@ -1,0 +1,94 @@
+"""``MarianTranslator``: a loaded Marian folder as a Python object.
+
+    tr = attnkit.load_pretrained("opus-mt-de-en")            # a folder on disk
+    tr.translate(["Ein Mann fährt Fahrrad."])                  # the folder's defaults (e.g. num_beams=4)
+    tr.translate(texts, num_beams=1, max_new_tokens=64)        # any ``attnkit.generation.generate`` argument
+
+Defaults come from the folder's ``generation_config.json`` (else ``config.json``), as Hugging Face's
+``generate`` reads them: ``num_beams``, ``max_length`` (start token included, so ``max_new_tokens`` is
+one less) and single-token ``bad_words_ids`` (never generated). Texts are sorted by length and decoded
+in batches; the output keeps the input's order. A text longer than the model's positions is cut, with
+a ``TranslationWarning``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from torch import Tensor
+
+from ...generation import GenerateOutput, generate
+from ...generation.texts import TranslationWarning, pad_batch, translate_texts
+from ..folder import read_json
+from .tokenizer import MarianTokenizer
+
+__all__ = ["MarianTranslator", "TranslationWarning", "generation_defaults"]
+
+
+def generation_defaults(folder: Path, hf: dict) -> dict:
+    """``generate`` keyword defaults from ``generation_config.json`` or ``config.json``."""
+    gen_file = Path(folder) / "generation_config.json"
+    gen = read_json(gen_file) if gen_file.is_file() else hf
+    if not isinstance(gen, dict):
+        raise ValueError(f"{gen_file}: expected a JSON object")
+    out = {}
+    if isinstance(gen.get("num_beams"), int) and gen["num_beams"] >= 1:
+        out["num_beams"] = gen["num_beams"]
+    if isinstance(gen.get("max_length"), int) and gen["max_length"] >= 2:
+        out["max_new_tokens"] = gen["max_length"] - 1
+    bad = gen.get("bad_words_ids") or []
+    single = [b[0] for b in bad if isinstance(b, list) and len(b) == 1 and isinstance(b[0], int)]
+    if single:
+        out["suppress_tokens"] = single
+    return out
+
+
+class MarianTranslator:
+    """A ``Seq2SeqModel`` + its ``MarianTokenizer`` + generation defaults. ``translate`` / ``generate``."""
+
+    def __init__(self, model, tokenizer: MarianTokenizer, defaults: dict | None = None, *, name: str = "marian",
+                 batch_size: int = 32, fast: bool = True):
+        self.model, self.tokenizer, self.name = model.eval(), tokenizer, name
+        self.config = model.config
+        self.defaults = dict(defaults or {})
+        self.batch_size = batch_size
+        self.decoder = model
+        if fast:
+            from ..fast_seq2seq import FastSeq2Seq
+
+            if FastSeq2Seq.supports(model):
+                self.decoder = FastSeq2Seq(model)
+
+    def source_ids(self, text: str, where: str = "input") -> list[int]:
+        ids = self.tokenizer.encode(text)
+        limit = self.config.max_positions
+        if len(ids) > limit:
+            warnings.warn(f"{where}: {len(ids)} tokens, more than the model's {limit} positions; translating the "
+                          f"first {limit - 1}", TranslationWarning, stacklevel=3)
+            ids = ids[: limit - 1] + [self.tokenizer.eos_token_id]
+        return ids
+
+    def batch(self, rows: list[list[int]]) -> tuple[Tensor, Tensor]:
+        """Right-padded input_ids (B, S) and attention_mask (B, S)."""
+        return pad_batch(rows, self.config.pad_token_id)
+
+    def generate(self, input_ids: Tensor, attention_mask: Tensor | None = None, **kwargs) -> GenerateOutput:
+        """``attnkit.generation.generate`` with the folder's defaults under ``kwargs``."""
+        kw = {**self.defaults, **kwargs}
+        kw.setdefault("max_new_tokens", self.config.max_positions - 1)
+        return generate(self.decoder, input_ids, attention_mask, **kw)
+
+    def decode(self, sequence) -> str:
+        return self.tokenizer.decode(sequence.tolist() if isinstance(sequence, Tensor) else sequence)
+
+    def translate(self, texts: list[str] | str, *, batch_size: int | None = None, **generate_kwargs) -> list[str]:
+        """Translate ``texts`` (a list, or one string) -> list of texts in the same order."""
+        return translate_texts(texts, source_ids=self.source_ids, decode=lambda seq: self.decode(seq[1:]),
+                               generate=lambda ids, mask: self.generate(ids, mask, **generate_kwargs),
+                               pad_id=self.config.pad_token_id, batch_size=batch_size or self.batch_size)
+
+    def __repr__(self) -> str:
+        tc = self.config.transformer
+        return (f"MarianTranslator({self.name!r}: {tc.num_encoder_layers}+{tc.num_decoder_layers} layers, "
+                f"d_model {tc.d_model}, vocab {self.config.src_vocab_size})")

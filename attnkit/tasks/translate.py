@@ -1,0 +1,220 @@
+"""Translation on Multi30k (or any parallel text files): a Transformer encoder-decoder from scratch.
+
+``attnkit train translate --out runs/de-en`` learns a joint BPE vocabulary on the training split (saved
+as ``bpe.json`` in the run folder), trains ``models.seq2seq.Seq2SeqModel`` with label smoothing and
+batches of a token budget, optionally averages the last checkpoints, then reports sacreBLEU and chrF
+on the validation set. ``attnkit translate RUN "..."`` and ``attnkit evaluate RUN --data test`` use
+``Translator`` (``translator.py``), which ``attnkit.load_pretrained(RUN)`` returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+
+import torch
+
+from ..data.bpe import BOS_ID, EOS_ID, PAD_ID, Subwords, learn_bpe
+from ..data.multi30k import LANGS, SPLITS, Corpus, multi30k, read_parallel, split_name
+from ..models.seq2seq import Seq2SeqConfig, Seq2SeqModel
+from ..nn import TransformerConfig
+from ..train import IGNORE, Task
+from ..train.checkpoint import CheckpointError, load_weights
+from .options import add_data_args
+from .translator import Translator, bleu_report
+
+NAME = "translate"
+HELP = "translation (encoder-decoder from scratch) on Multi30k or parallel text files: De->En by default"
+ENCODER_DEFAULTS = dict(d_model=256, num_heads=4, d_ff=1024, num_encoder_layers=3, num_decoder_layers=3,
+                        dropout=0.25, attention_dropout=0.0, norm_first=True, positional="sinusoidal")
+TRAIN_DEFAULTS = dict(epochs=30, max_minutes=60.0, batch_size=128, batch_tokens=3000, lr=1e-3, warmup_steps=400,
+                      schedule="inverse_sqrt", weight_decay=0.0, label_smoothing=0.1, eval_every=150,
+                      eval_batch_size=128, keep=5, bf16=False, log_every=50)
+ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout", "activation",
+                  "norm_first", "positional")
+ENCODER_NOTE = "the encoder-decoder; --num-decoder-layers sets the decoder's depth"
+EVALUATION_DATA = ("translate: a Multi30k split (test, val, train) or a source file with --ref (default: test); "
+                   "sacreBLEU and chrF")
+BPE_FILE = "bpe.json"
+LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns load(...): a Translator
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--src", choices=LANGS, default="de", help="source language (Multi30k)")
+    p.add_argument("--tgt", choices=LANGS, default="en", help="target language (Multi30k)")
+    p.add_argument("--train-src", type=Path, default=None, metavar="FILE",
+                   help="source side of your own training pairs, one sentence a line (default: Multi30k train)")
+    p.add_argument("--train-tgt", type=Path, default=None, metavar="FILE",
+                   help="target side of --train-src, the same number of lines (default: Multi30k train)")
+    p.add_argument("--dev-src", type=Path, default=None, metavar="FILE",
+                   help="source side of your own dev pairs (default: Multi30k val, or none with --train-src)")
+    p.add_argument("--dev-tgt", type=Path, default=None, metavar="FILE",
+                   help="target side of --dev-src (default: Multi30k val, or none with --train-src)")
+    add_data_args(p, "multi30k/", "fetch Multi30k from GitHub into the cache if it is missing")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="use only the first N pairs of each file (default: all)")
+    p.add_argument("--vocab-size", type=int, default=8000, help="joint BPE vocabulary size")
+    p.add_argument("--share-embeddings", action=argparse.BooleanOptionalAction, default=True,
+                   help="one embedding table for source, target and output (joint vocabulary)")
+    p.add_argument("--num-decoder-layers", type=int, default=ENCODER_DEFAULTS["num_decoder_layers"],
+                   help="decoder layers")
+    p.add_argument("--max-length", type=int, default=128, help="longest source / target in subwords (longer: cut)")
+    p.add_argument("--average", type=int, default=4, metavar="N",
+                   help="average the last N checkpoints at the end (0: off); kept as the run's best")
+    p.add_argument("--final-beam", type=int, default=0, metavar="K",
+                   help="after training, score the validation set with this beam (0: greedy)")
+
+
+def _corpora(args) -> tuple[Corpus, Corpus | None]:
+    own = [args.train_src, args.train_tgt]
+    if any(own) and not all(own):
+        raise ValueError("train translate: give both --train-src and --train-tgt")
+    if all(own):
+        train = read_parallel(args.train_src, args.train_tgt, limit=args.limit)
+        dev = read_parallel(args.dev_src, args.dev_tgt, limit=args.limit) if args.dev_src and args.dev_tgt else None
+    else:
+        train = multi30k("train", args.src, args.tgt, args.data_dir, download=args.download, limit=args.limit)
+        dev = multi30k("val", args.src, args.tgt, args.data_dir, download=args.download, limit=args.limit)
+    for name, c in (("train", train), ("dev", dev)):
+        if c is not None and c.skipped:
+            print(f"warning: {name}: skipped {c.skipped} pairs with an empty side (lines "
+                  f"{', '.join(map(str, c.empty_lines[:5]))}{' ...' if c.skipped > 5 else ''})", file=sys.stderr)
+    return train, dev
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def encode_pair(subwords: Subwords, src: str, tgt: str, max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(source ids + EOS, BOS + target ids + EOS), each cut to ``max_length`` subwords first."""
+    s = subwords.encode(src)[: max_length - 1] + [EOS_ID]
+    t = [BOS_ID] + subwords.encode(tgt)[: max_length - 1] + [EOS_ID]
+    return torch.tensor(s), torch.tensor(t)
+
+
+def collate(examples):
+    """[(src (S_i,), tgt (T_i,))] -> src (B, S), src mask (B, S), decoder input (B, T-1), labels (B, T-1)."""
+    b = len(examples)
+    s_max = max(len(e[0]) for e in examples)
+    t_max = max(len(e[1]) for e in examples)
+    src = torch.full((b, s_max), PAD_ID, dtype=torch.long)
+    tgt = torch.full((b, t_max), PAD_ID, dtype=torch.long)
+    for i, (s, t) in enumerate(examples):
+        src[i, :len(s)], tgt[i, :len(t)] = s, t
+    labels = tgt[:, 1:].masked_fill(tgt[:, 1:] == PAD_ID, IGNORE)
+    return src, (src != PAD_ID).long(), tgt[:, :-1], labels
+
+
+def forward(model, batch):
+    src, mask, dec_in, labels = batch
+    keep = labels != IGNORE
+    return model(src, mask, dec_in, positions=keep), labels[keep]  # (N, V), (N,): padding never reaches the output
+
+
+def model_config(meta: dict) -> Seq2SeqConfig:
+    return Seq2SeqConfig.from_dict(meta["model"])
+
+
+def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -> Task:
+    if args.src == args.tgt and not args.train_src:
+        raise ValueError(f"train translate: --src and --tgt are both {args.src!r}")
+    if args.max_length < 4:
+        raise ValueError(f"train translate: --max-length must be >= 4, got {args.max_length}")
+    train, dev = _corpora(args)
+    out = Path(args.out)
+    bpe_path = out / BPE_FILE
+    if getattr(args, "resume", False) and bpe_path.exists():
+        subwords = Subwords.load(bpe_path)  # the vocabulary the checkpoints were trained with
+    else:
+        subwords = learn_bpe(train.src + train.tgt, args.vocab_size)  # the training split only
+        subwords.save(bpe_path)
+    stack = encoder.replace(num_decoder_layers=args.num_decoder_layers, max_len=max(encoder.max_len, args.max_length))
+    cfg = Seq2SeqConfig(src_vocab_size=subwords.size, tgt_vocab_size=subwords.size, transformer=stack,
+                        pad_token_id=PAD_ID, bos_token_id=BOS_ID, eos_token_id=EOS_ID,
+                        share_embeddings=args.share_embeddings, tie_output=True, max_positions=args.max_length)
+    torch.manual_seed(seed)
+    model = Seq2SeqModel(cfg)
+    meta = {"model": cfg.to_dict(), "src_lang": args.src if not args.train_src else str(args.train_src),
+            "tgt_lang": args.tgt if not args.train_tgt else str(args.train_tgt), "subwords": BPE_FILE,
+            "subwords_sha256": _sha256(bpe_path), "max_length": args.max_length,
+            "average": args.average, "final_beam": args.final_beam}
+    train_x = [encode_pair(subwords, s, t, args.max_length) for s, t in zip(train.src, train.tgt)]
+    dev_x = [encode_pair(subwords, s, t, args.max_length) for s, t in zip(dev.src, dev.tgt)] if dev else None
+    return Task(NAME, model, train_x, collate, forward, dev=dev_x, meta=meta,
+                lengths=[max(len(s), len(t)) for s, t in train_x])
+
+
+def load(folder: Path, meta: dict) -> Translator:
+    """The run as a ``Translator`` (model in eval mode + its BPE vocabulary)."""
+    model = Seq2SeqModel(model_config(meta))
+    load_weights(folder, model)
+    return Translator(model, subwords_for(folder, meta), meta)
+
+
+def subwords_for(folder: Path, meta: dict) -> Subwords:
+    """The run's BPE vocabulary: ``bpe.json`` next to the checkpoint folders, checked against the meta."""
+    folder = Path(folder)
+    for cand in (folder / meta["subwords"], folder.parent / meta["subwords"]):
+        if cand.exists():
+            if meta.get("subwords_sha256") and _sha256(cand) != meta["subwords_sha256"]:
+                raise CheckpointError(f"checkpoint: {cand} is not the vocabulary {folder} was trained with "
+                                      "(sha256 differs)")
+            return Subwords.load(cand)
+    raise CheckpointError(f"checkpoint: {folder} needs its subword vocabulary {meta['subwords']} in "
+                          f"{folder.parent}, which is missing")
+
+
+def task_for(model, meta: dict, args=None) -> Task:
+    return Task(NAME, model.model, [None], collate, forward, meta=meta)
+
+
+def evaluation_data(meta: dict, path, args=None):
+    raise ValueError("evaluate: translation runs are scored with BLEU (attnkit evaluate RUN --data test)")
+
+
+def score(translator: Translator, meta: dict, args, generate_kwargs: dict) -> list[str]:
+    """``attnkit evaluate RUN --data test``: sacreBLEU and chrF on a Multi30k split or ``--data SRC --ref TGT``."""
+    data = args.data or "test"
+    if args.ref is not None:
+        corpus = read_parallel(data, args.ref)
+        name = str(data)
+    else:
+        if meta["src_lang"] not in LANGS or meta["tgt_lang"] not in LANGS:
+            raise ValueError("evaluate: this run was trained on your own files; give --data SOURCE --ref REFERENCE")
+        try:
+            split = split_name(data)
+        except ValueError:
+            raise ValueError(f"evaluate: --data must be a Multi30k split ({', '.join(SPLITS)}, or test / val) or a "
+                             f"source file with --ref; got {data!r}") from None
+        corpus = multi30k(split, meta["src_lang"], meta["tgt_lang"])
+        name = f"multi30k {split} {meta['src_lang']}->{meta['tgt_lang']}"
+    if corpus.skipped:
+        print(f"warning: {corpus.source}: skipped {corpus.skipped} pairs with an empty side", file=sys.stderr)
+    return bleu_report(translator, corpus.src, corpus.tgt, name=name, **generate_kwargs)
+
+
+def predict(translator: Translator, meta: dict, inputs: list[str], out_dir: Path | None, args=None) -> list[str]:
+    return translator.translate(inputs)
+
+
+def finish(args, task: Task, result: dict) -> list[str]:
+    """After training: average the last checkpoints (``--average``), then BLEU on the dev texts."""
+    from ..train.average import average_checkpoints
+    from ..train.checkpoint import load_meta
+
+    out, lines = Path(args.out), []
+    if result.get("interrupted"):
+        return lines
+    n = task.meta.get("average", 0)
+    if n > 1:
+        folder, used = average_checkpoints(out, n)
+        lines.append(f"averaged {len(used)} checkpoints ({used[0].name} .. {used[-1].name}) into {folder}")
+    _, dev = _corpora(args)
+    if dev is not None:
+        folder, meta = load_meta(out, which="best")
+        beam = task.meta.get("final_beam", 0) or 1
+        lines += bleu_report(load(folder, meta), dev.src, dev.tgt, num_beams=beam, name=f"dev ({folder.name})")
+    return lines

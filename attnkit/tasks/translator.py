@@ -1,0 +1,133 @@
+"""``Translator``: a trained translation run as a Python object (what ``attnkit.load_pretrained(RUN)`` returns).
+
+    tr = attnkit.load_pretrained("runs/de-en")
+    tr.translate(["Ein Mann fährt Fahrrad."])                 # ['A man is riding a bike.']
+    tr.translate(texts, num_beams=5)                           # any ``attnkit.generation.generate`` argument
+    al = tr.attend("Ein Mann fährt Fahrrad.")                  # cross-attention of the chosen translation
+
+Texts are split into subwords with the run's BPE vocabulary, sorted by length and decoded in batches;
+the output is detokenised text in the input's order. An empty text translates to an empty text;
+a text longer than the model's limit is cut (``TranslationWarning``); characters the vocabulary has
+never seen become ``<unk>`` (``TranslationWarning``). PAD, BOS and ``<unk>`` are never generated.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from ..data.bpe import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Subwords
+from ..generation import GenerateOutput, generate
+from ..generation.texts import TranslationWarning, pad_batch, translate_texts
+
+__all__ = ["Translator", "Alignment", "TranslationWarning", "bleu_report"]
+
+
+@dataclass
+class Alignment:
+    source: list[str]  # subword pieces of the source, END included
+    target: list[str]  # the generated pieces, END included
+    weights: Tensor  # (layers, heads, target, source) cross-attention
+    translation: str
+
+
+class Translator:
+    """A ``Seq2SeqModel`` + its subword vocabulary + the run's meta. ``translate`` / ``generate`` / ``attend``."""
+
+    def __init__(self, model, subwords: Subwords, meta: dict, *, batch_size: int = 64):
+        self.model, self.subwords, self.meta = model.eval(), subwords, meta
+        self._decoder = None
+        self.config = model.config
+        self.max_length = int(meta.get("max_length", self.config.max_positions))
+        self.batch_size = batch_size
+
+    # -- sources -------------------------------------------------------------------------------
+    def source_ids(self, text: str, where: str = "input") -> list[int]:
+        """Subword ids + END, cut to the length limit (with a warning)."""
+        unknown = self.subwords.unknown_characters(text)
+        if unknown:
+            warnings.warn(f"{where}: characters never seen in training, read as <unk>: "
+                          f"{' '.join(repr(c) for c in unknown)}", TranslationWarning, stacklevel=3)
+        ids = self.subwords.encode(text)
+        if len(ids) > self.max_length - 1:
+            warnings.warn(f"{where}: {len(ids)} subwords, more than the model's limit of {self.max_length - 1}; "
+                          f"translating the first {self.max_length - 1}", TranslationWarning, stacklevel=3)
+            ids = ids[: self.max_length - 1]
+        return ids + [EOS_ID]
+
+    @staticmethod
+    def batch(rows: list[list[int]]) -> tuple[Tensor, Tensor]:
+        """Right-padded input_ids (B, S) and attention_mask (B, S)."""
+        return pad_batch(rows, PAD_ID)
+
+    def _defaults(self, source_length: int, kwargs: dict) -> dict:
+        kw = {"max_new_tokens": min(self.max_length, math.ceil(1.5 * source_length) + 10),
+              "suppress_tokens": [PAD_ID, BOS_ID, UNK_ID], **kwargs}
+        return kw
+
+    # -- decoding ------------------------------------------------------------------------------
+    def generate(self, input_ids: Tensor, attention_mask: Tensor | None = None, **kwargs) -> GenerateOutput:
+        """``attnkit.generation.generate`` on this model (Hugging Face's argument names)."""
+        return generate(self.decoder, input_ids, attention_mask, **self._defaults(input_ids.shape[1], kwargs))
+
+    @property
+    def decoder(self):
+        """What ``generate`` runs: an inference copy of the model (``pretrained.fast_seq2seq.FastSeq2Seq``, made on
+        first use, same outputs to float rounding) where it supports the model, else the model itself."""
+        if self._decoder is None:
+            from ..pretrained.fast_seq2seq import FastSeq2Seq
+
+            self._decoder = FastSeq2Seq(self.model) if FastSeq2Seq.supports(self.model) else self.model
+        return self._decoder
+
+    def decode(self, sequence: Tensor) -> str:
+        """One row of ``generate(...).sequences`` -> text (start, END and padding dropped)."""
+        return self.subwords.decode(t for t in sequence.tolist() if t not in (PAD_ID, BOS_ID, EOS_ID))
+
+    def translate(self, texts: list[str] | str, *, batch_size: int | None = None, **generate_kwargs) -> list[str]:
+        """Translate ``texts`` (a list, or one string) -> list of texts, in the same order."""
+        return translate_texts(texts, source_ids=self.source_ids, decode=self.decode, pad_id=PAD_ID,
+                               generate=lambda ids, mask: self.generate(ids, mask, **generate_kwargs),
+                               batch_size=batch_size or self.batch_size)
+
+    def attend(self, text: str, **generate_kwargs) -> Alignment:
+        """Translate one text and return the cross-attention that produced each target piece."""
+        if not text.strip():
+            raise ValueError("attend: the text is empty")
+        ids, mask = self.batch([self.source_ids(text.strip())])
+        res = self.generate(ids, mask, output_attentions=True, **generate_kwargs)
+        n = int(res.lengths[0])
+        tgt = res.sequences[0, 1:1 + n].tolist()
+        return Alignment([self.subwords.piece(i) for i in ids[0].tolist()], [self.subwords.piece(i) for i in tgt],
+                         res.cross_attentions[0, :, :, :n], self.decode(res.sequences[0]))
+
+
+def bleu_report(translator: Translator, sources: list[str], references: list[str], *, name: str = "test",
+                **generate_kwargs) -> list[str]:
+    """Translate ``sources`` and score them against ``references`` with sacreBLEU: lines to print."""
+    try:
+        import sacrebleu
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ImportError("BLEU needs `sacrebleu`: pip install 'attnkit[translate]'") from e
+    if len(sources) != len(references):
+        raise ValueError(f"bleu: {len(sources)} sources but {len(references)} references")
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TranslationWarning)
+        hyps = translator.translate(sources, **generate_kwargs)
+    seconds = time.perf_counter() - t0
+    bleu = sacrebleu.metrics.BLEU()
+    chrf = sacrebleu.metrics.CHRF()
+    b, c = bleu.corpus_score(hyps, [references]), chrf.corpus_score(hyps, [references])
+    beams = generate_kwargs.get("num_beams", 1)
+    how = "greedy" if beams == 1 and not generate_kwargs.get("do_sample") else \
+        ("sampling" if generate_kwargs.get("do_sample") else f"beam {beams}")
+    lines = [f"{name} ({len(sources)} sentences, {how}, {seconds:.1f} s): BLEU {b.score:.2f}  chrF {c.score:.2f}",
+             f"  {b}", f"  sacreBLEU signature: {bleu.get_signature()}", f"  chrF signature: {chrf.get_signature()}"]
+    if caught:
+        lines.append(f"  {len(caught)} warnings while translating (first: {caught[0].message})")
+    return lines

@@ -1,0 +1,50 @@
+"""Cross-attention as PNG: which source tokens each generated target token looked at (one layer per figure)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .heatmap import _pyplot, _save
+
+__all__ = ["cross_attention_png"]
+
+
+def cross_attention_png(weights, source: Sequence[str], target: Sequence[str], path: str | os.PathLike, *,
+                        title: str = "") -> Path:
+    """weights (heads, T, S) of one layer -> one panel per head and one of the heads' mean.
+
+    Rows are the target tokens (the queries: the decoder), columns the source tokens (the keys and
+    values: the encoder's output), each row sums to 1.
+    """
+    plt = _pyplot()
+    w = np.asarray(weights.detach().float().cpu() if hasattr(weights, "detach") else weights, dtype=np.float64)
+    if w.ndim != 3 or 0 in w.shape:
+        raise ValueError(f"cross_attention_png: `weights` must be (heads, T, S) with no empty dim, got {w.shape}")
+    h, t, s = w.shape
+    if len(target) != t or len(source) != s:
+        raise ValueError(f"cross_attention_png: {len(target)} target and {len(source)} source labels for weights "
+                         f"of shape {w.shape}")
+    panels = [(w.mean(0), "mean of heads")] + [(w[i], f"head {i + 1}") for i in range(h)]
+    cell = 0.32
+    pw, ph = max(2.5, cell * s + 1.2), max(2.0, cell * t + 1.0)
+    cols = min(len(panels), 3)
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(pw * cols, ph * rows), squeeze=False)
+    for ax, (m, name) in zip(axes.flat, panels):
+        ax.imshow(m, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_xticks(range(s), labels=list(source), rotation=90, fontsize=8)
+        ax.set_yticks(range(t), labels=list(target), fontsize=8)
+        ax.set_xlabel("source (encoder)", fontsize=8)
+        ax.set_ylabel("target (decoder)", fontsize=8)
+        ax.set_title(name, fontsize=9)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(title)
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out

@@ -1,0 +1,126 @@
+"""FastSeq2Seq (the inference copy the decoders run) against the reference Seq2SeqModel: the same logits step by
+step and the same tokens from generate, for pre-LN and post-LN stacks, padded sources, beams, long outputs (the
+K/V buffers grow), multi-token prefixes, bfloat16 weights."""
+
+import pytest
+import torch
+
+from attnkit.generation import generate
+from attnkit.models.seq2seq import Seq2SeqConfig, Seq2SeqModel
+from attnkit.nn import TransformerConfig
+from attnkit.pretrained.fast import onednn_available
+from attnkit.pretrained.fast_seq2seq import FastSeq2Seq, StepCache
+
+pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
+              pytest.mark.usefixtures("one_thread")]
+
+
+def model(norm_first: bool, activation="silu", positional="sinusoidal", dtype=torch.float32, seed=0):
+    tc = TransformerConfig(d_model=32, num_heads=2, d_ff=48, num_encoder_layers=2, num_decoder_layers=2, dropout=0.0,
+                           norm_first=norm_first, activation=activation, positional=positional, max_len=128)
+    cfg = Seq2SeqConfig(30, 30, tc, pad_token_id=0, bos_token_id=1, eos_token_id=2, final_logits_bias=True,
+                        max_positions=128)
+    torch.manual_seed(seed)
+    m = Seq2SeqModel(cfg).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 2:
+                p.normal_(std=0.4)
+        m.final_logits_bias.normal_()
+    return m.to(dtype)
+
+
+def source():
+    ids = torch.randint(3, 30, (3, 7))
+    mask = torch.ones_like(ids)
+    ids[1, 4:], mask[1, 4:] = 0, 0
+    ids[2, 2:], mask[2, 2:] = 0, 0
+    return ids, mask
+
+
+def encoded(norm_first=False):
+    """A model, its fast copy, a padded source, its mask and the encoder's output."""
+    m = model(norm_first)
+    ids, mask = source()
+    return m, FastSeq2Seq(m), ids, mask, m.encode(ids, mask)
+
+
+@pytest.mark.parametrize("norm_first,activation,positional", [(False, "silu", "sinusoidal"), (True, "relu", "learned"),
+                                                              (True, "gelu", "sinusoidal")])
+def test_steps_give_the_reference_logits(norm_first, activation, positional):
+    m = model(norm_first, activation, positional)
+    fast = FastSeq2Seq(m)
+    ids, mask = source()
+    memory = m.encode(ids, mask)
+    torch.testing.assert_close(fast.encode(ids, mask), memory, atol=1e-5, rtol=1e-5)
+    tokens = torch.randint(3, 30, (3, 40))  # longer than the first buffer (32): it grows
+    cache = None
+    ref_cache = None
+    for t in range(tokens.shape[1]):
+        out = fast.decode_step(tokens[:, t:t + 1], memory, mask, cache)
+        ref = m.decode_step(tokens[:, t:t + 1], memory, mask, ref_cache)
+        cache, ref_cache = out.cache, ref.cache
+        torch.testing.assert_close(out.logits, ref.logits, atol=2e-5, rtol=1e-5)
+    assert isinstance(cache, StepCache) and cache.length == 40 and cache.keys[0].shape[0] == 64
+
+
+def test_a_prefix_is_fed_token_by_token():
+    m, fast, ids, mask, memory = encoded()
+    prefix = torch.randint(3, 30, (3, 5))
+    out = fast.decode_step(prefix, memory, mask, None)
+    ref = m.decode_step(prefix, memory, mask, None, use_cache=False)
+    torch.testing.assert_close(out.logits, ref.logits, atol=2e-5, rtol=1e-5)
+    assert out.cache.length == 5
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_generate_gives_the_reference_tokens(norm_first, num_beams):
+    m = model(norm_first, seed=3)
+    ids, mask = source()
+    kw = dict(max_new_tokens=45, num_beams=num_beams)
+    ref = generate(m, ids, mask, **kw)
+    out = generate(FastSeq2Seq(m), ids, mask, **kw)
+    assert torch.equal(out.sequences, ref.sequences)
+    torch.testing.assert_close(out.sequences_scores, ref.sequences_scores, atol=1e-4, rtol=1e-4)
+    with_attention = generate(FastSeq2Seq(m), ids, mask, output_attentions=True, **kw)  # the reference path
+    assert torch.equal(with_attention.sequences, ref.sequences)
+
+
+def test_bfloat16_weights_stay_close_to_float32():
+    m = model(False)
+    ids, mask = source()
+    memory = m.encode(ids, mask)
+    fast = FastSeq2Seq(model(False, dtype=torch.bfloat16))
+    tok = torch.randint(3, 30, (3, 1))
+    got = fast.decode_step(tok, fast.encode(ids, mask), mask, None).logits
+    assert got.dtype == torch.bfloat16
+    ref = m.decode_step(tok, memory, mask, None).logits
+    assert (got.float() - ref).abs().max() < 0.1 * ref.abs().max()
+
+
+def test_unsupported_models_are_refused():
+    m = model(False, positional="rope")
+    assert not FastSeq2Seq.supports(m)
+    with pytest.raises(ValueError, match="FastSeq2Seq"):
+        FastSeq2Seq(m)
+
+
+def test_beams_share_their_sentence_cross_attention_rows():
+    m, fast, ids, mask, memory = encoded()
+    tok = torch.randint(3, 30, (3, 1))
+    cache = fast.decode_step(tok, memory, mask, None).cache
+    ref_cache = m.decode_step(tok, memory, mask, None).cache
+    rows = torch.arange(3).repeat_interleave(4)  # each sentence becomes 4 beams
+    cache = fast.reorder_cache(cache, rows)
+    assert cache.group == 4 and cache.cross_keys[0].shape[0] == 3  # not copied 4 times
+    ref_cache = m.reorder_cache(ref_cache, rows)
+    tok = torch.randint(3, 30, (12, 1))
+    out = fast.decode_step(tok, memory[rows], mask[rows], cache)
+    ref = m.decode_step(tok, memory[rows], mask[rows], ref_cache)
+    torch.testing.assert_close(out.logits, ref.logits, atol=2e-5, rtol=1e-5)
+    keep = torch.tensor([0, 5, 11])  # any other move: one cross-attention row per row again
+    out = fast.decode_step(tok[keep], memory[rows][keep], mask[rows][keep], fast.reorder_cache(out.cache, keep))
+    ref = m.decode_step(tok[keep], memory[rows][keep], mask[rows][keep], m.reorder_cache(ref.cache, keep))
+    assert out.cache.group == 1
+    torch.testing.assert_close(out.logits, ref.logits, atol=2e-5, rtol=1e-5)
