@@ -46,7 +46,8 @@ def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path
                                          out_dir / f"cross_attention_{k}_layer{layer + 1}.png",
                                          title=f"layer {layer + 1}: {al.translation}"))
     paths.append(attention_html(al.weights, al.target, out_dir / f"cross_attention_{k}.html", keys=al.source,
-                                title=f"cross-attention: {text} -> {al.translation}"))
+                                title=f"cross-attention, target (queries) over source (keys): {text} -> "
+                                      f"{al.translation}"))
     return paths
 
 

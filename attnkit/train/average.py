@@ -13,7 +13,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from .checkpoint import META, WEIGHTS, CheckpointError, _fsync_dir, _write_json
+from .checkpoint import FORMAT_VERSION, META, WEIGHTS, CheckpointError, _fsync_dir, _write_json, sha256
 
 __all__ = ["average_checkpoints", "AVERAGE_DIR"]
 
@@ -56,7 +56,8 @@ def average_checkpoints(run: str | os.PathLike, n: int, *, point_best: bool = Tr
     tmp = run / f".tmp-{AVERAGE_DIR}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
-        save_file(averaged, str(tmp / WEIGHTS), metadata={"format_version": str(meta.get("format_version", 1))})
+        save_file(averaged, str(tmp / WEIGHTS), metadata={"format_version": str(FORMAT_VERSION)})
+        meta.update(format_version=FORMAT_VERSION, files={WEIGHTS: sha256(tmp / WEIGHTS)})  # weights only
         with open(tmp / META, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=1, sort_keys=True)
         final = run / AVERAGE_DIR

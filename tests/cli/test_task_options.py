@@ -37,8 +37,8 @@ def data(tmp_path_factory):
             "graph": ["--data-dir", str(root)]}
 
 
-def model_config(task: str, argv: list[str]) -> dict:
-    args = build_parser().parse_args(["train", task, "--out", "unused", *argv])
+def model_config(task: str, argv: list[str], out) -> dict:
+    args = build_parser().parse_args(["train", task, "--out", str(out), *argv])  # translate writes bpe.json there
     return task_module(task).build(args, config_from_args(TransformerConfig, args), seed=0).meta["model"]
 
 
@@ -49,14 +49,14 @@ def encoder_options(task: str) -> list[str]:
 
 
 @pytest.mark.parametrize("task", list(TASKS))
-def test_every_offered_encoder_option_changes_the_model(task, data):
+def test_every_offered_encoder_option_changes_the_model(task, data, tmp_path):
     offered = encoder_options(task)
     assert offered == list(task_module(task).ENCODER_FIELDS)
-    base = model_config(task, data[task])
+    base = model_config(task, data[task], tmp_path / "base")
     for name in offered:
         flag = "--" + name.replace("_", "-")
         argv = [f"--no-{flag[2:]}" if base_is_on(task, name) else flag] if name == "norm_first" else [flag, OTHER[name]]
-        assert model_config(task, data[task] + argv) != base, f"train {task}: {argv} changes nothing"
+        assert model_config(task, data[task] + argv, tmp_path / name) != base, f"train {task}: {argv} changes nothing"
 
 
 def base_is_on(task: str, name: str) -> bool:

@@ -26,6 +26,17 @@ def test_average_of_the_last_n_checkpoints(tmp_path):
     best, meta = load_meta(tmp_path, which="best")
     assert best == folder and meta["averaged"] == [p.name for p in used] and meta["step"] == 4
     assert json.loads((tmp_path / "latest.json").read_text())["path"] == "ckpt-00000004"  # resume unaffected
+    from attnkit.train.checkpoint import load_weights
+
+    fresh = torch.nn.Linear(3, 2)
+    fresh.register_buffer("count", torch.tensor([0]))
+    load_weights(folder, fresh)  # the average's own checksum, not the newest checkpoint's
+    torch.testing.assert_close(fresh.weight, torch.full((2, 3), 7 / 3))
+    raw = bytearray((folder / "model.safetensors").read_bytes())
+    raw[-1] ^= 1
+    (folder / "model.safetensors").write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="damaged"):
+        load_weights(folder, fresh)
 
 
 def test_average_errors(tmp_path):
