@@ -1,4 +1,5 @@
-"""``attnkit translate RUN "Ein Mann fährt Fahrrad." [--beam 5] [--sample --top-p 0.9] [--file IN] [--attention DIR]``."""
+"""``attnkit translate RUN "Ein Mann fährt Fahrrad." [--beam 5] [--sample --top-p 0.9] [--file IN] [--attention DIR]``;
+a non-autoregressive run (``--decoder nat``): ``[--iterations 10] [--length-candidates 3]``."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def run(args) -> int:
     if args.file is None and not args.texts:
         raise ValueError("translate: give texts to translate or --file IN")
     tr, folder = open_translator(args.checkpoint, args.which)
-    kw = generate_kwargs(args)
+    kw = generate_kwargs(args, tr.decoder)
     texts = list(args.texts)
     if args.file is not None:
         texts += read_lines(args.file)
