@@ -200,12 +200,15 @@ class NATModel(Seq2SeqModel):
                          "length_candidates=), not generate (num_beams=, do_sample=)")
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None, decoder_input_ids: Tensor,
-                target_lengths: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+                target_lengths: Tensor | None = None, positions: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """Training: source (B, S), the partly masked target rows (B, T) and their lengths (B,)
-        -> token logits (B, T, V) and length logits (B, 2m + 1) (None for "end")."""
+        -> token logits (B, T, V) and length logits (B, 2m + 1) (None for "end").
+
+        ``positions`` (B, T) bool: logits only there, (M, V) for its M True entries (the loss needs
+        only the masked positions; the output projection is the largest matrix product here)."""
         memory = self.encode(input_ids, attention_mask)
-        logits = self.output_logits(self.decode_parallel(decoder_input_ids, memory, attention_mask,
-                                                         target_lengths).last_hidden_state)  # (B, T, V)
+        hidden = self.decode_parallel(decoder_input_ids, memory, attention_mask, target_lengths).last_hidden_state
+        logits = self.output_logits(hidden if positions is None else hidden[positions])  # (B, T, V) or (M, V)
         lengths = self.length_logits(memory, attention_mask) if self.length_head is not None else None
         return logits, lengths
 

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from ..data.bpe import EOS_ID, PAD_ID, UNK_ID
 from ..generation.mask_predict import NATOutput, mask_predict
 from ..models.nat import LENGTH_STRATEGIES, NATConfig, NATModel, length_classes, random_mask, row_lengths_for
-from ..train import IGNORE, Task
+from ..train import Task
 from ..train.checkpoint import load_weights
 from .translator import Translator
 
@@ -103,9 +103,8 @@ def forward(model, batch, cfg: NATConfig):
     src, mask, rows, lengths = batch
     gen = None if model.training else torch.Generator(device=rows.device).manual_seed(0)  # dev: fixed masks
     masked = random_mask(lengths, rows.shape[1], gen)  # (B, W)
-    logits, length_logits = model(src, mask, rows.masked_fill(masked, cfg.mask_id), lengths)  # (B, W, V)
-    labels = rows.masked_fill(~masked, IGNORE)
-    out = (logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    logits, length_logits = model(src, mask, rows.masked_fill(masked, cfg.mask_id), lengths, masked)  # (M, V)
+    out = (logits, rows[masked])  # the masked positions only
     if length_logits is None or cfg.length_loss_weight == 0:
         return out
     classes = length_classes(lengths, mask.sum(1), cfg.max_length_offset)  # (B,)

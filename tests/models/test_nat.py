@@ -95,6 +95,10 @@ def test_forward_gives_token_and_length_logits():
     logits, length_logits = m(src, torch.ones(3, 6, dtype=torch.long), torch.randint(1, 30, (3, 5)),
                               torch.tensor([5, 4, 2]))
     assert logits.shape == (3, 5, 30) and length_logits.shape == (3, 9)
+    picked = torch.rand(3, 5) < 0.5  # logits of some positions only: the same numbers
+    tokens = torch.randint(1, 30, (3, 5))
+    full = m(src, None, tokens, torch.tensor([5, 4, 2]))[0]
+    torch.testing.assert_close(m(src, None, tokens, torch.tensor([5, 4, 2]), picked)[0], full[picked])
     assert nat(length="end")(src, None, torch.randint(1, 30, (3, 5)))[1] is None
 
 

@@ -134,3 +134,18 @@ def test_cli_distillation_training_translation_and_clear_errors(tmp_path, capsys
         tr.translate(["Ein hund."], num_beams=4)
     with pytest.raises(ValueError, match="iterations is an option of non-autoregressive runs"):
         teacher.translate(["Ein hund."], iterations=4)
+
+
+def test_a_resumed_nat_run_equals_an_uninterrupted_one(tmp_path):
+    from safetensors.torch import load_file
+
+    c = write_corpus(tmp_path / "corpus", n_train=60, n_dev=6)
+    data = ["--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]), "--dev-src", str(c["dev_src"]),
+            "--dev-tgt", str(c["dev_tgt"]), "--decoder", "nat", "--eval-every", "3", "--iterations", "1", *TINY]
+    assert main(["train", "translate", *data, "--max-steps", "6", "--out", str(tmp_path / "a")]) == 0
+    assert main(["train", "translate", *data, "--max-steps", "3", "--out", str(tmp_path / "b")]) == 0
+    assert main(["train", "translate", *data, "--max-steps", "6", "--out", str(tmp_path / "b"), "--resume"]) == 0
+    a, b = (load_file(str(tmp_path / r / "ckpt-00000006" / "model.safetensors")) for r in "ab")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(a["length_head.weight"], load_file(str(tmp_path / "b" / "ckpt-00000003" /
+                                                                   "model.safetensors"))["length_head.weight"])
