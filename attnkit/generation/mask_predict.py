@@ -102,8 +102,9 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
     bad = _suppressed(cfg, suppress_tokens, dev)
     cache = None
     for it in range(iterations):
-        out = model.decode_parallel(tokens, memory, mask, lengths, cache=cache, use_cache=True)
-        cache = [LayerCache(None, c.cross_kv) for c in out.cache]  # keep the projected memory, not the row
+        out = model.decode_parallel(tokens, memory, mask, lengths, cache=cache, use_cache=iterations > 1)
+        if out.cache is not None:  # keep the projected memory for the next iterations, not the row
+            cache = [LayerCache(None, c.cross_kv) for c in out.cache]
         logits = model.output_logits(out.last_hidden_state[masked]).to(fdt)  # (M, V): the masked positions only
         lse = logits.logsumexp(dim=-1)  # (M,)
         best, pred = logits.index_fill_(1, bad, NEG_INF).max(dim=-1)  # (M,) the best allowed token
