@@ -5,11 +5,27 @@ from __future__ import annotations
 import argparse
 
 
-def generate_kwargs(args) -> dict:
-    """The decoding options as ``attnkit.generation.generate`` arguments."""
-    if args.sample and args.beam > 1:
+def generate_kwargs(args, decoder: str = "ar") -> dict:
+    """The decoding options as ``attnkit.generation.generate`` arguments, or for a non-autoregressive run
+    (``decoder="nat"``) as ``attnkit.generation.mask_predict`` arguments; options of the other kind: a ValueError."""
+    nat = {k: v for k, v in (("iterations", args.iterations), ("length_candidates", args.length_candidates))
+           if v is not None}
+    ar = [flag for flag, given in (("--beam", args.beam is not None), ("--sample", args.sample),
+                                   ("--length-penalty", args.length_penalty is not None),
+                                   ("--max-new-tokens", args.max_new_tokens is not None)) if given]
+    if decoder == "nat":
+        if ar:
+            raise ValueError(f"translate: {', '.join(ar)} {'is' if len(ar) == 1 else 'are'} for autoregressive runs; "
+                             "this run is non-autoregressive (trained with --decoder nat): use --iterations and "
+                             "--length-candidates")
+        return nat
+    if nat:
+        raise ValueError("translate: --iterations and --length-candidates are for non-autoregressive runs (trained "
+                         "with --decoder nat); this run is autoregressive: use --beam or --sample")
+    beam = args.default_beam if args.beam is None else args.beam
+    if args.sample and beam > 1:
         raise ValueError("translate: --sample and --beam > 1 do not go together (sampling uses one hypothesis)")
-    kw = {"num_beams": args.beam, "length_penalty": args.length_penalty}
+    kw = {"num_beams": beam, "length_penalty": 1.0 if args.length_penalty is None else args.length_penalty}
     if args.max_new_tokens is not None:
         kw["max_new_tokens"] = args.max_new_tokens
     if args.sample:
@@ -19,9 +35,10 @@ def generate_kwargs(args) -> dict:
 
 def add_decoding_args(p: argparse.ArgumentParser, beam: int = 1) -> None:
     g = p.add_argument_group("decoding")
-    g.add_argument("--beam", type=int, default=beam, metavar="K", help=f"beam size (default {beam}: "
+    g.add_argument("--beam", type=int, default=None, metavar="K", help=f"beam size (default {beam}: "
                    f"{'greedy' if beam == 1 else 'beam search'})")
-    g.add_argument("--length-penalty", type=float, default=1.0,
+    p.set_defaults(default_beam=beam)
+    g.add_argument("--length-penalty", type=float, default=None,
                    help="beam scores are log p / length ** this (default 1.0)")
     g.add_argument("--max-new-tokens", type=int, default=None, help="default 1.5 x the source length + 10")
     g.add_argument("--sample", action="store_true", help="sample instead of searching")
@@ -32,5 +49,10 @@ def add_decoding_args(p: argparse.ArgumentParser, beam: int = 1) -> None:
                    help="sampling: keep the smallest set of most likely tokens whose probability reaches p "
                         "(default 1.0: all)")
     g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    n = p.add_argument_group("non-autoregressive runs (trained with --decoder nat)")
+    n.add_argument("--iterations", type=int, default=None, metavar="N",
+                   help="Mask-Predict iterations (1: one pass; default: the run's, 10)")
+    n.add_argument("--length-candidates", type=int, default=None, metavar="K",
+                   help="output lengths tried per sentence, the best-scoring kept (default: the run's, 3)")
 
 

@@ -1,5 +1,6 @@
 """``attnkit translate RUN "Ein Mann fährt Fahrrad." [--beam 5] [--sample --top-p 0.9] [--file IN]
-[--attention DIR]``: translations, one line per text, and optionally the cross-attention as PNG and HTML."""
+[--attention DIR]``: translations, one line per text, and optionally the cross-attention as PNG and HTML.
+A non-autoregressive run (``--decoder nat``): ``[--iterations 10] [--length-candidates 3]``."""
 
 from __future__ import annotations
 
@@ -56,8 +57,8 @@ def run(args) -> int:
         raise ValueError("translate: give texts to translate or --file IN")
     tr, folder = open_translator(args.checkpoint, args.which)
     if args.attention is not None and not hasattr(tr, "attend"):
-        raise ValueError(f"translate: --attention is not available for Marian folders ({folder})")
-    kw = generate_kwargs(args)
+        raise ValueError(f"translate: --attention is not available for this model ({folder})")
+    kw = generate_kwargs(args, getattr(tr, "decoder", "ar"))
     texts = list(args.texts)
     if args.file is not None:
         texts += read_lines(args.file)

@@ -22,6 +22,7 @@ from ..models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from ..nn import TransformerConfig
 from ..train import IGNORE, Task
 from ..train.checkpoint import CheckpointError, load_weights
+from . import translate_nat
 from .options import add_data_args
 from .translator import Translator, bleu_report
 
@@ -65,6 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="average the last N checkpoints at the end (0: off); kept as the run's best")
     p.add_argument("--final-beam", type=int, default=0, metavar="K",
                    help="after training, score the validation set with this beam (0: greedy)")
+    translate_nat.add_arguments(p)
 
 
 def _corpora(args) -> tuple[Corpus, Corpus | None]:
@@ -115,6 +117,8 @@ def forward(model, batch):
 
 
 def model_config(meta: dict) -> Seq2SeqConfig:
+    if meta.get("decoder", "ar") == "nat":
+        return translate_nat.NATConfig.from_dict(meta["model"])
     return Seq2SeqConfig.from_dict(meta["model"])
 
 
@@ -123,6 +127,7 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
         raise ValueError(f"train translate: --src and --tgt are both {args.src!r}")
     if args.max_length < 4:
         raise ValueError(f"train translate: --max-length must be >= 4, got {args.max_length}")
+    translate_nat.check_arguments(args)
     train, dev = _corpora(args)
     out = Path(args.out)
     bpe_path = out / BPE_FILE
@@ -132,15 +137,24 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
         subwords = learn_bpe(train.src + train.tgt, args.vocab_size)  # the training split only
         subwords.save(bpe_path)
     stack = encoder.replace(num_decoder_layers=args.num_decoder_layers, max_len=max(encoder.max_len, args.max_length))
-    cfg = Seq2SeqConfig(src_vocab_size=subwords.size, tgt_vocab_size=subwords.size, transformer=stack,
-                        pad_token_id=PAD_ID, bos_token_id=BOS_ID, eos_token_id=EOS_ID,
-                        share_embeddings=args.share_embeddings, tie_output=True, max_positions=args.max_length)
-    torch.manual_seed(seed)
-    model = Seq2SeqModel(cfg)
-    meta = {"model": cfg.to_dict(), "src_lang": args.src if not args.train_src else str(args.train_src),
+    fields = dict(src_vocab_size=subwords.size, tgt_vocab_size=subwords.size, transformer=stack,
+                  pad_token_id=PAD_ID, bos_token_id=BOS_ID, eos_token_id=EOS_ID,
+                  share_embeddings=args.share_embeddings, tie_output=True, max_positions=args.max_length)
+    meta = {"src_lang": args.src if not args.train_src else str(args.train_src),
             "tgt_lang": args.tgt if not args.train_tgt else str(args.train_tgt), "subwords": BPE_FILE,
             "subwords_sha256": _sha256(bpe_path), "max_length": args.max_length,
             "average": args.average, "final_beam": args.final_beam}
+    if args.decoder == "nat":  # the teacher's translations as targets (or the corpus's own), Mask-Predict training
+        tgt, note = translate_nat.targets(args, train, out)
+        cfg = translate_nat.config(args, fields)
+        meta = {"model": cfg.to_dict(), **meta, **translate_nat.nat_meta(args, note)}
+        dev_pairs = list(zip(dev.src, dev.tgt)) if dev else None
+        return translate_nat.make_task(NAME, cfg, subwords, list(zip(train.src, tgt)), dev_pairs, args.max_length,
+                                       meta, seed)
+    cfg = Seq2SeqConfig(**fields)
+    torch.manual_seed(seed)
+    model = Seq2SeqModel(cfg)
+    meta = {"model": cfg.to_dict(), **meta}
     train_x = [encode_pair(subwords, s, t, args.max_length) for s, t in zip(train.src, train.tgt)]
     dev_x = [encode_pair(subwords, s, t, args.max_length) for s, t in zip(dev.src, dev.tgt)] if dev else None
     return Task(NAME, model, train_x, collate, forward, dev=dev_x, meta=meta,
@@ -148,7 +162,9 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
 
 
 def load(folder: Path, meta: dict) -> Translator:
-    """The run as a ``Translator`` (model in eval mode + its BPE vocabulary)."""
+    """The run as a ``Translator`` (model in eval mode + its BPE vocabulary); a NAT run as a ``NATTranslator``."""
+    if meta.get("decoder", "ar") == "nat":
+        return translate_nat.load(folder, meta, subwords_for(folder, meta))
     model = Seq2SeqModel(model_config(meta))
     load_weights(folder, model)
     return Translator(model, subwords_for(folder, meta), meta)
@@ -168,6 +184,8 @@ def subwords_for(folder: Path, meta: dict) -> Subwords:
 
 
 def task_for(model, meta: dict, args=None) -> Task:
+    if meta.get("decoder", "ar") == "nat":
+        return translate_nat.task_for(model.model, meta, NAME)
     return Task(NAME, model.model, [None], collate, forward, meta=meta)
 
 
@@ -216,5 +234,6 @@ def finish(args, task: Task, result: dict) -> list[str]:
     if dev is not None:
         folder, meta = load_meta(out, which="best")
         beam = task.meta.get("final_beam", 0) or 1
-        lines += bleu_report(load(folder, meta), dev.src, dev.tgt, num_beams=beam, name=f"dev ({folder.name})")
+        kw = {} if meta.get("decoder", "ar") == "nat" else {"num_beams": beam}  # NAT: the run's iterations
+        lines += bleu_report(load(folder, meta), dev.src, dev.tgt, name=f"dev ({folder.name})", **kw)
     return lines

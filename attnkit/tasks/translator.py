@@ -38,6 +38,8 @@ class Alignment:
 class Translator:
     """A ``Seq2SeqModel`` + its subword vocabulary + the run's meta. ``translate`` / ``generate`` / ``attend``."""
 
+    decoder = "ar"  # autoregressive; a non-autoregressive run loads as ``translate_nat.NATTranslator``
+
     def __init__(self, model, subwords: Subwords, meta: dict, *, batch_size: int = 64):
         self.model, self.subwords, self.meta = model.eval(), subwords, meta
         self._decoder = None
@@ -65,6 +67,11 @@ class Translator:
         return pad_batch(rows, PAD_ID)
 
     def _defaults(self, source_length: int, kwargs: dict) -> dict:
+        nat = sorted({"iterations", "length_candidates"} & set(kwargs))
+        if nat:
+            raise ValueError(f"translate: {', '.join(nat)} {'is an option' if len(nat) == 1 else 'are options'} of "
+                             "non-autoregressive runs (attnkit train translate --decoder nat); this run is "
+                             "autoregressive: use num_beams= or do_sample=")
         kw = {"max_new_tokens": min(self.max_length, math.ceil(1.5 * source_length) + 10),
               "suppress_tokens": [PAD_ID, BOS_ID, UNK_ID], **kwargs}
         return kw
@@ -83,6 +90,13 @@ class Translator:
 
             self._decoder = FastSeq2Seq(self.model) if FastSeq2Seq.supports(self.model) else self.model
         return self._decoder
+
+    def describe(self, kwargs: dict) -> str:
+        """How ``translate(**kwargs)`` decodes, in words (for reports)."""
+        beams = kwargs.get("num_beams", 1)
+        if kwargs.get("do_sample"):
+            return "sampling"
+        return "greedy" if beams == 1 else f"beam {beams}"
 
     def decode(self, sequence: Tensor) -> str:
         """One row of ``generate(...).sequences`` -> text (start, END and padding dropped)."""
@@ -123,9 +137,7 @@ def bleu_report(translator: Translator, sources: list[str], references: list[str
     bleu = sacrebleu.metrics.BLEU()
     chrf = sacrebleu.metrics.CHRF()
     b, c = bleu.corpus_score(hyps, [references]), chrf.corpus_score(hyps, [references])
-    beams = generate_kwargs.get("num_beams", 1)
-    how = "greedy" if beams == 1 and not generate_kwargs.get("do_sample") else \
-        ("sampling" if generate_kwargs.get("do_sample") else f"beam {beams}")
+    how = translator.describe(generate_kwargs)
     lines = [f"{name} ({len(sources)} sentences, {how}, {seconds:.1f} s): BLEU {b.score:.2f}  chrF {c.score:.2f}",
              f"  {b}", f"  sacreBLEU signature: {bleu.get_signature()}", f"  chrF signature: {chrf.get_signature()}"]
     if caught:

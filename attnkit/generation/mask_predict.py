@@ -1,0 +1,135 @@
+"""Non-autoregressive decoding: one pass, or Mask-Predict's iterative refinement (Ghazvininejad et al. 2019).
+
+    out = mask_predict(model, input_ids, attention_mask, iterations=10, length_candidates=3)
+    out.sequences         # (B, 1 + T): start token, tokens, END, pad (``generate``'s layout)
+
+1. The length: the model's classifier proposes ``length_candidates`` lengths per sentence (each is
+   decoded, in one batch), or, for a model that cuts at END, one long row.
+2. Iteration 1: every position is the mask token (the lecture's row of start tokens); the decoder
+   predicts all of them at once, each position its most likely token and that token's probability.
+   With ``iterations=1`` this is the one-pass NAT.
+3. Iteration t = 2..N: the n = T (N - t + 1) / N least confident tokens are masked again and predicted
+   from the others; only the re-masked positions change (token and probability).
+4. Each candidate's score is the mean log-probability of its tokens; the best candidate wins. A model
+   that cuts at END keeps the tokens before the first END.
+
+The model is reached only through ``models.nat.is_nat``'s protocol: ``encode``, ``decode_parallel``,
+``length_candidates`` / ``row_lengths`` and ``config`` (pad, END, mask ids, ``length``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..functional.masks import keep_positions
+from ..nn import LayerCache
+from .logits import NEG_INF
+
+__all__ = ["mask_predict", "NATOutput"]
+
+
+@dataclass
+class NATOutput:
+    sequences: Tensor  # (B, 1 + T)
+    sequences_scores: Tensor  # (B,) mean log-probability of the chosen translation's tokens
+    lengths: Tensor  # (B,) generated tokens, END included
+    candidate_lengths: Tensor  # (B, k) the lengths tried, best first by the classifier (k = 1 for "end")
+
+
+def _check(model, input_ids, attention_mask, iterations, length_candidates) -> None:
+    if not (callable(getattr(model, "decode_parallel", None)) and hasattr(getattr(model, "config", None), "mask_id")):
+        raise ValueError(f"mask_predict: {type(model).__name__} is not a non-autoregressive model (no parallel "
+                         "decoder or length prediction); decode autoregressive models with attnkit.generation.generate")
+    if not isinstance(input_ids, Tensor) or input_ids.dim() != 2 or input_ids.dtype not in (torch.int64, torch.int32):
+        got = f"{input_ids.dtype} {tuple(input_ids.shape)}" if isinstance(input_ids, Tensor) else type(input_ids)
+        raise ValueError(f"mask_predict: `input_ids` must be a (B, S) integer tensor, got {got}")
+    if attention_mask is not None and (not isinstance(attention_mask, Tensor)
+                                       or attention_mask.shape != input_ids.shape):
+        raise ValueError(f"mask_predict: `attention_mask` must have the shape of input_ids {tuple(input_ids.shape)}")
+    for name, v in (("iterations", iterations), ("length_candidates", length_candidates)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"mask_predict: `{name}` must be an integer >= 1, got {v!r}")
+    if length_candidates > 1 and model.config.length != "classifier":
+        raise ValueError(f"mask_predict: `length_candidates` ({length_candidates}) needs a length classifier; this "
+                         "model writes one long row and cuts it at END (length='end')")
+
+
+def _suppressed(cfg, extra, device) -> Tensor:
+    """Ids never written: pad, the mask token, any ``extra`` ids, and END when the length is given -> (n,) int64."""
+    ids = {cfg.pad_token_id, cfg.mask_id, *(extra or [])}
+    if cfg.length == "classifier":
+        ids.add(cfg.eos_token_id)
+    bad = torch.as_tensor(sorted(ids), dtype=torch.long, device=device)
+    if int(bad.min()) < 0 or int(bad.max()) >= cfg.tgt_vocab_size:
+        raise ValueError(f"mask_predict: `suppress_tokens` must be token ids in [0, {cfg.tgt_vocab_size}), got {extra}")
+    return bad
+
+
+@torch.no_grad()
+def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None, *, iterations: int = 10,
+                 length_candidates: int | None = None, suppress_tokens: list[int] | None = None) -> NATOutput:
+    """Decode a non-autoregressive ``model`` (``models.NATModel``) from sources input_ids (B, S); see the module doc.
+
+    ``attention_mask`` (B, S): 1 = real token. ``length_candidates``: default 3 with a length classifier, 1
+    for a model that cuts at END. ``suppress_tokens``: ids never written (pad, the mask
+    token and, with a length classifier, END are never written anyway). Call ``model.eval()`` first.
+    """
+    cfg = getattr(model, "config", None)
+    if length_candidates is None:
+        length_candidates = 3 if getattr(cfg, "length", None) == "classifier" else 1
+    _check(model, input_ids, attention_mask, iterations, length_candidates)
+    b, dev = input_ids.shape[0], input_ids.device
+    memory = model.encode(input_ids, attention_mask)  # (B, S, d)
+    if cfg.length == "classifier":
+        cands = model.length_candidates(memory, attention_mask, length_candidates)  # (B, k)
+    else:
+        cands = model.row_lengths(attention_mask, memory)[:, None]  # (B, 1)
+    k = cands.shape[1]
+    rows = torch.arange(b, device=dev).repeat_interleave(k)  # (B k,) source row of each candidate
+    lengths = cands.reshape(-1)  # (R,), R = B k
+    width = int(lengths.max()) if lengths.numel() else 0
+    memory = memory.index_select(0, rows)  # (R, S, d)
+    mask = None if attention_mask is None else attention_mask.index_select(0, rows)
+    real = keep_positions(lengths, width)  # (R, T) True = a position of the row
+    tokens = torch.full((rows.shape[0], width), cfg.mask_id, dtype=torch.long, device=dev)
+    tokens = tokens.masked_fill(~real, cfg.pad_token_id)
+    fdt = torch.promote_types(memory.dtype, torch.float32)  # scores in float32, or float64 for float64 models
+    logp_tok = torch.zeros(rows.shape[0], width, device=dev, dtype=fdt)  # (R, T) log-probability of each token
+    masked = real.clone()
+    bad = _suppressed(cfg, suppress_tokens, dev)
+    cache = None
+    for it in range(iterations):
+        out = model.decode_parallel(tokens, memory, mask, lengths, cache=cache, use_cache=iterations > 1)
+        if out.cache is not None:  # keep the projected memory for the next iterations, not the row
+            cache = [LayerCache(None, c.cross_kv) for c in out.cache]
+        logits = model.output_logits(out.last_hidden_state[masked]).to(fdt)  # (M, V): the masked positions only
+        lse = logits.logsumexp(dim=-1)  # (M,)
+        best, pred = logits.index_fill_(1, bad, NEG_INF).max(dim=-1)  # (M,) the best allowed token
+        best = best - lse  # its log-probability
+        tokens = tokens.masked_scatter(masked, pred)
+        logp_tok = logp_tok.masked_scatter(masked, best)
+        if it == iterations - 1:
+            break
+        n = (lengths * (iterations - 1 - it)) // iterations  # (R,) how many to predict again
+        order = logp_tok.masked_fill(~real, float("inf")).argsort(dim=1)  # (R, T) least confident first
+        rank = order.argsort(dim=1)  # (R, T) rank of each position
+        masked = (rank < n[:, None]) & real
+        tokens = tokens.masked_fill(masked, cfg.mask_id)
+    scores = (logp_tok * real).sum(1) / lengths.clamp(min=1)  # (R,) mean log-probability
+    pick = scores.view(b, k).argmax(dim=1)  # (B,)
+    chosen = torch.arange(b, device=dev) * k + pick  # (B,) row of each sentence's winner
+    tokens, lengths = tokens[chosen], lengths[chosen]  # (B, T), (B,)
+    if cfg.length == "end":  # keep what comes before the first END
+        is_end = (tokens == cfg.eos_token_id) & keep_positions(lengths, width)
+        first = torch.where(is_end.any(1), is_end.float().argmax(1), lengths)  # (B,)
+        lengths = first
+    width = int(lengths.max()) if lengths.numel() else 0
+    keep = keep_positions(lengths, width)  # (B, T)
+    body = tokens[:, :width].masked_fill(~keep, cfg.pad_token_id)
+    body = torch.cat((body, torch.full((b, 1), cfg.pad_token_id, dtype=torch.long, device=dev)), dim=1)
+    body[torch.arange(b, device=dev), lengths] = cfg.eos_token_id  # END after the last token
+    start = torch.full((b, 1), cfg.start_token_id, dtype=torch.long, device=dev)
+    return NATOutput(torch.cat((start, body), dim=1), scores[chosen], lengths + 1, cands)

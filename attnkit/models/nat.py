@@ -1,0 +1,214 @@
+"""The non-autoregressive translation model (NAT): the whole sentence in one decoder pass.
+
+The lecture's NAT: the decoder gets a row of start tokens instead of its own previous outputs and
+writes every output token at once, so its **self-attention is unmasked** (each position sees every
+other; ``is_causal=False``): nothing is produced left to right, there is no "future" to hide. The
+output length is decided in one of two ways (``NATConfig.length``):
+
+- ``"classifier"``: a classifier reads the encoder's output (its mean over the source tokens) and
+  predicts the length as an offset from the source length, T - S in [-m, m]; decoding tries the
+  ``length_candidates`` most likely lengths and keeps the best-scoring translation;
+- ``"end"``: the decoder gets a long row (``ceil(row_ratio * S) + row_extra`` positions) and the
+  output is cut at the first END; in training, the positions after END are labelled END too.
+
+Training follows Mask-Predict (Ghazvininejad et al. 2019, a conditional masked language model):
+a random number n ~ U{1..T} of target positions are replaced by the mask token (the start token by
+default: with n = T the input is the lecture's row of start tokens) and predicted from the rest;
+the length classifier's cross-entropy is added with weight ``length_loss_weight``. The same model
+then decodes in one pass (everything masked) or refines its output over several iterations
+(``attnkit.generation.mask_predict``).
+
+- ``encode(input_ids, attention_mask) -> memory`` (B, S, d), as ``Seq2SeqModel``;
+- ``length_logits(memory, attention_mask) -> (B, 2m + 1)``; ``length_candidates(...) -> (B, k)``;
+- ``row_lengths(attention_mask) -> (B,)`` for ``"end"``;
+- ``decode_parallel(tokens (B, T), memory, memory_mask, lengths) -> nn.DecoderOutput`` (hidden (B, T, d));
+  ``output_logits(hidden) -> logits`` (decoding projects only the positions it needs);
+- ``forward(input_ids, attention_mask, decoder_input_ids, target_lengths) -> (logits, length_logits)``.
+
+``decode_step`` (step-by-step decoding) raises: ``attnkit.generation.generate`` is for
+autoregressive models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from ..functional.masks import keep_positions, padding
+from ..functional.pooling import masked_mean
+from ..nn import LayerCache
+from .seq2seq import Seq2SeqConfig, Seq2SeqModel, memory_mask_from
+
+__all__ = ["NATConfig", "NATModel", "random_mask", "length_classes", "row_lengths_for", "is_nat"]
+
+LengthStrategy = Literal["classifier", "end"]
+LENGTH_STRATEGIES = ("classifier", "end")
+
+
+@dataclass(frozen=True)
+class NATConfig(Seq2SeqConfig):
+    """A ``Seq2SeqConfig`` plus how the NAT decides the output length (see the module doc).
+
+    ``length``: "classifier" or "end". ``max_length_offset`` (m): the classifier's classes are
+    T - S = -m .. m (clamped). ``row_ratio``, ``row_extra``: the row length for "end".
+    ``mask_token_id``: the decoder's input at positions to predict (None: the start token).
+    ``length_loss_weight``: weight of the length classifier's loss in training.
+    """
+
+    length: LengthStrategy = "classifier"
+    max_length_offset: int = 32
+    row_ratio: float = 1.5
+    row_extra: int = 8
+    mask_token_id: int | None = None
+    length_loss_weight: float = 0.1
+
+    def __post_init__(self):
+        super().__post_init__()
+
+        def fail(name, msg):
+            raise ValueError(f"NATConfig: `{name}` {msg}, got {getattr(self, name)!r}")
+
+        if self.length not in LENGTH_STRATEGIES:
+            fail("length", f"must be one of {LENGTH_STRATEGIES}")
+        if not isinstance(self.max_length_offset, int) or isinstance(self.max_length_offset, bool) \
+                or self.max_length_offset < 0:
+            fail("max_length_offset", "must be an integer >= 0")
+        if not self.row_ratio > 0:
+            fail("row_ratio", "must be > 0")
+        if not isinstance(self.row_extra, int) or self.row_extra < 0:
+            fail("row_extra", "must be an integer >= 0")
+        if self.mask_token_id is not None and not (isinstance(self.mask_token_id, int)
+                                                   and 0 <= self.mask_token_id < self.tgt_vocab_size):
+            fail("mask_token_id", f"must be a token id in [0, {self.tgt_vocab_size})")
+        if self.mask_id in (self.pad_token_id, self.eos_token_id):
+            fail("mask_token_id", "must differ from the pad and END ids")
+        if not self.length_loss_weight >= 0:
+            fail("length_loss_weight", "must be >= 0")
+
+    @property
+    def mask_id(self) -> int:
+        return self.start_token_id if self.mask_token_id is None else self.mask_token_id
+
+    @property
+    def max_target_length(self) -> int:
+        """The longest row the decoder writes: target tokens (+ END for "end")."""
+        return self.max_positions
+
+
+def is_nat(model) -> bool:
+    """Does ``model`` decode non-autoregressively (the ``mask_predict`` protocol)?"""
+    return callable(getattr(model, "decode_parallel", None)) and isinstance(getattr(model, "config", None), NATConfig)
+
+
+def length_classes(target_lengths: Tensor, source_lengths: Tensor, max_offset: int) -> Tensor:
+    """The length classifier's label of each target length: (T - S) clamped to [-m, m], + m -> (B,) int64."""
+    return (target_lengths - source_lengths).clamp(-max_offset, max_offset) + max_offset
+
+
+def row_lengths_for(source_lengths: Tensor, config: NATConfig) -> Tensor:
+    """"end": the row written for a source of S tokens, ceil(row_ratio * S) + row_extra, at most
+    ``max_target_length`` -> (B,) int64."""
+    rows = (source_lengths.double() * config.row_ratio).ceil().long() + config.row_extra
+    return rows.clamp(1, config.max_target_length)
+
+
+def random_mask(lengths: Tensor, width: int, generator: torch.Generator | None = None) -> Tensor:
+    """Mask-Predict's training mask: per row b, n ~ U{1..lengths[b]} of its first ``lengths[b]``
+    positions, chosen uniformly -> bool (B, width), True = masked (to predict). Rows of length 0 get none."""
+    b, dev = lengths.shape[0], lengths.device
+    u = torch.rand(b, generator=generator, device=dev)
+    n = (u * lengths).floor().long() + 1  # (B,) uniform in 1..length
+    scores = torch.rand(b, width, generator=generator, device=dev)  # (B, W) random order of positions
+    scores = scores.masked_fill(~keep_positions(lengths, width), 2.0)  # padding ranks last
+    rank = scores.argsort(dim=1).argsort(dim=1)  # (B, W) rank of each position in that order
+    return (rank < n[:, None]) & keep_positions(lengths, width)
+
+
+class NATModel(Seq2SeqModel):
+    """``Seq2SeqModel``'s embeddings, encoder and decoder, decoded in parallel, plus a length classifier."""
+
+    config: NATConfig
+
+    def __init__(self, config: NATConfig, *, device=None, dtype=None):
+        if not isinstance(config, NATConfig):
+            raise ValueError(f"NATModel: `config` must be a NATConfig, got {type(config).__name__}")
+        super().__init__(config, device=device, dtype=dtype)
+        classes = 2 * config.max_length_offset + 1
+        self.length_head = nn.Linear(config.transformer.d_model, classes, device=device, dtype=dtype) \
+            if config.length == "classifier" else None
+
+    # -- length ---------------------------------------------------------------------------------
+    @staticmethod
+    def source_lengths(attention_mask: Tensor | None, memory: Tensor) -> Tensor:
+        """(B,) real source tokens (S of each row)."""
+        if attention_mask is None:
+            return torch.full((memory.shape[0],), memory.shape[1], dtype=torch.long, device=memory.device)
+        return attention_mask.bool().sum(1)
+
+    def length_logits(self, memory: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """memory (B, S, d) -> logits (B, 2m + 1) over T - S = -m .. m."""
+        if self.length_head is None:
+            raise ValueError("NATModel: this model cuts its output at END (length='end'); it has no length classifier")
+        pooled = masked_mean(memory, self.source_lengths(attention_mask, memory))  # (B, d)
+        return self.length_head(pooled)
+
+    def length_candidates(self, memory: Tensor, attention_mask: Tensor | None = None, k: int = 1) -> Tensor:
+        """The ``k`` most likely lengths (B, k), best first, each in [1, max_target_length]."""
+        logits = self.length_logits(memory, attention_mask)  # (B, 2m + 1)
+        k = min(k, logits.shape[1])
+        offsets = logits.topk(k, dim=1).indices - self.config.max_length_offset  # (B, k)
+        lengths = self.source_lengths(attention_mask, memory)[:, None] + offsets
+        return lengths.clamp(1, self.config.max_target_length)
+
+    def row_lengths(self, attention_mask: Tensor | None, memory: Tensor) -> Tensor:
+        """"end": the row to write for each source (``row_lengths_for``) -> (B,)."""
+        return row_lengths_for(self.source_lengths(attention_mask, memory), self.config)
+
+    # -- decoding -------------------------------------------------------------------------------
+    def decode_parallel(self, tokens: Tensor, memory: Tensor, memory_mask: Tensor | None = None,
+                        lengths: Tensor | None = None, *, cache: list[LayerCache] | None = None,
+                        use_cache: bool = False, output_attentions: bool = False):
+        """Every position at once: tokens (B, T) (mask tokens where unknown), memory (B, S, d), lengths (B,)
+        of the rows (positions past them are padding and hidden from the others) -> ``nn.DecoderOutput``
+        (``last_hidden_state`` (B, T, d); ``output_logits`` makes logits of it). Self-attention is unmasked
+        (``is_causal=False``).
+
+        ``cache`` may carry the cross-attention keys and values of an earlier call (``LayerCache(None, kv)``
+        per layer, static): Mask-Predict's iterations reuse them instead of projecting ``memory`` again.
+        """
+        self._check_ids(tokens, "tokens", self.config.tgt_vocab_size)
+        if memory.dim() != 3 or memory.shape[0] != tokens.shape[0]:
+            raise ValueError(f"NATModel: `memory` must have shape ({tokens.shape[0]}, S, d), got {tuple(memory.shape)}")
+        width = tokens.shape[1]
+        self_mask = None
+        if lengths is not None:
+            if lengths.shape != (tokens.shape[0],) or (lengths.numel() and int(lengths.max()) > width):
+                raise ValueError(f"NATModel: `lengths` must be ({tokens.shape[0]},) values <= {width}, "
+                                 f"got {tuple(lengths.shape)}")
+            if bool((lengths < width).any()):
+                self_mask = padding(lengths)
+        y = self.target_embedding(tokens) * self.embed_scale  # (B, T, d)
+        return self.decoder(y, memory, self_mask=self_mask, memory_mask=memory_mask_from(memory_mask, memory.shape[1]),
+                            is_causal=False, cache=cache, use_cache=use_cache, need_weights=output_attentions)
+
+    def decode_step(self, *args, **kwargs):
+        raise ValueError("NATModel: a non-autoregressive model writes all positions at once and has no "
+                         "step-by-step decoding; decode it with attnkit.generation.mask_predict (iterations=, "
+                         "length_candidates=), not generate (num_beams=, do_sample=)")
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None, decoder_input_ids: Tensor,
+                target_lengths: Tensor | None = None, positions: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """Training: source (B, S), the partly masked target rows (B, T) and their lengths (B,)
+        -> token logits (B, T, V) and length logits (B, 2m + 1) (None for "end").
+
+        ``positions`` (B, T) bool: logits only there, (M, V) for its M True entries (the loss needs
+        only the masked positions; the output projection is the largest matrix product here)."""
+        memory = self.encode(input_ids, attention_mask)
+        hidden = self.decode_parallel(decoder_input_ids, memory, attention_mask, target_lengths).last_hidden_state
+        logits = self.output_logits(hidden if positions is None else hidden[positions])  # (B, T, V) or (M, V)
+        lengths = self.length_logits(memory, attention_mask) if self.length_head is not None else None
+        return logits, lengths
+

@@ -1,0 +1,179 @@
+"""The non-autoregressive side of the translate task: ``attnkit train translate --decoder nat [--teacher RUN]``.
+
+Builds ``models.nat.NATModel`` (same vocabulary, embeddings and stacks as the autoregressive model,
+decoder self-attention unmasked, plus a length classifier or a row cut at END), trains it as
+Mask-Predict does (a random number of target tokens masked, predicted from the rest, + the length
+loss), optionally on the teacher's beam-search outputs (``distill.py``). A NAT run loads as
+``NATTranslator``: the same ``translate`` / ``generate`` calls, decoded by
+``attnkit.generation.mask_predict`` (``iterations``, ``length_candidates``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..data.bpe import EOS_ID, PAD_ID, UNK_ID
+from ..generation.mask_predict import NATOutput, mask_predict
+from ..models.nat import LENGTH_STRATEGIES, NATConfig, NATModel, length_classes, random_mask, row_lengths_for
+from ..train import Task
+from ..train.checkpoint import load_weights
+from .translator import Translator
+
+NAT_OPTIONS = ("iterations", "length_candidates", "suppress_tokens")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("non-autoregressive decoder (--decoder nat)")
+    g.add_argument("--decoder", choices=("ar", "nat"), default="ar",
+                   help="ar: autoregressive (masked self-attention, one token per step); nat: all tokens at once "
+                        "(unmasked self-attention, Mask-Predict training and decoding)")
+    g.add_argument("--teacher", type=Path, default=None, metavar="RUN",
+                   help="nat: train on this autoregressive run's beam-search translations of the training sources "
+                        "(sequence-level knowledge distillation; cached in OUT/distill)")
+    g.add_argument("--distill-beam", type=int, default=5, help="nat: the teacher's beam size")
+    g.add_argument("--length", choices=LENGTH_STRATEGIES, default="classifier",
+                   help="nat: output length from a classifier on the encoder output, or a long row cut at END")
+    g.add_argument("--length-loss-weight", type=float, default=0.1, help="nat: weight of the length classifier's loss")
+    g.add_argument("--iterations", type=int, default=10, help="nat: Mask-Predict iterations (the run's default)")
+    g.add_argument("--length-candidates", type=int, default=3, help="nat: lengths tried per sentence (classifier)")
+
+
+def check_arguments(args) -> None:
+    if args.teacher is not None and args.decoder != "nat":
+        raise ValueError("train translate: --teacher (sequence-level distillation) is for --decoder nat")
+    if args.decoder != "nat":
+        return
+    for name in ("iterations", "length_candidates", "distill_beam"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"train translate: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+
+
+def targets(args, train, out: Path) -> tuple[list[str], dict | None]:
+    """The target side to train on: the teacher's translations (distilled) or the corpus's own."""
+    if args.teacher is None:
+        return train.tgt, None
+    from .distill import distill
+
+    src_lang, tgt_lang = (args.src, args.tgt) if not args.train_src else (str(args.train_src), str(args.train_tgt))
+    lines, note = distill(args.teacher, train.src, out, src_lang=src_lang, tgt_lang=tgt_lang, beam=args.distill_beam)
+    print(f"distillation: {note['sources']} sentences, beam {note['beam']}, "
+          f"{'from the cache ' + note['file'] if note['cached'] else 'decoded in ' + str(note['seconds']) + ' s'}",
+          file=sys.stderr, flush=True)
+    return lines, note
+
+
+def config(args, seq2seq_fields: dict) -> NATConfig:
+    return NATConfig(**seq2seq_fields, length=args.length, length_loss_weight=args.length_loss_weight)
+
+
+def encode_row(subwords, src: str, tgt: str, max_length: int, cfg: NATConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """(source ids + END, target ids) for "classifier", (source ids + END, target ids + END) for "end"."""
+    s = subwords.encode(src)[: max_length - 1] + [EOS_ID]
+    t = subwords.encode(tgt)[: max_length - 1]
+    return torch.tensor(s), torch.tensor(t + [EOS_ID] if cfg.length == "end" else t, dtype=torch.long)
+
+
+def collate(examples, cfg: NATConfig):
+    """[(src (S_i,), row (T_i,))] -> src (B, S), src mask (B, S), target rows (B, W), row lengths (B,).
+
+    "end": each row is filled with END up to ``row_lengths_for`` its source (at least its own length)."""
+    b = len(examples)
+    src_len = torch.tensor([len(e[0]) for e in examples])
+    lengths = torch.tensor([len(e[1]) for e in examples])
+    fill = EOS_ID
+    if cfg.length == "end":
+        lengths = torch.maximum(lengths, row_lengths_for(src_len, cfg))
+    src = torch.full((b, int(src_len.max())), PAD_ID, dtype=torch.long)
+    rows = torch.full((b, max(int(lengths.max()), 1)), PAD_ID, dtype=torch.long)
+    for i, (s, t) in enumerate(examples):
+        src[i, :len(s)] = s
+        rows[i, :len(t)] = t
+        rows[i, len(t):int(lengths[i])] = fill  # "end" only: lengths[i] > len(t) there
+    return src, (src != PAD_ID).long(), rows, lengths
+
+
+def forward(model, batch, cfg: NATConfig):
+    """Mask-Predict's loss: mask n ~ U{1..T} target tokens, predict them; + weight x the length loss."""
+    src, mask, rows, lengths = batch
+    gen = None if model.training else torch.Generator(device=rows.device).manual_seed(0)  # dev: fixed masks
+    masked = random_mask(lengths, rows.shape[1], gen)  # (B, W)
+    logits, length_logits = model(src, mask, rows.masked_fill(masked, cfg.mask_id), lengths, masked)  # (M, V)
+    out = (logits, rows[masked])  # the masked positions only
+    if length_logits is None or cfg.length_loss_weight == 0:
+        return out
+    classes = length_classes(lengths, mask.sum(1), cfg.max_length_offset)  # (B,)
+    return (*out, cfg.length_loss_weight * F.cross_entropy(length_logits.float(), classes))
+
+
+def make_task(name: str, cfg: NATConfig, subwords, train_pairs, dev_pairs, max_length: int, meta: dict,
+              seed: int) -> Task:
+    torch.manual_seed(seed)
+    model = NATModel(cfg)
+    train_x = [encode_row(subwords, s, t, max_length, cfg) for s, t in train_pairs if t.strip()]
+    dropped = len(train_pairs) - len(train_x)
+    if dropped:
+        print(f"warning: {dropped} training pairs with an empty target dropped", file=sys.stderr)
+    dev_x = [encode_row(subwords, s, t, max_length, cfg) for s, t in dev_pairs] if dev_pairs else None
+    return Task(name, model, train_x, partial(collate, cfg=cfg), partial(forward, cfg=cfg), dev=dev_x, meta=meta,
+                lengths=[max(len(s), len(t)) for s, t in train_x])
+
+
+def nat_meta(args, note: dict | None) -> dict:
+    candidates = args.length_candidates if args.length == "classifier" else 1
+    return {"decoder": "nat", "teacher": note,
+            "nat_decoding": {"iterations": args.iterations, "length_candidates": candidates}}
+
+
+def task_for(model, meta: dict, name: str) -> Task:
+    cfg = model.config
+    return Task(name, model, [None], partial(collate, cfg=cfg), partial(forward, cfg=cfg), meta=meta)
+
+
+def load(folder: Path, meta: dict, subwords) -> NATTranslator:
+    model = NATModel(NATConfig.from_dict(meta["model"]))
+    load_weights(folder, model)
+    return NATTranslator(model, subwords, meta)
+
+
+class NATTranslator(Translator):
+    """A NAT run as a Python object: ``translate(texts, iterations=10, length_candidates=3)``.
+
+    Defaults come from the run (``attnkit train translate --iterations --length-candidates``).
+    ``generate`` returns ``mask_predict``'s ``NATOutput`` (``sequences`` in ``generate``'s layout).
+    """
+
+    decoder = "nat"
+
+    def __init__(self, model: NATModel, subwords, meta: dict, *, batch_size: int = 64):
+        super().__init__(model, subwords, meta, batch_size=batch_size)
+        d = meta.get("nat_decoding", {})
+        self.defaults = {"iterations": int(d.get("iterations", 10)),
+                         "length_candidates": int(d.get("length_candidates",
+                                                        3 if model.config.length == "classifier" else 1))}
+
+    def options(self, kwargs: dict) -> dict:
+        wrong = sorted(set(kwargs) - set(NAT_OPTIONS))
+        if wrong:
+            raise ValueError(f"translate: {', '.join(wrong)} {'is an option' if len(wrong) == 1 else 'are options'} of "
+                             "autoregressive decoding; this run is non-autoregressive (trained with --decoder nat): "
+                             "use iterations= and length_candidates=")
+        return {**self.defaults, "suppress_tokens": [UNK_ID], **kwargs}
+
+    def generate(self, input_ids, attention_mask=None, **kwargs) -> NATOutput:
+        """``attnkit.generation.mask_predict`` on this model."""
+        return mask_predict(self.model, input_ids, attention_mask, **self.options(kwargs))
+
+    def describe(self, kwargs: dict) -> str:
+        kw = self.options(kwargs)
+        how = "one pass" if kw["iterations"] == 1 else f"mask-predict {kw['iterations']} iterations"
+        return f"NAT {how}, {kw['length_candidates']} length candidate{'s' * (kw['length_candidates'] > 1)}"
+
+    def attend(self, text: str, **kwargs):
+        raise ValueError("attend: cross-attention maps are drawn for autoregressive runs (each token from one step); "
+                         "this run is non-autoregressive")

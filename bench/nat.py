@@ -1,0 +1,127 @@
+"""Non-autoregressive vs autoregressive translation on Multi30k test_2016_flickr De->En, in one run.
+
+    flock /tmp/attnkit-heavy.lock .venv/bin/python bench/nat.py --ar runs/de-en --nat runs/de-en-nat \\
+        [--nat-raw runs/de-en-nat-raw] [--threads 2] [--latency-sentences 100] [--repeats 3]
+
+Rows: the autoregressive run (greedy; beam search, --beam), the NAT run (one pass: the classifier's
+best length only, and with --length-candidates; Mask-Predict at 4 and 10 iterations), and, with
+--nat-raw, the NAT run trained without distillation (Mask-Predict 10). Columns:
+
+- sacreBLEU and chrF on the whole test set (1000 sentences), decoded in batches of 64;
+- latency at batch 1: the median time to translate one sentence, over --latency-sentences test
+  sentences; every sentence goes through all rows in turn (interleaved, so load hits all alike);
+- throughput at batch 64: sentences per second over the whole test set, the median of --repeats
+  interleaved rounds.
+
+Ratios are against AR greedy measured in the same run. Times include BPE encoding and decoding of
+the text on both sides. Decoding runs in float32 on --threads torch threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import machine, table  # noqa: E402
+
+import attnkit  # noqa: E402
+from attnkit.data.multi30k import multi30k  # noqa: E402
+
+
+def rows(args) -> list[tuple[str, object, dict]]:
+    ar, nat = attnkit.load_pretrained(args.ar), attnkit.load_pretrained(args.nat)
+    if ar.decoder != "ar" or nat.decoder != "nat":
+        raise SystemExit(f"bench/nat.py: --ar must be an autoregressive run and --nat a NAT run; got {ar.decoder} "
+                         f"and {nat.decoder}")
+    k = args.length_candidates
+    out = [("AR greedy", ar, {}), (f"AR beam {args.beam}", ar, {"num_beams": args.beam}),
+           ("NAT one pass, 1 length", nat, {"iterations": 1, "length_candidates": 1}),
+           (f"NAT one pass, {k} lengths", nat, {"iterations": 1, "length_candidates": k}),
+           (f"Mask-Predict 4 it., {k} lengths", nat, {"iterations": 4, "length_candidates": k}),
+           (f"Mask-Predict 10 it., {k} lengths", nat, {"iterations": 10, "length_candidates": k})]
+    if args.nat_raw:
+        raw = attnkit.load_pretrained(args.nat_raw)
+        out += [("no distillation: one pass, 1 length", raw, {"iterations": 1, "length_candidates": 1}),
+                (f"no distillation: Mask-Predict 10 it., {k} lengths", raw,
+                 {"iterations": 10, "length_candidates": k})]
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ar", type=Path, required=True, help="autoregressive translation run (attnkit train translate)")
+    p.add_argument("--nat", type=Path, required=True, help="NAT run (--decoder nat --teacher AR)")
+    p.add_argument("--nat-raw", type=Path, default=None, help="NAT run trained on the corpus itself (no teacher)")
+    p.add_argument("--split", default="test_2016_flickr")
+    p.add_argument("--data-root", type=Path, default=None)
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--length-candidates", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--latency-sentences", type=int, default=100)
+    p.add_argument("--repeats", type=int, default=3, help="rounds of the batch-64 throughput measurement")
+    p.add_argument("--limit", type=int, default=None, help="only the first N test sentences (quick checks)")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    import sacrebleu
+
+    test = multi30k(args.split, "de", "en", args.data_root, limit=args.limit)
+    contenders = rows(args)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    print(f"# bench/nat.py, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit}")
+    print(f"# {machine()}; load average at start {os.getloadavg()[0]:.2f}")
+    print(f"# {args.split} De->En, {len(test.src)} sentences; AR {args.ar}, NAT {args.nat}"
+          + (f", NAT without distillation {args.nat_raw}" if args.nat_raw else ""), flush=True)
+
+    # batch 64: BLEU and throughput, interleaved rounds
+    hyps: dict[str, list[str]] = {}
+    batch_s: dict[str, list[float]] = {name: [] for name, _, _ in contenders}
+    for _, tr, kw in contenders:  # warm-up
+        tr.translate(test.src[:64], batch_size=64, **kw)
+    for r in range(args.repeats):
+        for name, tr, kw in contenders:
+            t0 = time.perf_counter()
+            hyps[name] = tr.translate(test.src, batch_size=64, **kw)
+            batch_s[name].append(time.perf_counter() - t0)
+        print(f"# throughput round {r + 1}/{args.repeats} done", file=sys.stderr, flush=True)
+
+    # batch 1: latency per sentence, every sentence through every row in turn
+    n_lat = min(args.latency_sentences, len(test.src))
+    step = max(1, len(test.src) // n_lat)
+    sample = test.src[::step][:n_lat]
+    lat: dict[str, list[float]] = {name: [] for name, _, _ in contenders}
+    for text in sample:
+        for name, tr, kw in contenders:
+            t0 = time.perf_counter()
+            tr.translate([text], **kw)
+            lat[name].append(time.perf_counter() - t0)
+
+    base_lat = statistics.median(lat["AR greedy"])
+    base_tp = len(test.src) / statistics.median(batch_s["AR greedy"])
+    out = []
+    metric = sacrebleu.metrics.BLEU()
+    for name, _, _ in contenders:
+        bleu = metric.corpus_score(hyps[name], [test.tgt])
+        chrf = sacrebleu.metrics.CHRF().corpus_score(hyps[name], [test.tgt])
+        ms = 1e3 * statistics.median(lat[name])
+        tp = len(test.src) / statistics.median(batch_s[name])
+        out.append([name, f"{bleu.score:.2f}", f"{chrf.score:.2f}", f"{ms:.1f}", f"{base_lat * 1e3 / ms:.2f}x",
+                    f"{tp:.1f}", f"{tp / base_tp:.2f}x"])
+    print(table(["decoding", "BLEU", "chrF", "batch 1 ms/sentence", "speed-up vs AR greedy",
+                 "batch 64 sentences/s", "vs AR greedy"], out))
+    print(f"# latency: median over {n_lat} sentences (every {step}th), batch 1; throughput: median of {args.repeats} "
+          f"rounds over {len(test.src)} sentences, batch 64; load average at end {os.getloadavg()[0]:.2f}")
+    print(f"# sacreBLEU signature: {metric.get_signature()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,151 @@
+"""The NAT side of the translate task: Mask-Predict training learns, distillation is cached, wrong options fail."""
+
+import json
+import random
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attnkit
+from attnkit.cli.main import main
+from attnkit.generation import mask_predict
+from attnkit.models.nat import NATConfig, NATModel
+from attnkit.nn import TransformerConfig
+from attnkit.tasks.distill import distill
+from attnkit.tasks.translate_nat import collate, forward
+from attnkit.tasks.translator import TranslationWarning
+from attnkit.train import IGNORE
+
+from .corpus import write_corpus
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TINY = ["--d-model", "32", "--num-heads", "2", "--d-ff", "64", "--num-encoder-layers", "1", "--num-decoder-layers",
+        "1", "--no-progress", "--vocab-size", "60", "--batch-tokens", "400", "--warmup-steps", "5", "--average", "0"]
+
+
+@pytest.mark.parametrize("length,steps", [("classifier", 400), ("end", 250)])
+def test_mask_predict_training_learns_a_mapping(length, steps):
+    """Targets are the source ids + 1 (lengths 3..8): trained with the task's own loss, one pass writes
+    (nearly) every training target exactly, at the right length. (Rows cut at END learn the alignment
+    of target to source positions sooner: the END filling teaches where the source ends.)"""
+    rng, v = random.Random(0), 20
+    pairs = []
+    for _ in range(64):
+        s = [rng.randint(4, v - 2) for _ in range(rng.randint(3, 8))]
+        pairs.append((torch.tensor(s + [2]), torch.tensor([x + 1 for x in s] + ([2] if length == "end" else []))))
+    tc = TransformerConfig(d_model=32, num_heads=2, d_ff=64, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0,
+                           norm_first=True)
+    cfg = NATConfig(v, v, tc, share_embeddings=True, max_positions=24, length=length, max_length_offset=4,
+                    row_ratio=1.0, row_extra=2, length_loss_weight=0.1)
+    model = NATModel(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        batch = collate([pairs[i] for i in rng.sample(range(64), 16)], cfg)
+        logits, labels, *extra = forward(model, batch, cfg)
+        assert (labels != IGNORE).sum() >= 16  # at least one masked target per row
+        loss = F.cross_entropy(logits, labels, ignore_index=IGNORE) + sum(extra)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    src = torch.nn.utils.rnn.pad_sequence([p[0] for p in pairs], batch_first=True)
+    out = mask_predict(model, src, (src != 0).long(), iterations=1, length_candidates=1)
+    want = [[1, *p[1].tolist()] + ([] if length == "end" else [2]) for p in pairs]
+    got = [out.sequences[i, :len(w)].tolist() for i, w in enumerate(want)]
+    assert sum(g == w for g, w in zip(got, want)) >= 60  # of 64
+    assert out.lengths.tolist() == [len(w) - 1 for w in want]
+
+
+def test_collate_fills_rows_cut_at_end():
+    cfg = NATConfig(20, 20, TransformerConfig(d_model=8, num_heads=2, d_ff=8), length="end", row_ratio=1.0,
+                    row_extra=1)
+    src, mask, rows, lengths = collate([(torch.tensor([5, 6, 2]), torch.tensor([7, 2])),
+                                        (torch.tensor([5, 2]), torch.tensor([8, 9, 10, 11, 2]))], cfg)
+    assert lengths.tolist() == [4, 5]  # max(own length, S + 1)
+    assert rows.tolist() == [[7, 2, 2, 2, 0], [8, 9, 10, 11, 2]] and mask.tolist() == [[1, 1, 1], [1, 1, 0]]
+
+
+def test_cli_distillation_training_translation_and_clear_errors(tmp_path, capsys):
+    c = write_corpus(tmp_path / "corpus", n_train=120, n_dev=10)
+    data = ["--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]), "--dev-src", str(c["dev_src"]),
+            "--dev-tgt", str(c["dev_tgt"])]
+    ar, nat = tmp_path / "ar", tmp_path / "nat"
+    assert main(["train", "translate", *data, *TINY, "--max-steps", "6", "--out", str(ar)]) == 0
+    capsys.readouterr()
+    args = ["train", "translate", *data, *TINY, "--max-steps", "6", "--decoder", "nat", "--teacher", str(ar),
+            "--distill-beam", "2", "--iterations", "3", "--out", str(nat)]
+    assert main(args) == 0
+    cap = capsys.readouterr()
+    assert "distillation: 120 sentences, beam 2, decoded in" in cap.err
+    assert "NAT mask-predict 3 iterations, 3 length candidates" in cap.out  # the dev BLEU after training
+    notes = list((nat / "distill").glob("*.json"))
+    assert len(notes) == 1 and json.loads(notes[0].read_text())["beam"] == 2
+    outputs = notes[0].with_suffix(".txt").read_text(encoding="utf-8").split("\n")
+    teacher = attnkit.load_pretrained(ar)
+    sources = c["train_src"].read_text(encoding="utf-8").splitlines()
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))  # distill decodes shortest first
+    expected = teacher.translate([sources[i] for i in order], num_beams=2)
+    assert len(outputs) == 121 and [outputs[i] for i in order] == expected  # one line per training source
+    meta = json.loads((nat / "ckpt-00000006" / "meta.json").read_text())
+    assert meta["decoder"] == "nat" and meta["model"]["length"] == "classifier" and meta["teacher"]["beam"] == 2
+    # another run with the same teacher, sources and beam reads the cached translations
+    (tmp_path / "nat3" / "distill").mkdir(parents=True)
+    for f in (nat / "distill").iterdir():
+        (tmp_path / "nat3" / "distill" / f.name).write_bytes(f.read_bytes())
+    capsys.readouterr()
+    assert main([*args[:-1], str(tmp_path / "nat3")]) == 0
+    assert "from the cache" in capsys.readouterr().err
+
+    # a killed distillation continues from its partial file (a line cut by the kill is decoded again)
+    key = notes[0].stem
+    part = tmp_path / "nat4" / "distill" / f"{key}.partial.jsonl"
+    part.parent.mkdir(parents=True)
+    part.write_text("".join(json.dumps({"i": i, "t": f"done {i}"}) + "\n" for i in range(10)) + '{"i": 10, "t": "cu',
+                    encoding="utf-8")
+    lines, note = distill(ar, sources, tmp_path / "nat4", src_lang=str(c["train_src"]), tgt_lang=str(c["train_tgt"]),
+                          beam=2, progress=False)
+    rest = sorted(range(10, len(sources)), key=lambda i: len(sources[i]))
+    assert lines[:10] == [f"done {i}" for i in range(10)]
+    assert [lines[i] for i in rest] == teacher.translate([sources[i] for i in rest], num_beams=2)
+    assert not note["cached"] and not part.exists() and (part.parent / f"{key}.txt").exists()
+
+    tr = attnkit.load_pretrained(nat)
+    with pytest.warns(TranslationWarning, match="empty"):
+        assert tr.decoder == "nat" and len(tr.translate(["Ein mann sieht ein auto.", ""], iterations=2)) == 2
+    assert main(["translate", str(nat), "Ein hund hat ein ball.", "--iterations", "1", "--length-candidates", "1"]) == 0
+    capsys.readouterr()
+    # the wrong kind of decoding for the run, the wrong kind of teacher: one clear line each
+    for argv, match in (
+            (["translate", str(nat), "Ein hund.", "--beam", "4"], "--beam is for autoregressive runs"),
+            (["translate", str(ar), "Ein hund.", "--iterations", "4"], "for non-autoregressive runs"),
+            (["evaluate", str(ar), "--data", str(c["dev_src"]), "--ref", str(c["dev_tgt"]), "--length-candidates",
+              "2"], "for non-autoregressive runs"),
+            (["train", "translate", *data, *TINY, "--max-steps", "1", "--teacher", str(ar), "--out",
+              str(tmp_path / "x")], "--teacher .* is for --decoder nat"),
+            (["train", "translate", *data, *TINY, "--max-steps", "1", "--decoder", "nat", "--teacher", str(nat),
+              "--out", str(tmp_path / "y")], "the teacher must be autoregressive")):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert re.search(match, err) and len(err.strip().splitlines()) == 1, (argv, err)
+    with pytest.raises(ValueError, match="num_beams is an option of autoregressive decoding"):
+        tr.translate(["Ein hund."], num_beams=4)
+    with pytest.raises(ValueError, match="iterations is an option of non-autoregressive runs"):
+        teacher.translate(["Ein hund."], iterations=4)
+
+
+def test_a_resumed_nat_run_equals_an_uninterrupted_one(tmp_path):
+    from safetensors.torch import load_file
+
+    c = write_corpus(tmp_path / "corpus", n_train=60, n_dev=6)
+    data = ["--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]), "--dev-src", str(c["dev_src"]),
+            "--dev-tgt", str(c["dev_tgt"]), "--decoder", "nat", "--eval-every", "3", "--iterations", "1", *TINY]
+    assert main(["train", "translate", *data, "--max-steps", "6", "--out", str(tmp_path / "a")]) == 0
+    assert main(["train", "translate", *data, "--max-steps", "3", "--out", str(tmp_path / "b")]) == 0
+    assert main(["train", "translate", *data, "--max-steps", "6", "--out", str(tmp_path / "b"), "--resume"]) == 0
+    a, b = (load_file(str(tmp_path / r / "ckpt-00000006" / "model.safetensors")) for r in "ab")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(a["length_head.weight"], load_file(str(tmp_path / "b" / "ckpt-00000003" /
+                                                                   "model.safetensors"))["length_head.weight"])
