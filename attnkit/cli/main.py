@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "train",
     "evaluate",
     "predict",
+    "lra",
 ]
 
 

@@ -1,0 +1,203 @@
+"""Pathfinder (Linsley et al. 2018; LRA's 32x32 version): are the two dots joined by one dashed curve?
+
+An image holds two main curves and a few shorter distractors, each a chain of straight dashes
+("paddles") with gaps between them, turning by at most ``continuity`` degrees from one paddle to
+the next. Two dots mark curve ends: both ends of the same main curve (label 1, connected) or one end
+of each main curve (label 0). Positive and negative images are drawn the same way (two main curves,
+the same distractors, two dots); only where the second dot sits differs. Curves keep at least
+``min_distance`` pixels from each other and from themselves (beyond neighbouring paddles), so no
+curve touches another and the gaps inside a curve are the only breaks. Lines are anti-aliased, 8-bit.
+Labels are balanced by construction (every other image is positive, then the splits are shuffled).
+
+As a sequence the image is its 1,024 pixels row by row (``pixel_tokens``). Files: ``pathfinder_{train,
+val,test}.npz`` with ``images`` (N, size, size) uint8 and ``labels`` (N,) uint8, read with
+``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["PathfinderConfig", "generate_pathfinder", "draw_pathfinder", "write_pathfinder", "read_pathfinder",
+           "PATHFINDER_FILES"]
+
+PATHFINDER_FILES = {"train": "pathfinder_train.npz", "val": "pathfinder_val.npz", "test": "pathfinder_test.npz"}
+_ATTEMPTS = 100  # fresh starts per image before the settings are declared impossible
+
+
+@dataclass(frozen=True)
+class PathfinderConfig:
+    """Generator settings (pixels and degrees). The defaults give LRA-like 32x32 images."""
+
+    size: int = 32
+    contour_length: int = 6  # paddles per main curve
+    distractor_length: int = 3  # paddles per distractor curve
+    num_distractors: int = 3
+    paddle_length: float = 3.0
+    paddle_gap: float = 2.0
+    continuity: float = 30.0  # largest turn between consecutive paddles
+    min_distance: float = 2.5  # between different curves, and between non-neighbouring parts of one
+    thickness: float = 1.0
+    dot_radius: float = 1.5
+    n_train: int = 20_000
+    n_val: int = 2_000
+    n_test: int = 2_000
+    seed: int = 0
+
+    def __post_init__(self):
+        ints = ("size", "contour_length", "distractor_length", "n_train", "n_val", "n_test")
+        for name in ints:
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"pathfinder: `{name}` must be a positive integer, got {v!r}")
+        for name in ("num_distractors", "seed"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"pathfinder: `{name}` must be an integer >= 0, got {v!r}")
+        for name in ("paddle_length", "thickness", "dot_radius", "paddle_gap", "min_distance"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"pathfinder: `{name}` must be > 0, got {getattr(self, name)!r}")
+        if not 0 <= self.continuity <= 180:
+            raise ValueError(f"pathfinder: `continuity` must be in [0, 180] degrees, got {self.continuity!r}")
+        if self.size < 8:
+            raise ValueError(f"pathfinder: `size` must be >= 8 pixels, got {self.size}")
+        reach = self.contour_length * (self.paddle_length + self.paddle_gap)
+        if reach > 3 * self.size:
+            raise ValueError(f"pathfinder: a main curve of {self.contour_length} paddles is {reach:.0f} px long, more "
+                             f"than 3 x size={self.size} can hold; shorten it or enlarge the image")
+        if self.min_distance <= self.thickness:
+            raise ValueError(f"pathfinder: `min_distance` ({self.min_distance}) must exceed `thickness` "
+                             f"({self.thickness}) or separate curves could touch")
+
+
+def _points(segments: np.ndarray, step: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """Segments (S, 2, 2) of one length -> sample points (S * k, 2) at most ``step`` apart, and the
+    segment index of each (S * k,)."""
+    a, b = segments[:, 0], segments[:, 1]  # (S, 2)
+    k = max(2, int(math.ceil(float(np.linalg.norm(b[0] - a[0])) / step)) + 1) if len(segments) else 2
+    t = np.linspace(0.0, 1.0, k)[None, :, None]  # (1, k, 1)
+    pts = a[:, None] + t * (b - a)[:, None]  # (S, k, 2)
+    return pts.reshape(-1, 2), np.repeat(np.arange(len(segments)), k)
+
+
+def _shape(rng: np.random.Generator, n: int, cfg: PathfinderConfig) -> np.ndarray | None:
+    """A curve of ``n`` paddles from the origin, (n, 2, 2) segment ends (x, y); None if it comes back on itself."""
+    angle = rng.uniform(0.0, 2 * math.pi)
+    turns = np.concatenate([[0.0], rng.uniform(-1.0, 1.0, n - 1) * math.radians(cfg.continuity)])
+    angles = angle + np.cumsum(turns)  # (n,) direction of each paddle
+    d = np.stack([np.cos(angles), np.sin(angles)], -1)  # (n, 2)
+    step = cfg.paddle_length + cfg.paddle_gap
+    starts = np.concatenate([np.zeros((1, 2)), np.cumsum(d[:-1] * step, 0)])  # (n, 2)
+    segs = np.stack([starts, starts + cfg.paddle_length * d], 1)  # (n, 2, 2)
+    pts, idx = _points(segs)
+    far = np.abs(idx[:, None] - idx[None]) > 1
+    if far.any() and np.linalg.norm(pts[:, None] - pts[None], axis=-1)[far].min() < cfg.min_distance:
+        return None
+    return segs
+
+
+def _curve(rng: np.random.Generator, n: int, cfg: PathfinderConfig, taken: np.ndarray) -> np.ndarray | None:
+    """One curve of ``n`` paddles inside the image and clear of the ``taken`` points; None if none was found."""
+    margin = cfg.dot_radius + 1.0
+    for _ in range(20):
+        segs = _shape(rng, n, cfg)
+        if segs is None:
+            continue
+        lo, hi = segs.min((0, 1)), segs.max((0, 1))
+        if np.any(hi - lo > cfg.size - 2 * margin):
+            continue
+        pts = _points(segs)[0]  # (P, 2)
+        shifts = rng.uniform(margin - lo, cfg.size - margin - hi, (10, 2))  # (10, 2) keep the curve inside
+        if not len(taken):
+            return segs + shifts[0]
+        gap = np.linalg.norm(pts[None, :, None] + shifts[:, None, None] - taken[None, None], axis=-1)  # (10, P, T)
+        fits = np.flatnonzero(gap.min((1, 2)) >= cfg.min_distance)
+        if len(fits):
+            return segs + shifts[fits[0]]
+    return None
+
+
+def draw_pathfinder(curves: list[np.ndarray], dots: list[np.ndarray], cfg: PathfinderConfig) -> np.ndarray:
+    """Render segments and dots, anti-aliased: (size, size) uint8."""
+    yy, xx = np.mgrid[0:cfg.size, 0:cfg.size]
+    px = np.stack([xx.ravel() + 0.5, yy.ravel() + 0.5], -1)[:, None]  # pixel centres (P, 1, 2)
+    segs = np.concatenate(curves)  # (S, 2, 2)
+    a, ab = segs[:, 0], segs[:, 1] - segs[:, 0]  # (S, 2)
+    t = np.clip(((px - a) * ab).sum(-1) / np.maximum((ab * ab).sum(-1), 1e-12), 0.0, 1.0)  # (P, S)
+    to_line = np.linalg.norm(px - (a + t[..., None] * ab), axis=-1).min(-1)  # (P,) distance to the nearest paddle
+    to_dot = np.linalg.norm(px - np.asarray(dots), axis=-1).min(-1)  # (P,)
+    ink = np.maximum(np.clip(cfg.thickness / 2 + 0.5 - to_line, 0.0, 1.0),
+                     np.clip(cfg.dot_radius + 0.5 - to_dot, 0.0, 1.0))
+    return np.round(ink * 255).astype(np.uint8).reshape(cfg.size, cfg.size)
+
+
+def _image(rng: np.random.Generator, positive: bool, cfg: PathfinderConfig) -> tuple[np.ndarray, dict]:
+    """One image and its curves / dots (for tests)."""
+    for _ in range(_ATTEMPTS):
+        curves: list[np.ndarray] = []
+        taken = np.zeros((0, 2))
+        for n in [cfg.contour_length] * 2 + [cfg.distractor_length] * cfg.num_distractors:
+            segs = _curve(rng, n, cfg, taken)
+            if segs is None:
+                break
+            curves.append(segs)
+            taken = np.concatenate([taken, _points(segs)[0]])
+        else:
+            a, b = curves[0], curves[1]
+            ends_b = [b[0, 0], b[-1, 1]]
+            second = a[-1, 1] if positive else ends_b[int(rng.integers(2))]
+            dots = [a[0, 0], second]
+            return draw_pathfinder(curves, dots, cfg), {"curves": curves, "dots": dots}
+    raise ValueError(f"pathfinder: could not place {2 + cfg.num_distractors} curves apart from each other in a "
+                     f"{cfg.size}x{cfg.size} image after {_ATTEMPTS} tries; use fewer or shorter curves, a "
+                     f"smaller min_distance, or a larger image")
+
+
+def generate_pathfinder(cfg: PathfinderConfig) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{"train", "val", "test"}: (images (N, size, size) uint8, labels (N,) uint8), balanced, seeded."""
+    rng = np.random.default_rng(cfg.seed)
+    out = {}
+    for split, n in (("train", cfg.n_train), ("val", cfg.n_val), ("test", cfg.n_test)):
+        labels = (np.arange(n) % 2 == 0).astype(np.uint8)
+        rng.shuffle(labels)
+        images = np.stack([_image(rng, bool(y), cfg)[0] for y in labels]) if n else np.zeros((0, cfg.size, cfg.size),
+                                                                                              np.uint8)
+        out[split] = (images, labels)
+    return out
+
+
+def write_pathfinder(splits: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: str | os.PathLike) -> list[Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for split, name in PATHFINDER_FILES.items():
+        images, labels = splits[split]
+        path = out / name
+        tmp = out / (name + ".part.npz")
+        np.savez_compressed(tmp, images=images, labels=labels)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+def read_pathfinder(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """(images (N, S, S) uint8, labels (N,) uint8) from a ``write_pathfinder`` file (no pickle)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"pathfinder: {path} does not exist; create it with `attnkit lra generate pathfinder`")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            images, labels = f["images"], f["labels"]
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"pathfinder: cannot read {path}: {e}") from None
+    if images.dtype != np.uint8 or images.ndim != 3 or labels.shape != images.shape[:1]:
+        raise ValueError(f"pathfinder: {path} holds images {images.dtype}{images.shape} and labels {labels.shape}; "
+                         f"expected uint8 (N, S, S) and (N,)")
+    if labels.size and labels.max() > 1:
+        raise ValueError(f"pathfinder: {path} has labels other than 0 / 1")
+    return images, labels
