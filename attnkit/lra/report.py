@@ -125,6 +125,10 @@ def speed_accuracy_figure(rows: list[dict], path: str | Path, title: str = "LRA-
         ax.annotate(v, (speed[v], acc), textcoords="offset points", xytext=(0, math.sqrt(size) / 2 + 4),
                     ha="center", fontsize=9)
     ax.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    for axis in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
+        axis(FuncFormatter(lambda x, _: f"{x:g}x"))
     ax.set_xlabel("training speed, relative to full attention (steps/s ratio, mean over tasks)")
     ax.set_ylabel(f"mean test accuracy % ({', '.join(tasks)})")
     ax.set_title(f"{title}: speed vs accuracy; bubble area = peak memory of a step\n"

@@ -104,11 +104,19 @@ class _Keys:
             ok = ok & (j.unsqueeze(0) < self.lengths.view(-1, *([1] * j.dim())))
         return ok
 
-    def ok(self, i: Tensor, j: Tensor) -> Tensor:
-        """Broadcastable query / key indices -> bool (N | 1, *broadcast shape)."""
-        i, j = torch.broadcast_tensors(i, j)
-        ok = self.real(j)
-        return ok & (j <= i).unsqueeze(0) if self.causal else ok
+    def hide(self, s: Tensor, i: Tensor, j: Tensor, shown: Tensor | None = None) -> Tensor:
+        """Scores s (N, *shape), in place: -inf where key j is not visible to query i (i, j and the pattern's
+        ``shown`` broadcast to ``shape``, kept small; j has s.dim() - 1 dims; padding is applied per batch
+        row on j's shape)."""
+        ok = (j >= 0) & (j < self.length)
+        if self.causal:
+            ok = ok & (j <= i)
+        if shown is not None:
+            ok = ok & shown
+        s.masked_fill_(~ok, _NEG)
+        if self.lengths is not None:
+            s.masked_fill_(j.unsqueeze(0) >= self.lengths.view(-1, *([1] * j.dim())), _NEG)  # (N, *j.shape)
+        return s
 
 
 def _band_block(width: int, length: int) -> int:
@@ -129,8 +137,8 @@ def _band(q, k, v, left, right, keys: _Keys):
     dev = q.device
     i = (torch.arange(nb, device=dev) * bq).view(nb, 1, 1) + torch.arange(bq, device=dev).view(1, bq, 1)  # (nb, bq, 1)
     j = (torch.arange(nb, device=dev) * bq - left).view(nb, 1, 1) + torch.arange(width, device=dev)  # (nb, 1, W)
-    ok = keys.ok(i, j) & (j >= i - left) & (j <= i + right)  # (N | 1, nb, bq, W)
-    s = (qb @ kb).masked_fill(~ok, _NEG).view(n, nb * bq, width)[:, :length]  # (N, L, W)
+    s = keys.hide(qb @ kb, i, j, (j >= i - left) & (j <= i + right))  # (N, nb, bq, W)
+    s = s.view(n, nb * bq, width)[:, :length]  # (N, L, W)
 
     def mix(w: Tensor) -> Tensor:
         wb = F.pad(w, (0, 0, 0, nb * bq - length)).view(n, nb, bq, width)  # (N, nb, bq, W)
@@ -153,10 +161,8 @@ def _strided(q, k, v, stride, window, keys: _Keys):
     r = torch.arange(stride, device=dev).view(stride, 1, 1)
     i = torch.arange(t, device=dev).view(1, t, 1) * stride + r  # (s, T, 1)
     j = torch.arange(t, device=dev).view(1, 1, t) * stride + r  # (s, 1, T)
-    ok = keys.ok(i, j)  # (N | 1, s, T, T)
-    if window is not None:
-        ok = ok & ~((j >= i - window[0]) & (j <= i + window[1]))  # the band has those
-    s = (qs @ ks.transpose(-1, -2)).masked_fill(~ok, _NEG)  # (N, s, T, T)
+    shown = None if window is None else ~((j >= i - window[0]) & (j <= i + window[1]))  # the band has those
+    s = keys.hide(qs @ ks.transpose(-1, -2), i, j, shown)  # (N, s, T, T)
     s = s.transpose(1, 2).reshape(n, lp, t)[:, :length]  # (N, L, T), rows back in position order
 
     def mix(w: Tensor) -> Tensor:
@@ -170,13 +176,13 @@ def _global_keys(q, k, v, g: Tensor, window, stride, keys: _Keys):
     """Global keys: scores (N, L, g) and weights (N, L, g) -> output (N, L, dv)."""
     i = torch.arange(q.shape[1], device=q.device).view(-1, 1)  # (L, 1)
     j = g.view(1, -1)  # (1, g)
-    ok = keys.ok(i, j)  # (N | 1, L, g)
+    shown = torch.ones((), dtype=torch.bool, device=q.device)
     if window is not None:
-        ok = ok & ~((j >= i - window[0]) & (j <= i + window[1]))
+        shown = shown & ~((j >= i - window[0]) & (j <= i + window[1]))
     if stride is not None:
-        ok = ok & ((i - j) % stride != 0)
+        shown = shown & ((i - j) % stride != 0)
     vg = v[:, g]  # (N, g, dv)
-    s = (q @ k[:, g].transpose(-1, -2)).masked_fill(~ok, _NEG)  # (N, L, g)
+    s = keys.hide(q @ k[:, g].transpose(-1, -2), i, j, shown)  # (N, L, g)
     return s, (lambda w: w @ vg)
 
 
@@ -205,8 +211,7 @@ def _sparse(q: Tensor, k: Tensor, v: Tensor, pat: SparsePattern, lengths: Tensor
     for piece, (_, mix) in zip(w.split([s.shape[-1] for s, _ in parts], -1), parts):
         out = out + mix(piece)  # (N, L, dv)
     if len(g):  # global queries see every key (causal and padding still apply)
-        sg = (q[:, g] @ k.transpose(-1, -2)).masked_fill(~keys.ok(g.view(-1, 1), torch.arange(length,
-                                                                                                device=q.device)), _NEG)
+        sg = keys.hide(q[:, g] @ k.transpose(-1, -2), g.view(-1, 1), torch.arange(length, device=q.device).view(1, -1))
         wg = _softmax(sg)  # (N, g, L)
         if dropout_p > 0:
             wg = F.dropout(wg, dropout_p)
@@ -251,7 +256,10 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, s
     qf = q.reshape(-1, length, q.shape[-1]).to(work) * scale  # (N, L, d)
     kf = k.reshape(-1, length, k.shape[-1]).to(work)  # (N, L, d)
     vf = v.reshape(-1, length, v.shape[-1]).to(work)  # (N, L, dv)
-    lengths = _flat_lengths(None if pat.lengths is None else pat.lengths.to(q.device), lead)
+    lengths = pat.lengths
+    if lengths is not None and (lengths.numel() == 0 or int(lengths.min()) >= length):
+        lengths = None  # nothing is padded: skip the per-row masks
+    lengths = _flat_lengths(None if lengths is None else lengths.to(q.device), lead)
     out = _sparse(qf, kf, vf, pat, lengths, dropout_p)  # (N, L, dv)
     return out.to(dtype).reshape(*lead, length, v.shape[-1]), None
 
