@@ -59,11 +59,20 @@ def write_report(out: Path, suite: str | None = None) -> list[dict]:
 def run_suite(out: str | Path, *, suite: str = "full", tasks: list[str] | None = None,
               variants: list[str] | None = None, seed: int = 0, data_dir: str | Path | None = None,
               mnist_dir: str | Path | None = None, imdb_dir: str | Path | None = None, download: bool = False,
-              threads: int | None = None, isolate: bool = True, progress: bool = False) -> list[dict]:
-    """Run the missing cells of ``suite``; returns all result rows. ``isolate=False`` runs cells in this
-    process (tests; the peak memory is then less clean)."""
+              threads: int | None = None, isolate: bool | None = None, progress: bool = False) -> list[dict]:
+    """Run the missing cells of ``suite``; returns all result rows. ``isolate``: each cell in its own process
+    (default for the full suite: clean peak memory); False runs them here (default for "quick": no
+    interpreter start per cell; the peak memory is then less clean)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if isolate is None:
+        isolate = suite != "quick"
+    if threads is None and suite == "quick":
+        threads = 1  # tiny tensors: one thread avoids OpenMP hand-offs that stall on a busy machine
+    if threads is not None and not isolate:
+        import torch
+
+        torch.set_num_threads(threads)
     data_dir = Path(data_dir) if data_dir is not None else out / "data"
     tasks = tasks or list(SUITES[suite])
     variants = variants or list(VARIANTS)
@@ -95,6 +104,8 @@ def run_suite(out: str | Path, *, suite: str = "full", tasks: list[str] | None =
 
                 row = run_cell(task, variant, s, data, cell_dir, seed=seed, progress=progress)
                 append_result(out / "results.jsonl", {**row, "suite": suite, "command": shlex.join(cmd)})
+                print(f"lra: {task} x {variant}: test accuracy {100 * row['test_accuracy']:.2f}%, "
+                      f"{row['steps_per_s']:.2f} steps/s", flush=True)
             print(f"lra: {task} x {variant} done in {time.perf_counter() - t0:.0f} s", flush=True)
         write_report(out, suite)
     return write_report(out, suite)
