@@ -5,8 +5,9 @@ An image holds two main curves and a few shorter distractors, each a chain of st
 the next. Two dots mark curve ends: both ends of the same main curve (label 1, connected) or one end
 of each main curve (label 0). Positive and negative images are drawn the same way (two main curves,
 the same distractors, two dots); only where the second dot sits differs. Curves keep at least
-``min_distance`` pixels from each other and from themselves (beyond neighbouring paddles), so no
-curve touches another and the gaps inside a curve are the only breaks. Lines are anti-aliased, 8-bit.
+``min_distance`` pixels from each other and from themselves (beyond neighbouring paddles), and
+``min_distance + dot_radius`` from the four main-curve ends where dots may sit, so no curve or dot
+touches another curve and the gaps inside a curve are the only breaks. Lines are anti-aliased, 8-bit.
 Labels are balanced by construction (every other image is positive, then the splits are shuffled).
 
 As a sequence the image is its 1,024 pixels row by row (``pixel_tokens``). Files: ``pathfinder_{train,
@@ -76,49 +77,65 @@ class PathfinderConfig:
 
 
 def _points(segments: np.ndarray, step: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-    """Segments (S, 2, 2) of one length -> sample points (S * k, 2) at most ``step`` apart, and the
-    segment index of each (S * k,)."""
-    a, b = segments[:, 0], segments[:, 1]  # (S, 2)
-    k = max(2, int(math.ceil(float(np.linalg.norm(b[0] - a[0])) / step)) + 1) if len(segments) else 2
-    t = np.linspace(0.0, 1.0, k)[None, :, None]  # (1, k, 1)
-    pts = a[:, None] + t * (b - a)[:, None]  # (S, k, 2)
-    return pts.reshape(-1, 2), np.repeat(np.arange(len(segments)), k)
+    """Segments (..., S, 2, 2) of one length -> sample points (..., S * k, 2) at most ``step`` apart, and
+    the segment index of each (S * k,)."""
+    a, b = segments[..., 0, :], segments[..., 1, :]  # (..., S, 2)
+    length = float(np.linalg.norm(b.reshape(-1, 2)[0] - a.reshape(-1, 2)[0])) if a.size else 0.0
+    k = max(2, int(math.ceil(length / step)) + 1)
+    t = np.linspace(0.0, 1.0, k)[:, None]  # (k, 1)
+    pts = a[..., None, :] + t * (b - a)[..., None, :]  # (..., S, k, 2)
+    return pts.reshape(*pts.shape[:-3], -1, 2), np.repeat(np.arange(segments.shape[-3]), k)
 
 
-def _shape(rng: np.random.Generator, n: int, cfg: PathfinderConfig) -> np.ndarray | None:
-    """A curve of ``n`` paddles from the origin, (n, 2, 2) segment ends (x, y); None if it comes back on itself."""
-    angle = rng.uniform(0.0, 2 * math.pi)
-    turns = np.concatenate([[0.0], rng.uniform(-1.0, 1.0, n - 1) * math.radians(cfg.continuity)])
-    angles = angle + np.cumsum(turns)  # (n,) direction of each paddle
-    d = np.stack([np.cos(angles), np.sin(angles)], -1)  # (n, 2)
+def _shapes(rng: np.random.Generator, n: int, cfg: PathfinderConfig, count: int) -> np.ndarray:
+    """``count`` curves of ``n`` paddles from the origin, (count, n, 2, 2) segment ends (x, y), keeping
+    only those that never come back within ``min_distance`` of themselves: (<= count, n, 2, 2)."""
+    turns = rng.uniform(-1.0, 1.0, (count, n)) * math.radians(cfg.continuity)
+    turns[:, 0] = rng.uniform(0.0, 2 * math.pi, count)  # the first paddle's direction
+    angles = np.cumsum(turns, 1)  # (count, n) direction of each paddle
+    d = np.stack([np.cos(angles), np.sin(angles)], -1)  # (count, n, 2)
     step = cfg.paddle_length + cfg.paddle_gap
-    starts = np.concatenate([np.zeros((1, 2)), np.cumsum(d[:-1] * step, 0)])  # (n, 2)
-    segs = np.stack([starts, starts + cfg.paddle_length * d], 1)  # (n, 2, 2)
-    pts, idx = _points(segs)
-    far = np.abs(idx[:, None] - idx[None]) > 1
-    if far.any() and np.linalg.norm(pts[:, None] - pts[None], axis=-1)[far].min() < cfg.min_distance:
-        return None
-    return segs
+    starts = np.concatenate([np.zeros((count, 1, 2)), np.cumsum(d[:, :-1] * step, 1)], 1)  # (count, n, 2)
+    segs = np.stack([starts, starts + cfg.paddle_length * d], 2)  # (count, n, 2, 2)
+    pts, idx = _points(segs)  # (count, P, 2), (P,)
+    far = np.abs(idx[:, None] - idx[None]) > 1  # (P, P): points of non-neighbouring paddles
+    if not far.any():
+        return segs
+    dist = np.linalg.norm(pts[:, :, None] - pts[:, None], axis=-1)  # (count, P, P)
+    return segs[np.where(far, dist, np.inf).min((1, 2)) >= cfg.min_distance]
 
 
-def _curve(rng: np.random.Generator, n: int, cfg: PathfinderConfig, taken: np.ndarray) -> np.ndarray | None:
-    """One curve of ``n`` paddles inside the image and clear of the ``taken`` points; None if none was found."""
+def _clear(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Smallest distance from each of a (..., P, 2)'s point sets to the points b (T, 2): (...,); inf if b is empty."""
+    if not len(b):
+        return np.full(a.shape[:-2], np.inf)
+    return np.linalg.norm(a[..., :, None, :] - b, axis=-1).min((-1, -2))
+
+
+def _curve(rng: np.random.Generator, n: int, cfg: PathfinderConfig, taken: np.ndarray, ends: np.ndarray,
+           main: bool) -> np.ndarray | None:
+    """One curve of ``n`` paddles inside the image, ``min_distance`` from the ``taken`` points and
+    ``min_distance + dot_radius`` from the main curves' ``ends`` (where dots may sit); a ``main`` curve's
+    own ends keep that clearance from everything too. None if none was found."""
     margin = cfg.dot_radius + 1.0
-    for _ in range(20):
-        segs = _shape(rng, n, cfg)
-        if segs is None:
+    for _ in range(4):
+        segs = _shapes(rng, n, cfg, 16)  # (c, n, 2, 2)
+        lo, hi = segs.min((1, 2)), segs.max((1, 2))  # (c, 2)
+        segs, lo, hi = (x[np.all(hi - lo <= cfg.size - 2 * margin, -1)] for x in (segs, lo, hi))
+        if not len(segs):
             continue
-        lo, hi = segs.min((0, 1)), segs.max((0, 1))
-        if np.any(hi - lo > cfg.size - 2 * margin):
-            continue
-        pts = _points(segs)[0]  # (P, 2)
-        shifts = rng.uniform(margin - lo, cfg.size - margin - hi, (10, 2))  # (10, 2) keep the curve inside
-        if not len(taken):
-            return segs + shifts[0]
-        gap = np.linalg.norm(pts[None, :, None] + shifts[:, None, None] - taken[None, None], axis=-1)  # (10, P, T)
-        fits = np.flatnonzero(gap.min((1, 2)) >= cfg.min_distance)
-        if len(fits):
-            return segs + shifts[fits[0]]
+        shifts = rng.uniform(margin - lo[:, None], cfg.size - margin - hi[:, None], (len(segs), 10, 2))  # inside
+        pts = _points(segs)[0]  # (c, P, 2)
+        wide = cfg.min_distance + cfg.dot_radius
+        for c in range(len(segs)):
+            placed = pts[c, None] + shifts[c, :, None]  # (10, P, 2)
+            ok = (_clear(placed, taken) >= cfg.min_distance) & (_clear(placed, ends) >= wide)  # (10,)
+            if main:
+                tips = np.stack([segs[c, 0, 0], segs[c, -1, 1]])[None] + shifts[c, :, None]  # (10, 2, 2)
+                ok &= _clear(tips, taken) >= wide
+            fits = np.flatnonzero(ok)
+            if len(fits):
+                return segs[c] + shifts[c, fits[0]]
     return None
 
 
@@ -140,13 +157,15 @@ def _image(rng: np.random.Generator, positive: bool, cfg: PathfinderConfig) -> t
     """One image and its curves / dots (for tests)."""
     for _ in range(_ATTEMPTS):
         curves: list[np.ndarray] = []
-        taken = np.zeros((0, 2))
-        for n in [cfg.contour_length] * 2 + [cfg.distractor_length] * cfg.num_distractors:
-            segs = _curve(rng, n, cfg, taken)
+        taken, ends = np.zeros((0, 2)), np.zeros((0, 2))
+        for k, n in enumerate([cfg.contour_length] * 2 + [cfg.distractor_length] * cfg.num_distractors):
+            segs = _curve(rng, n, cfg, taken, ends, main=k < 2)
             if segs is None:
                 break
             curves.append(segs)
             taken = np.concatenate([taken, _points(segs)[0]])
+            if k < 2:  # every end of a main curve may get a dot, whatever the label
+                ends = np.concatenate([ends, segs[0, 0][None], segs[-1, 1][None]])
         else:
             a, b = curves[0], curves[1]
             ends_b = [b[0, 0], b[-1, 1]]
