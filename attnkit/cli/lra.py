@@ -79,28 +79,27 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
 
 
+def _generate(what: str, cfg, generate, write, out: Path, detail: str) -> int:
+    t0 = time.perf_counter()
+    paths = write(generate(cfg), out)
+    print(f"wrote {cfg.n_train:,} / {cfg.n_val:,} / {cfg.n_test:,} {what} ({detail}, seed {cfg.seed}) in "
+          f"{time.perf_counter() - t0:.0f} s:")
+    for path in paths:
+        print(f"  {path}")
+    return 0
+
+
 def run_generate_listops(args) -> int:
     if args.min_length is None:
         args.min_length = args.max_length // 4
     cfg = config_from_args(ListOpsConfig, args)
-    t0 = time.perf_counter()
-    paths = write_listops(generate_listops(cfg), args.out)
-    print(f"wrote {cfg.n_train:,} / {cfg.n_val:,} / {cfg.n_test:,} expressions ({cfg.min_length} < length < "
-          f"{cfg.max_length}, seed {cfg.seed}) in {time.perf_counter() - t0:.0f} s:")
-    for path in paths:
-        print(f"  {path}")
-    return 0
+    return _generate("expressions", cfg, generate_listops, write_listops, args.out,
+                     f"{cfg.min_length} < length < {cfg.max_length}")
 
 
 def run_generate_pathfinder(args) -> int:
     cfg = config_from_args(PathfinderConfig, args)
-    t0 = time.perf_counter()
-    paths = write_pathfinder(generate_pathfinder(cfg), args.out)
-    print(f"wrote {cfg.n_train:,} / {cfg.n_val:,} / {cfg.n_test:,} images of {cfg.size}x{cfg.size} "
-          f"(seed {cfg.seed}) in {time.perf_counter() - t0:.0f} s:")
-    for path in paths:
-        print(f"  {path}")
-    return 0
+    return _generate("images", cfg, generate_pathfinder, write_pathfinder, args.out, f"{cfg.size}x{cfg.size}")
 
 
 def _threads(args) -> None:

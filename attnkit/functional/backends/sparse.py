@@ -219,20 +219,6 @@ def _sparse(q: Tensor, k: Tensor, v: Tensor, pat: SparsePattern, lengths: Tensor
     return out
 
 
-def _flat_lengths(lengths: Tensor | None, lead: tuple[int, ...]) -> Tensor | None:
-    """Padding lengths (B,) -> one per flattened leading row, (prod(lead),)."""
-    if lengths is None:
-        return None
-    if not lead:
-        if lengths.numel() != 1:
-            raise ValueError(f"sparse: padding lengths {tuple(lengths.shape)} need a batch dim on q")
-        return lengths.reshape(1)
-    per_row = 1
-    for s in lead[1:]:
-        per_row *= s
-    return lengths.repeat_interleave(per_row)
-
-
 def sparse_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, scale: float,
                      dropout_p: float, need_weights: bool) -> tuple[Tensor, None]:
     """Backend "sparse": q (..., L, d), k (..., L, d), v (..., L, dv) -> (..., L, dv)."""
@@ -259,7 +245,10 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, s
     lengths = pat.lengths
     if lengths is not None and (lengths.numel() == 0 or int(lengths.min()) >= length):
         lengths = None  # nothing is padded: skip the per-row masks
-    lengths = _flat_lengths(None if lengths is None else lengths.to(q.device), lead)
+    if lengths is not None:  # (B,) -> one per flattened leading row (N,)
+        if not lead and lengths.numel() != 1:
+            raise ValueError(f"sparse: padding lengths {tuple(lengths.shape)} need a batch dim on q")
+        lengths = lengths.to(q.device).view(-1, *([1] * max(len(lead) - 1, 0))).expand(*(lead or (1,))).reshape(-1)
     out = _sparse(qf, kf, vf, pat, lengths, dropout_p)  # (N, L, dv)
     return out.to(dtype).reshape(*lead, length, v.shape[-1]), None
 
