@@ -106,8 +106,8 @@ def main(argv=None) -> int:
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--max-epochs", type=int, default=1000)
     p.add_argument("--patience", type=int, default=100)
-    p.add_argument("--data-root", default=None, help="folder with ind.* files (default $ATTNKIT_DATA/planetoid "
-                   "or ../shared/data/planetoid)")
+    p.add_argument("--data-root", default=None, help="datasets root holding planetoid/, or the folder of ind.* "
+                   "files (default: attnkit.data.download.data_root(), e.g. $ATTNKIT_DATA)")
     p.add_argument("--value-dropout", type=float, default=0.0,
                    help="dropout on W x before aggregation (the GAT authors' code uses 0.6 there too)")
     p.add_argument("--weight-decay", type=float, default=None,

@@ -1,11 +1,16 @@
-"""``attnkit evaluate CHECKPOINT --data PATH``: accuracy of a trained model on a data file."""
+"""``attnkit evaluate RUN [--data DATA]``: accuracy of a trained model on a data file or a split.
+
+Without ``--data`` each task scores its standard split (see ``EVALUATION_DATA`` of each task module).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..tasks import TASKS, task_module
+from ..tasks.options import add_data_args
 from ..train import evaluate
 from ..train.checkpoint import CheckpointError, load_meta
 from .train import floor
@@ -23,18 +28,31 @@ def open_checkpoint(path: Path, which: str = "best"):
 def run(args) -> int:
     folder, meta, mod, model = open_checkpoint(args.checkpoint, args.which)
     data = mod.evaluation_data(meta, args.data, args)
-    res = evaluate(mod.task_for(model, meta), model, data, batch_size=args.batch_size, progress=True)
+    res = evaluate(mod.task_for(model, meta, args), model, data, batch_size=args.batch_size,
+                   progress=sys.stderr.isatty())  # a bar on a terminal, nothing in a piped log
     print(f"checkpoint: {folder} (task {meta['task']}, step {meta.get('step')})")
     print(f"examples scored: {res['count']}  loss: {res['loss']:.4f}")
     print(f"accuracy: {floor(res['accuracy'])}")
     return 0
 
 
+def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
+    """The run folder, which of its checkpoints, and where its dataset is (for ``evaluate`` and ``predict``)."""
+    p.add_argument("checkpoint", type=Path, metavar="RUN",
+                   help="a run folder (its best or latest checkpoint, see --which) or one ckpt-* folder")
+    p.add_argument("--which", choices=("best", "latest"), default="best",
+                   help="in a run folder: the checkpoint with the best dev accuracy, or the last one saved")
+    add_data_args(p, "the run's dataset (ud_english_ewt/, sst2/, mnist/, fsdd/ or planetoid/)",
+                  "fetch the run's dataset into the cache if it is missing")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evaluate", help="score a checkpoint on a data file")
-    p.add_argument("checkpoint", type=Path, help="a run folder (its best checkpoint) or a ckpt-* folder")
-    p.add_argument("--data", default=None, help="data file (CoNLL-U, TSV) or, for images, test / dev / a folder")
-    p.add_argument("--which", choices=("best", "latest"), default="best")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--field", choices=("upos", "xpos"), default=None, help="tagger: overrides the trained field")
+    per_task = "; ".join(task_module(name).EVALUATION_DATA for name in TASKS)
+    p = sub.add_parser("evaluate", help="score a checkpoint on a data file or a split of its dataset",
+                       description="Score a checkpoint. Without --data each task scores its standard split.")
+    add_checkpoint_args(p)
+    p.add_argument("--data", default=None, help=f"what to score, by the run's task: {per_task}")
+    p.add_argument("--batch-size", type=int, default=64, help="examples per batch")
+    p.add_argument("--field", choices=("upos", "xpos"), default=None,
+                   help="tagger: the tag column to score (default: the one the run was trained on)")
     p.set_defaults(func=run)

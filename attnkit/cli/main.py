@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
+import os
+import platform
 import sys
 
 from .. import __version__
+from .options import Parser
 
 # Modules under attnkit.cli that define ``add_parser(subparsers)``. Add one line per command module.
 COMMAND_MODULES = [
@@ -16,17 +18,42 @@ COMMAND_MODULES = [
     "train",
     "evaluate",
     "predict",
+    "positions",
+    "complexity",
     "lra",
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="attnkit", description="Self-attention and Transformers: learn, apply, speed up.")
-    p.add_argument("--version", action="version", version=f"attnkit {__version__}")
+def version() -> str:
+    """``attnkit X (torch Y, Python Z)``: what a problem report needs to name."""
+    import torch
+
+    return f"attnkit {__version__} (torch {torch.__version__}, Python {platform.python_version()})"
+
+
+def build_parser() -> Parser:
+    p = Parser(prog="attnkit", description="Self-attention and Transformers: learn, apply, speed up.")
+    p.add_argument("--version", action="version", version=version(),
+                   help="print attnkit's, torch's and Python's versions and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"attnkit.cli.{name}").add_parser(sub)
     return p
+
+
+def _stdout_closed() -> int:
+    """The reader of our stdout went away (``attnkit embed ... | head``): stop quietly, as Unix tools do.
+
+    Output still buffered would fail again when Python flushes stdout at exit, so stdout is pointed at
+    /dev/null first. Exit status 141 = 128 + SIGPIPE, what a shell reports for a tool killed by it."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # stdout replaced by an object without a file
+        return 141
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return 141
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         result = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows up here, inside the handler, not at interpreter exit
+    except BrokenPipeError:
+        return _stdout_closed()
     except (ValueError, FileNotFoundError) as e:
         print(f"attnkit: error: {e}", file=sys.stderr)
         return 1

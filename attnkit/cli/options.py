@@ -1,47 +1,68 @@
-"""Command-line options built from frozen config dataclasses: one ``--field-name`` per field."""
+"""How the command line reads and explains its options.
+
+``Parser`` / ``HelpFormatter``: every option's help line ends with its choices and its default, so each
+option of every command says what it does, what it accepts and what it is when not given (options
+built from config fields take their text from the field's ``metadata["help"]``, see
+``attnkit.tasks.options``).
+"""
 
 from __future__ import annotations
 
 import argparse
-import typing
-from dataclasses import MISSING, fields
+import sys
+from pathlib import Path
+
+from ..data.text import decode_line, utf8_lines
 
 
-def _choices(cls, name):
-    hint = typing.get_type_hints(cls).get(name)
-    if typing.get_origin(hint) is typing.Literal:
-        return list(typing.get_args(hint))
-    return None
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Appends ``(choices: ...; default: ...)`` to an option's help unless the help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = (action.help or "").removesuffix(" (default: %(default)s)")  # BooleanOptionalAction's, < 3.13
+        if isinstance(action, argparse._SubParsersAction) or text == argparse.SUPPRESS:
+            return text
+        said = text.lower()
+        extra = []
+        if action.choices is not None and "choices" not in said:
+            extra.append("choices: " + ", ".join(str(c) for c in action.choices))
+        default = action.default
+        flag = isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))
+        if default not in (None, argparse.SUPPRESS) and not flag and "default" not in said and action.option_strings:
+            shown = "on" if default is True else "off" if default is False else str(default)
+            extra.append(f"default: {shown}".replace("%", "%%"))
+        return f"{text} ({'; '.join(extra)})" if extra else text
 
 
-def add_config_args(parser: argparse.ArgumentParser, cls, *, defaults: dict | None = None,
-                    only: tuple[str, ...] | None = None, prefix: str = "", title: str | None = None) -> None:
-    """Add ``--{prefix}{field}`` for the fields of ``cls`` (``only`` restricts them); ``defaults`` override."""
-    defaults = defaults or {}
-    group = parser.add_argument_group(title or cls.__name__)
-    for f in fields(cls):
-        if only is not None and f.name not in only:
-            continue
-        default = defaults.get(f.name, f.default if f.default is not MISSING else None)
-        if default is None or isinstance(default, (dict, list, tuple)) or hasattr(default, "__dataclass_fields__"):
-            continue
-        flag = "--" + (prefix + f.name).replace("_", "-")
-        dest = prefix + f.name
-        if isinstance(default, bool):
-            group.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default,
-                               help=f"(default {default})")
-        else:
-            group.add_argument(flag, dest=dest, type=type(default), default=default,
-                               choices=_choices(cls, f.name), help=f"(default {default})")
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose sub-commands (``add_subparsers``) use ``HelpFormatter`` too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
 
-def config_from_args(cls, args: argparse.Namespace, *, prefix: str = "", base=None, **extra):
-    """Build ``cls`` from the parsed options (validation happens in the dataclass)."""
-    values = {}
-    for f in fields(cls):
-        if hasattr(args, prefix + f.name):
-            values[f.name] = getattr(args, prefix + f.name)
-    values.update(extra)
-    if base is not None:
-        return base.replace(**values) if hasattr(base, "replace") else cls(**{**base.__dict__, **values})
-    return cls(**values)
+def utf8_text(value: str, name: str) -> str:
+    """``value`` if it is text; a ValueError naming ``name`` for command-line bytes that are not UTF-8.
+
+    Python keeps undecodable argv bytes as lone surrogates (U+DC80-U+DCFF); nothing downstream can use them."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        code = ord(value[e.start])
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"character U+{code:04X}"
+        raise ValueError(f"{name} is not UTF-8 text ({what} at character {e.start + 1})") from None
+    return value
+
+
+def read_lines(path: Path | str) -> list[str]:
+    """The lines of a UTF-8 text file (``-`` = stdin), without line ends. Bytes that are not UTF-8 raise a
+    ValueError naming the file, the line and the column."""
+    if str(path) != "-":
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path}: no such file")
+        return [line for _, line in utf8_lines(path)]
+    if not hasattr(sys.stdin, "buffer"):  # a text stream without bytes (tests replace stdin)
+        return sys.stdin.read().splitlines()
+    data = sys.stdin.buffer.read().removeprefix(b"\xef\xbb\xbf")
+    return [decode_line(raw, "<stdin>", n) for n, raw in enumerate(data.splitlines(), 1)]

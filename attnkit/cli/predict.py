@@ -1,24 +1,30 @@
-"""``attnkit predict CHECKPOINT INPUT...``: tags, a label or a class, optionally attention maps as PNG."""
+"""``attnkit predict RUN INPUT...``: tags, a label or a class, optionally attention maps as PNG."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
-from .evaluate import open_checkpoint
+from .evaluate import add_checkpoint_args, open_checkpoint
+from .options import utf8_text
 
 
 def run(args) -> int:
+    inputs = [x if os.path.exists(x) else utf8_text(x, f"predict: input {i + 1}") for i, x in enumerate(args.inputs)]
     folder, meta, mod, model = open_checkpoint(args.checkpoint, args.which)
-    for line in mod.predict(model, meta, args.inputs, args.attention):
+    for line in mod.predict(model, meta, inputs, args.attention, args):
         print(line)
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("predict", help="run a checkpoint on sentences or images")
-    p.add_argument("checkpoint", type=Path, help="a run folder (its best checkpoint) or a ckpt-* folder")
-    p.add_argument("inputs", nargs="+", help='sentences ("I saw a saw") or images (a PNG, or test:N)')
-    p.add_argument("--attention", type=Path, default=None, help="folder to write attention maps (PNG)")
-    p.add_argument("--which", choices=("best", "latest"), default="best")
+    p = sub.add_parser("predict", help="run a checkpoint on sentences, images, recordings or nodes")
+    add_checkpoint_args(p)
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help='by the run\'s task: raw sentences ("Time flies like an arrow.", split into words as UD '
+                        "English EWT splits them) for tagger and classifier; an image file or train:N / dev:N / "
+                        "test:N for image; a WAV file or train:N / test:N for speech; node ids for graph")
+    p.add_argument("--attention", type=Path, default=None, metavar="DIR",
+                   help="folder to write attention maps to (PNG; for text also an HTML page) (default: none)")
     p.set_defaults(func=run)

@@ -7,9 +7,10 @@
     attnkit attend "I saw a saw" --out runs/attend
 
 Texts longer than the model's limit (256 word pieces for all-MiniLM-L6-v2) are truncated, with a
-warning. ``attend`` writes attention.html (every layer and head in one interactive page: lines from
-queries to keys, as in bertviz's head view, and a matrix), attention_grid.png (rows = layers,
-columns = heads) and layer<N>.png (``--each-head``: also layer<N>_head<H>.png), token labels on both axes.
+warning. ``attend`` prints what the heads do (``attnkit.viz.summary``) and writes attention.html (the
+model view of every layer and head, the head view's lines and the matrix), lecture.html (the lecture's
+chain q -> alpha -> softmax -> b -> W^o for any layer, head and token), attention_grid.png (rows =
+layers, columns = heads) and layer<N>.png (``--each-head``: also layer<N>_head<H>.png).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import json
 import sys
 from functools import lru_cache
 from pathlib import Path
+
+from .options import read_lines, utf8_text
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -37,19 +40,15 @@ def _dtype(args):
 
 
 def _read_texts(args) -> list[str]:
-    texts = list(args.texts)
+    texts = [utf8_text(t, f"embed: text {i + 1}") for i, t in enumerate(args.texts)]
     if args.file is not None:
-        if str(args.file) == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            if not args.file.is_file():
-                raise FileNotFoundError(f"embed: --file not found: {args.file}")
-            lines = args.file.read_text(encoding="utf-8").splitlines()
-        texts += [line for line in lines if line.strip()]
+        if str(args.file) != "-" and not args.file.is_file():
+            raise FileNotFoundError(f"embed: --file not found: {args.file}")
+        texts += [line for line in read_lines(args.file) if line.strip()]
     elif not texts:
         if sys.stdin is None or sys.stdin.isatty():
             raise ValueError("embed: give texts as arguments, --file PATH, or pipe them on stdin")
-        texts = [line for line in sys.stdin.read().splitlines() if line.strip()]
+        texts = [line for line in read_lines("-") if line.strip()]
     return texts
 
 
@@ -81,45 +80,44 @@ def run_embed(args) -> int:
 
 
 def run_similarity(args) -> int:
-    print(f"{_model(args.model).similarity(args.a, args.b, dtype=_dtype(args)):.6f}")
+    a, b = utf8_text(args.a, "similarity: the first text"), utf8_text(args.b, "similarity: the second text")
+    print(f"{_model(args.model).similarity(a, b, dtype=_dtype(args)):.6f}")
     return 0
 
 
-def strongest(attentions, tokens: list[str]) -> list[list[tuple[int, int, float]]]:
-    """Per layer, per query token: (query, most-attended key, weight), the weights averaged over heads.
-
-    attentions (N, H, L, L) -> N lists of L triples.
-    """
-    mean = attentions.mean(1)  # (N, H, L, L) -> (N, L, L)
-    best, idx = mean.max(-1)  # (N, L)
-    return [[(q, int(idx[n, q]), float(best[n, q])) for q in range(len(tokens))] for n in range(mean.shape[0])]
-
-
 def run_attend(args) -> int:
-    res = _model(args.model).attend(args.text)
+    from ..viz.summary import attention_summary
+
+    text = utf8_text(args.text, "attend: the text")
+    model = _model(args.model)
+    res = model.attend(text)
     tokens = res.tokens
     labels = [f"{t}@{i}" for i, t in enumerate(tokens)]  # positions tell repeated words apart
     n_layers, n_heads = res.attentions.shape[:2]
     print(f"{len(tokens)} tokens: {' '.join(tokens)}")
-    print(f"most-attended key per token (weights averaged over {n_heads} heads):")
-    for n, row in enumerate(strongest(res.attentions, tokens)):
-        print(f"layer {n + 1}: " + "  ".join(f"{labels[q]}->{labels[k]} ({w:.2f})" for q, k, w in row))
+    for line in attention_summary(res.attentions, tokens):
+        print(line)
     if args.no_plots:
         return 0
     from ..viz import attention_grid, attention_heatmap, attention_html
+    from ..viz.lecture import model_lecture_html
 
     out = args.out
-    page = attention_html(res.attentions, labels, out / "attention.html", title=f"{args.text!r} ({args.model})")
-    print(f"wrote {page} (interactive: pick a layer and heads, point at a token)")
+    title = f"{text!r} ({args.model})"
+    page = attention_html(res.attentions, labels, out / "attention.html", title=title)
+    print(f"wrote {page} (every layer and head; click one for its lines and matrix)")
+    lecture = model_lecture_html(model.model, lambda: model.attend(text), labels, out / "lecture.html",
+                                 title=f"{title}: self-attention step by step")
+    print(f"wrote {lecture} (pick a layer, head and token: q, k, alpha, softmax, b, W^o with the model's numbers)")
     written = [attention_grid(res.attentions, out / "attention_grid.png", tokens=labels,
-                              title=f"{args.text!r}: rows = layers, columns = heads")]
-    for n in range(n_layers):  # one row of heads per layer: (1, H, L, L)
+                              title=f"{text!r}: rows = layers, columns = heads")]
+    for n in range(n_layers):  # one layer's heads: (1, H, L, L)
         written.append(attention_grid(res.attentions[n:n + 1], out / f"layer{n + 1}.png", tokens=labels,
-                                      title=f"layer {n + 1}: columns = heads"))
+                                      title=f"{text!r}: layer {n + 1}"))
         for h in range(n_heads if args.each_head else 0):
             written.append(attention_heatmap(res.attentions[n, h], out / f"layer{n + 1}_head{h + 1}.png",
                                              queries=labels, keys=labels, annotate=len(tokens) <= 8,
-                                             title=f"layer {n + 1}, head {h + 1}"))
+                                             title=f"{text!r}: layer {n + 1}, head {h + 1}"))
     names = "attention_grid.png, layer<N>.png" + (", layer<N>_head<H>.png" if args.each_head else "")
     print(f"wrote {len(written)} PNG files to {out} ({names})")
     return 0
@@ -132,10 +130,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("embed", help="sentence vectors of texts (arguments, --file, or stdin)")
     p.add_argument("texts", nargs="*", help="texts to embed")
-    p.add_argument("--file", type=Path, default=None, help="one text per line ('-' for stdin)")
+    p.add_argument("--file", type=Path, default=None,
+                   help="a UTF-8 file of texts, one a line ('-' for stdin) (default: none; texts come from the "
+                        "arguments, else from stdin)")
     p.add_argument("--out", type=Path, default=None,
                    help="output .npy or .jsonl (default: JSON lines on stdout)")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="texts encoded together in one batch")
     p.add_argument("--bf16", action="store_true", help="compute in bfloat16 (faster; outputs stay float32)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
@@ -145,16 +145,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_embed)
 
     p = sub.add_parser("similarity", help="cosine similarity of two texts")
-    p.add_argument("a")
-    p.add_argument("b")
+    p.add_argument("a", metavar="TEXT1", help="the first text")
+    p.add_argument("b", metavar="TEXT2", help="the second text")
     p.add_argument("--bf16", action="store_true", help="compute in bfloat16")
     common(p)
     p.set_defaults(func=run_similarity)
 
-    p = sub.add_parser("attend", help="a text's attention maps, every layer and head, as PNG and an HTML page")
-    p.add_argument("text")
-    p.add_argument("--out", type=Path, default=Path("runs/attend"), help="folder for attention.html and the PNG files")
+    p = sub.add_parser("attend", help="a text's attention, every layer and head: what the heads do, HTML pages, PNG")
+    p.add_argument("text", help="the text whose attention to show")
+    p.add_argument("--out", type=Path, default=Path("runs/attend"),
+                   help="folder for attention.html, lecture.html and the PNG files")
     p.add_argument("--each-head", action="store_true", help="also one PNG per layer and head")
-    p.add_argument("--no-plots", action="store_true", help="only print the most-attended tokens (no files)")
+    p.add_argument("--no-plots", action="store_true", help="only print the summary of what the heads do (no files)")
     common(p)
     p.set_defaults(func=run_attend)

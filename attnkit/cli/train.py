@@ -14,12 +14,9 @@ from pathlib import Path
 
 from ..nn import TransformerConfig
 from ..tasks import TASKS, task_module
+from ..tasks.options import add_config_args, config_from_args
 from ..train import TrainConfig, Trainer
 from ..train import distributed as dist
-from .options import add_config_args, config_from_args
-
-ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
-                  "activation", "norm_first", "positional")
 
 
 def floor(x: float, digits: int = 4) -> str:
@@ -29,14 +26,20 @@ def floor(x: float, digits: int = 4) -> str:
 
 
 def add_common(p: argparse.ArgumentParser, mod) -> None:
-    p.add_argument("--out", type=Path, required=True, help="run folder: checkpoints, metrics.jsonl, curves.png")
+    """The options every task shares: run folder, device, TrainConfig, and the TransformerConfig fields
+    that the task's model reads (``mod.ENCODER_FIELDS``; the others are not offered)."""
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="run folder: checkpoints, metrics.jsonl, curves.png, result.json")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
-    p.add_argument("--device", default=None, help="cpu (default) or cuda")
+    p.add_argument("--device", default=None,
+                   help="torch device: cpu or cuda (default: cuda when available, one GPU per torchrun process; "
+                        "else cpu)")
     p.add_argument("--threads", type=int, default=1,
-                   help="torch threads per process (default 1: faster for small models on a shared CPU)")
+                   help="torch threads per process (0 = torch's default; 1 is fastest for these small models on "
+                        "a shared CPU)")
     add_config_args(p, TrainConfig, defaults=mod.TRAIN_DEFAULTS, title="training")
-    add_config_args(p, TransformerConfig, defaults=mod.ENCODER_DEFAULTS, only=ENCODER_FIELDS,
-                    title="encoder (from scratch)")
+    add_config_args(p, TransformerConfig, defaults=mod.ENCODER_DEFAULTS, only=mod.ENCODER_FIELDS,
+                    title=f"encoder ({mod.ENCODER_NOTE})" if hasattr(mod, "ENCODER_NOTE") else "encoder")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -12,7 +12,7 @@ import io
 import math
 import os
 import wave
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -26,12 +26,14 @@ __all__ = ["FeatureConfig", "read_wav", "log_mel", "resample"]
 class FeatureConfig:
     """Log-mel front end. ``n_fft`` defaults to the next power of two >= the window length."""
 
-    sample_rate: int = 8000
-    n_mels: int = 40
-    win_ms: float = 25.0
-    hop_ms: float = 10.0
-    n_fft: int = 0
-    normalize: bool = True  # per-utterance mean / variance normalisation of each mel bin
+    sample_rate: int = field(default=8000, metadata={
+        "help": "audio sample rate in Hz (recordings are resampled to it)"})
+    n_mels: int = field(default=40, metadata={"help": "log-mel bins per frame"})
+    win_ms: float = field(default=25.0, metadata={"help": "analysis window length in milliseconds"})
+    hop_ms: float = field(default=10.0, metadata={"help": "step between frames in milliseconds"})
+    n_fft: int = field(default=0, metadata={"help": "FFT size (0 = the next power of two >= the window length)"})
+    normalize: bool = field(default=True, metadata={
+        "help": "per-utterance mean / variance normalisation of each mel bin"})
 
     def __post_init__(self):
         for name in ("sample_rate", "n_mels"):

@@ -10,13 +10,13 @@ from the treebank's GitHub release tag into the cache, checking the published sh
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .download import cache_dir, data_root, fetch
+from .download import cache_dir, data_root, fetch, missing_data
+from .text import utf8_lines
 
 __all__ = ["TaggedSentence", "read_conllu", "ewt_path", "EWT_FILES", "FIELDS", "UPOS"]
 
@@ -40,10 +40,6 @@ class TaggedSentence:
     line: int  # 1-based line where the sentence starts, for error messages
     source: str = ""
     lines: tuple[int, ...] = ()  # 1-based line of each word
-
-
-def _open(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
 
 def _check_line(path: Path, lineno: int, line: str) -> bool:
@@ -94,22 +90,18 @@ def read_conllu(path: str | os.PathLike, field: str = "upos", *, limit: int | No
         block, word_lines = [], []
 
     try:
-        with _open(path) as f:
-            for lineno, raw in enumerate(f, 1):
-                line = raw.rstrip("\n").rstrip("\r")
-                if not line.strip():
-                    flush()
-                    if limit and len(out) >= limit:
-                        break
-                    continue
-                if not block:
-                    start = lineno
-                if not line.startswith("#") and _check_line(path, lineno, line):
-                    word_lines.append(lineno)
-                block.append(line)
-            flush()
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e})") from None
+        for lineno, line in utf8_lines(path):
+            if not line.strip():
+                flush()
+                if limit and len(out) >= limit:
+                    break
+                continue
+            if not block:
+                start = lineno
+            if not line.startswith("#") and _check_line(path, lineno, line):
+                word_lines.append(lineno)
+            block.append(line)
+        flush()
     except (OSError, EOFError) as e:
         raise ValueError(f"{path}: cannot read: {e}") from None
     if not out:
@@ -129,4 +121,4 @@ def ewt_path(split: str, root: str | os.PathLike | None = None, *, download: boo
     cached = cache_dir("ud_english_ewt") / name
     if cached.exists() or download:
         return fetch(EWT_URL + name, cached, sha)
-    raise FileNotFoundError(f"UD English EWT: {name} is not in {folder}; pass a path or use --download")
+    raise missing_data("UD English EWT", name, folder, "ud_english_ewt", path_option="--train/--dev/--test FILE")

@@ -1,8 +1,16 @@
 """Where datasets live, and fetching a file from its public source with a cache and a sha256 check.
 
-Lookup order for a dataset's directory: an explicit path, then the ``ATTNKIT_DATA`` environment
-variable, then ``../shared/data`` relative to the current directory (the repo root). Downloads go
-to ``ATTNKIT_CACHE`` (default ``~/.cache/attnkit``) and are checked against a pinned sha256.
+The datasets root (each dataset a folder in it: ``ud_english_ewt/``, ``sst2/``, ``mnist/``, ``fsdd/``,
+``planetoid/``) is, first found:
+
+1. a path given explicitly (``--data-dir`` on the command line);
+2. the ``ATTNKIT_DATA`` environment variable;
+3. ``../shared/data`` next to the repository root when attnkit runs from a source checkout (found from
+   the package's own location, so it does not depend on the current directory);
+4. the download cache, ``$ATTNKIT_CACHE`` (default ``$XDG_CACHE_HOME/attnkit`` or ``~/.cache/attnkit``).
+
+Downloads (``--download``) go to the cache and are checked against a pinned sha256; a dataset
+already in the cache is found there without ``--download``.
 """
 
 from __future__ import annotations
@@ -13,23 +21,50 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-__all__ = ["DEFAULT_DATA_ROOT", "data_root", "cache_dir", "sha256_file", "fetch"]
+__all__ = ["data_root", "source_checkout", "cache_dir", "missing_data", "sha256_file", "fetch"]
 
-DEFAULT_DATA_ROOT = Path("..") / "shared" / "data"
+
+def source_checkout() -> Path | None:
+    """The repository root when this attnkit is imported from a source checkout, else None."""
+    root = Path(__file__).resolve().parents[2]  # attnkit/data/download.py -> the folder holding attnkit/
+    try:
+        project = (root / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return root if 'name = "attnkit"' in project else None
 
 
 def data_root(path: str | os.PathLike | None = None) -> Path:
-    """The datasets root: ``path`` if given, else ``$ATTNKIT_DATA``, else ``../shared/data``."""
+    """The datasets root: ``path``, ``$ATTNKIT_DATA``, the checkout's ``../shared/data``, or the cache."""
     if path is not None:
         return Path(path)
     env = os.environ.get("ATTNKIT_DATA")
-    return Path(env) if env else DEFAULT_DATA_ROOT
+    if env:
+        return Path(env)
+    repo = source_checkout()
+    return repo.parent / "shared" / "data" if repo is not None else cache_dir()
 
 
-def cache_dir(name: str) -> Path:
-    """``$ATTNKIT_CACHE/name`` (default ``~/.cache/attnkit/name``); not created here."""
-    root = os.environ.get("ATTNKIT_CACHE") or Path.home() / ".cache" / "attnkit"
+def cache_dir(name: str = "") -> Path:
+    """``$ATTNKIT_CACHE/name`` (default ``$XDG_CACHE_HOME/attnkit/name``, ``~/.cache/attnkit/name``); not created."""
+    root = os.environ.get("ATTNKIT_CACHE")
+    if not root:
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attnkit"
     return Path(root) / name
+
+
+def missing_data(dataset: str, what: str, looked: str | os.PathLike, folder: str, *,
+                 path_option: str | None = None) -> FileNotFoundError:
+    """The error for a dataset that is not there, naming every way to provide it.
+
+    ``folder`` is the dataset's folder name under the datasets root; ``path_option`` a task option that
+    takes the file or folder itself (e.g. ``--train FILE``)."""
+    ways = [f"--data-dir DIR or ATTNKIT_DATA=DIR (DIR holding {folder}/)"]
+    if path_option:
+        ways.append(path_option)
+    ways.append(f"--download (fetches it into {cache_dir(folder)})")
+    return FileNotFoundError(f"{dataset}: {what} not found in {looked}; provide it with " + ", ".join(ways[:-1])
+                             + f", or {ways[-1]}")
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:

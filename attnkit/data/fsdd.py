@@ -1,9 +1,10 @@
 """Free Spoken Digit Dataset: 3000 recordings ``{digit}_{speaker}_{index}.wav`` (8 kHz mono 16-bit).
 
 Sources, in order: ``path`` (a ``recordings.tar.gz``, a GitHub archive of the repository, or a
-folder of WAVs), else ``$ATTNKIT_DATA/fsdd/recordings.tar.gz``, else
-``../shared/data/fsdd/recordings.tar.gz``; with ``download=True`` a missing archive is fetched from
-GitHub (Jakobovski/free-spoken-digit-dataset at a pinned commit) into the cache. Archives are read
+folder of WAVs), else ``<datasets root>/fsdd/recordings.tar.gz`` or ``.../fsdd/recordings/``
+(``attnkit.data.download.data_root``),
+else the download cache; with ``download=True`` a missing archive is fetched from GitHub
+(Jakobovski/free-spoken-digit-dataset at a pinned commit) into the cache. Archives are read
 member by member (nothing is extracted to disk); only names matching the FSDD pattern are read.
 A full set is checked against a content digest (sha256 over names and per-file sha256).
 
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .audio import read_wav
-from .download import cache_dir, data_root, fetch
+from .download import cache_dir, data_root, fetch, missing_data
 
 __all__ = ["Recording", "load_fsdd", "official_split", "speaker_split", "SPEAKERS", "SOURCE_URL",
            "content_digest"]
@@ -69,7 +70,7 @@ def _read_folder(path: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(path.iterdir()) if NAME_RE.search(p.name) and p.is_file()}
 
 
-def _locate(path: str | os.PathLike | None, download: bool) -> Path:
+def _locate(path: str | os.PathLike | None, download: bool, root: str | os.PathLike | None = None) -> Path:
     if path is not None:
         p = Path(path)
         if p.is_dir() and (p / "recordings.tar.gz").exists():
@@ -79,21 +80,22 @@ def _locate(path: str | os.PathLike | None, download: bool) -> Path:
         if p.exists():
             return p
         raise FileNotFoundError(f"fsdd: {p} does not exist")
-    p = data_root() / "fsdd" / "recordings.tar.gz"
-    if p.exists():
-        return p
+    p = data_root(root) / "fsdd" / "recordings.tar.gz"
+    for cand in (p, p.parent / "recordings"):  # the archive, or its recordings extracted
+        if cand.exists():
+            return cand
     cached = cache_dir("fsdd") / f"free-spoken-digit-dataset-{COMMIT}.tar.gz"
     if cached.exists() or download:
         # GitHub archives are not byte-stable; the recordings are checked by content digest instead.
         return fetch(SOURCE_URL, cached, None) if download else cached
-    raise FileNotFoundError(f"fsdd: {p} not found; pass a path (--data), set ATTNKIT_DATA, or use --download")
+    raise missing_data("fsdd", p.name, p.parent, "fsdd", path_option="--data PATH (the archive or a folder of WAVs)")
 
 
 def load_fsdd(path: str | os.PathLike | None = None, *, download: bool = False, sample_rate: int = 8000,
-              verify: bool = True) -> list[Recording]:
+              verify: bool = True, root: str | os.PathLike | None = None) -> list[Recording]:
     """All recordings, sorted by name. A full set of 3000 is verified against the pinned content digest
     (``verify=False`` skips it); smaller sets (tests, subsets) are read as they are."""
-    src = _locate(path, download)
+    src = _locate(path, download, root)
     files = _read_folder(src) if src.is_dir() else _read_archive(src)
     if not files:
         raise ValueError(f"fsdd: {src} holds no recordings named {{digit}}_{{speaker}}_{{index}}.wav")

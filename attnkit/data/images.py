@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .download import cache_dir, data_root, fetch
+from .download import cache_dir, data_root, fetch, missing_data
 
 __all__ = ["ImageExamples", "load_digits", "load_mnist", "read_idx", "MNIST_FILES", "MNIST_URL"]
 
@@ -90,24 +90,28 @@ def read_idx(path: str | os.PathLike, md5: str | None = None) -> np.ndarray:
     return data.reshape(dims)
 
 
-def mnist_files(folder: str | os.PathLike | None = None, download: bool = False) -> Path:
+def mnist_files(folder: str | os.PathLike | None = None, download: bool = False,
+                root: str | os.PathLike | None = None) -> Path:
     """The folder holding the four MNIST files: ``folder``, ``<data root>/mnist``, or the download cache."""
-    cand = Path(folder) if folder is not None else data_root() / "mnist"
-    if all((cand / f).exists() for f in MNIST_FILES):
-        return cand
-    if not download:
-        raise FileNotFoundError(f"MNIST: the files {list(MNIST_FILES)} are not in {cand}; pass the folder "
-                                f"or --download to fetch them from {MNIST_URL}")
     dest = cache_dir("mnist")
+    cand = Path(folder) if folder is not None else data_root(root) / "mnist"
+    for where in (cand, dest):
+        if all((where / f).exists() for f in MNIST_FILES):
+            return where
+    if not download:
+        raise missing_data("MNIST", f"the files {', '.join(MNIST_FILES)}", cand, "mnist",
+                           path_option="--train FOLDER")
     for name in MNIST_FILES:
         fetch(MNIST_URL + name, dest / name, None)  # verified below on the decompressed bytes
     return dest
 
 
 def load_mnist(folder: str | os.PathLike | None = None, *, download: bool = False, dev_size: int = 5000,
-               limit: int | None = None) -> dict[str, ImageExamples]:
-    """MNIST normalised with the usual mean / std: {"train", "dev", "test"}."""
-    root = mnist_files(folder, download)
+               limit: int | None = None, root: str | os.PathLike | None = None) -> dict[str, ImageExamples]:
+    """MNIST normalised with the usual mean / std: {"train", "dev", "test"}. ``folder`` holds the four
+    files; without it they are looked for in ``<root>/mnist`` (``root``: the datasets root, see
+    ``attnkit.data.download``) and in the download cache."""
+    root = mnist_files(folder, download, root)
     arrays = {name: read_idx(root / name, md5) for name, md5 in MNIST_FILES.items()}
 
     def pack(images, labels):

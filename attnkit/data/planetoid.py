@@ -7,7 +7,8 @@ cannot run code. The split is Kipf & Welling's (and PyG's): train = the 20 label
 (``range(len(y))``), val = the next 500 nodes, test = the ids in ``test.index``. CiteSeer has 15
 test ids with no features (isolated nodes); they get zero features and label 0 and are in no split.
 
-Directory lookup: ``root`` argument, else ``$ATTNKIT_DATA/planetoid``, else ``../shared/data/planetoid``.
+Directory lookup: ``<root>/planetoid`` or ``root`` itself (a folder holding the ``ind.*`` files), where
+``root`` defaults to the datasets root (``attnkit.data.download.data_root``); then the download cache.
 ``download=True`` fetches missing files from GitHub into the cache with a sha256 check.
 """
 
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .download import cache_dir, data_root, fetch
+from .download import cache_dir, data_root, fetch, missing_data
 
 __all__ = ["PlanetoidGraph", "load_planetoid", "RestrictedUnpickler", "ForbiddenGlobal", "load_pickle", "NAMES",
            "SOURCE_URL"]
@@ -158,23 +159,19 @@ class PlanetoidGraph:
 
 
 def _locate(name: str, root: str | os.PathLike | None, download: bool) -> Path:
-    base = Path(root) if root is not None else data_root() / "planetoid"
+    cache = cache_dir("planetoid")
+    folders = [data_root(root) / "planetoid"] + ([Path(root)] if root is not None else []) + [cache]
+    for folder in folders:
+        if all((folder / f"ind.{name}.{p}").exists() for p in PARTS):
+            return folder
+    base = next((f for f in folders if f.is_dir() and any(f.glob(f"ind.{name}.*"))), folders[0])
     missing = [p for p in PARTS if not (base / f"ind.{name}.{p}").exists()]
-    if not missing:
-        return base
-    if download:
-        cache = cache_dir("planetoid")
+    if download:  # the whole set into the cache (files already there with the right sha256 are kept)
         for p in PARTS:
             fn = f"ind.{name}.{p}"
-            src = base / fn
-            if src.exists() and p not in missing:
-                continue
             fetch(f"{SOURCE_URL}/{fn}", cache / fn, SHA256[fn])
-        if all((cache / f"ind.{name}.{p}").exists() for p in PARTS):
-            return cache
-    files = ", ".join(str(base / f"ind.{name}.{p}") for p in missing)
-    raise FileNotFoundError(f"planetoid: {name} is incomplete, missing {files}; pass --data-root / set "
-                            "ATTNKIT_DATA to a folder with the files, or use download=True (--download)")
+        return cache
+    raise missing_data(f"planetoid {name}", ", ".join(f"ind.{name}.{p}" for p in missing), base, "planetoid")
 
 
 def _as_dense(m, path: Path) -> np.ndarray:

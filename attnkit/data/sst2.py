@@ -10,13 +10,13 @@ into the cache (``download=True``) and checks its sha256.
 
 from __future__ import annotations
 
-import gzip
 import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .download import cache_dir, data_root, fetch
+from .download import cache_dir, data_root, fetch, missing_data
+from .text import utf8_lines
 
 __all__ = ["LabelledText", "read_tsv", "sst2_path", "SST2_URL"]
 
@@ -41,28 +41,23 @@ def read_tsv(path: str | os.PathLike, *, limit: int | None = None) -> list[Label
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"read_tsv: {path} does not exist")
-    opener = gzip.open if path.suffix == ".gz" else open
     out: list[LabelledText] = []
     try:
-        with opener(path, "rt", encoding="utf-8", newline="") as f:
-            for lineno, raw in enumerate(f, 1):
-                line = raw.rstrip("\n").rstrip("\r")
-                if not line.strip():
-                    continue
-                cols = line.split("\t")
-                if lineno == 1 and tuple(c.strip().lower() for c in cols) in HEADERS:
-                    continue
-                if len(cols) != 2:
-                    raise ValueError(f"{path}:{lineno}: expected 2 tab-separated fields (text, label), "
-                                     f"got {len(cols)}: {line[:80]!r}")
-                text, label = cols[0].strip(), cols[1].strip()
-                if not text or not label:
-                    raise ValueError(f"{path}:{lineno}: empty {'text' if not text else 'label'}")
-                out.append(LabelledText(text, label, lineno, str(path)))
-                if limit and len(out) >= limit:
-                    break
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e})") from None
+        for lineno, line in utf8_lines(path):
+            if not line.strip():
+                continue
+            cols = line.split("\t")
+            if lineno == 1 and tuple(c.strip().lower() for c in cols) in HEADERS:
+                continue
+            if len(cols) != 2:
+                raise ValueError(f"{path}:{lineno}: expected 2 tab-separated fields (text, label), "
+                                 f"got {len(cols)}: {line[:80]!r}")
+            text, label = cols[0].strip(), cols[1].strip()
+            if not text or not label:
+                raise ValueError(f"{path}:{lineno}: empty {'text' if not text else 'label'}")
+            out.append(LabelledText(text, label, lineno, str(path)))
+            if limit and len(out) >= limit:
+                break
     except (OSError, EOFError) as e:
         raise ValueError(f"{path}: cannot read: {e}") from None
     if not out:
@@ -83,7 +78,7 @@ def sst2_path(split: str, root: str | os.PathLike | None = None, *, download: bo
     if target.exists():
         return target
     if not download:
-        raise FileNotFoundError(f"SST-2: {split}.tsv is not in {folder}; pass --train/--dev or use --download")
+        raise missing_data("SST-2", f"{split}.tsv", folder, "sst2", path_option="--train/--dev FILE")
     zpath = fetch(SST2_URL, cache / "SST-2.zip", SST2_SHA256)
     with zipfile.ZipFile(zpath) as z:
         data = z.read(f"SST-2/{split}.tsv")

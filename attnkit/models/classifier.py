@@ -30,12 +30,16 @@ class ClassifierConfig:
     """``attention``: a variant of ``attnkit.nn.VARIANTS`` ("full", "local", "performer", ...) with its
     ``attention_options`` (defaults resolved against ``encoder.max_len``)."""
 
-    vocab_size: int
-    num_classes: int
-    pooling: Literal["mean", "max", "meanmax", "first"] = "meanmax"
-    encoder: TransformerConfig = field(default_factory=_default_encoder)
-    attention: str = "full"
-    attention_options: dict = field(default_factory=dict)
+    vocab_size: int = field(metadata={"help": "token vocabulary size, including padding (0) and unknown (1)"})
+    num_classes: int = field(metadata={"help": "number of labels"})
+    pooling: Literal["mean", "max", "meanmax", "first"] = field(default="meanmax", metadata={
+        "help": "how the token vectors become one sentence vector: their mean, their max, both concatenated, "
+                "or the first position's vector (LRA's CLS pooling)"})
+    encoder: TransformerConfig = field(default_factory=_default_encoder, metadata={"help": "the Transformer encoder"})
+    attention: str = field(default="full", metadata={
+        "help": "the self-attention variant (attnkit.nn.VARIANTS: full, local, longformer, sparse, linear, performer, "
+                "linformer, nystrom)"})
+    attention_options: dict = field(default_factory=dict, metadata={"help": "options of the attention variant"})
 
     def __post_init__(self):
         for name in ("vocab_size", "num_classes"):

@@ -23,7 +23,7 @@ weights, H heads x C hidden concatenated, ELU, then an output layer of ``out_hea
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import torch
@@ -47,19 +47,24 @@ QK_SOURCES = ("input", "projected")
 class GraphAttentionConfig:
     """Sizes and regularisation of a 2-layer GAT. Defaults: the GAT paper's Cora/CiteSeer model."""
 
-    in_features: int
-    num_classes: int
-    hidden: int = 8
-    heads: int = 8
-    out_heads: int = 1
-    score: Literal["additive", "dot"] = "additive"
-    dropout: float = 0.6
-    attention_dropout: float = 0.6
-    negative_slope: float = 0.2
-    value_dropout: float = 0.0  # dropout on W x before aggregation (the GAT authors' code uses the input rate)
-    qk_source: Literal["input", "projected"] = "input"  # dot form only: q, k from x or from W x
-    link_loss: float = 0.0  # dot form only: weight of the self-supervised edge loss (SuperGAT), 0 = off
-    link_negatives: float = 1.0  # random node pairs per real edge in that loss
+    in_features: int = field(metadata={"help": "features per node"})
+    num_classes: int = field(metadata={"help": "number of classes"})
+    hidden: int = field(default=8, metadata={"help": "hidden units per head of the first layer"})
+    heads: int = field(default=8, metadata={"help": "attention heads of the first layer (concatenated)"})
+    out_heads: int = field(default=1, metadata={"help": "attention heads of the output layer (averaged)"})
+    score: Literal["additive", "dot"] = field(default="additive", metadata={
+        "help": "additive: GAT's LeakyReLU(a . [W h_t, W h_s]); dot: scaled q . k over the graph's edges"})
+    dropout: float = field(default=0.6, metadata={"help": "dropout on each layer's input features, in [0, 1)"})
+    attention_dropout: float = field(default=0.6, metadata={
+        "help": "dropout on the attention weights of the edges, in [0, 1)"})
+    negative_slope: float = field(default=0.2, metadata={"help": "LeakyReLU slope of the additive score"})
+    value_dropout: float = field(default=0.0, metadata={
+        "help": "dropout on W x before aggregation, as in the GAT authors' code (0 = none)"})
+    qk_source: Literal["input", "projected"] = field(default="input", metadata={
+        "help": "dot score: q, k from the layer input (the lecture's W^q x) or from W x per head"})
+    link_loss: float = field(default=0.0, metadata={
+        "help": "dot score: weight of SuperGAT's self-supervised edge loss on the attention logits (0 = off)"})
+    link_negatives: float = field(default=1.0, metadata={"help": "random node pairs per real edge in that loss"})
 
     def __post_init__(self):
         for name in ("in_features", "num_classes", "hidden", "heads", "out_heads"):

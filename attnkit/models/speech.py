@@ -34,11 +34,13 @@ class SpeechConfig:
     """``window``: (left, right) frames each query sees after subsampling, or None for full attention.
     ``subsample``: stride of the convolutional front end (2 halves the frames the encoder sees)."""
 
-    n_mels: int = 40
-    num_classes: int = 10
-    window: tuple[int, int] | None = (4, 4)
-    subsample: int = 1
-    encoder: TransformerConfig = field(default_factory=_default_encoder)
+    n_mels: int = field(default=40, metadata={"help": "log-mel bins per frame"})
+    num_classes: int = field(default=10, metadata={"help": "number of classes"})
+    window: tuple[int, int] | None = field(default=(4, 4), metadata={
+        "help": "truncated self-attention: (left, right) frames each frame sees after subsampling; None = all"})
+    subsample: int = field(default=1, metadata={
+        "help": "stride of the convolutional front end (2 halves the frames the encoder sees)"})
+    encoder: TransformerConfig = field(default_factory=_default_encoder, metadata={"help": "the Transformer encoder"})
 
     def __post_init__(self):
         for name in ("n_mels", "num_classes", "subsample"):

@@ -28,14 +28,14 @@ def _default_encoder() -> TransformerConfig:
 class TaggerConfig:
     """Sizes. ``vocab_size`` / ``char_vocab_size`` include the padding (0) and unknown (1) entries."""
 
-    vocab_size: int
-    char_vocab_size: int
-    num_tags: int
-    word_dim: int = 100
-    char_dim: int = 32
-    char_channels: int = 64
-    char_kernel: int = 3
-    encoder: TransformerConfig = field(default_factory=_default_encoder)
+    vocab_size: int = field(metadata={"help": "word vocabulary size, including padding (0) and unknown (1)"})
+    char_vocab_size: int = field(metadata={"help": "character vocabulary size, including padding (0) and unknown (1)"})
+    num_tags: int = field(metadata={"help": "number of tags"})
+    word_dim: int = field(default=100, metadata={"help": "word embedding size (0 = characters only)"})
+    char_dim: int = field(default=32, metadata={"help": "character embedding size"})
+    char_channels: int = field(default=64, metadata={"help": "output channels of the character CNN"})
+    char_kernel: int = field(default=3, metadata={"help": "width of the character CNN's kernel"})
+    encoder: TransformerConfig = field(default_factory=_default_encoder, metadata={"help": "the Transformer encoder"})
 
     def __post_init__(self):
         for name in ("vocab_size", "char_vocab_size", "num_tags", "char_dim", "char_channels", "char_kernel"):

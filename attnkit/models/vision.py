@@ -29,13 +29,15 @@ def _default_encoder() -> TransformerConfig:
 class VisionConfig:
     """An image classifier. ``patch_size`` is ignored (1) in ``pixels`` mode."""
 
-    height: int = 8
-    width: int = 8
-    channels: int = 1
-    num_classes: int = 10
-    mode: Literal["pixels", "patches"] = "patches"
-    patch_size: int = 2
-    encoder: TransformerConfig = field(default_factory=_default_encoder)
+    height: int = field(default=8, metadata={"help": "image height in pixels"})
+    width: int = field(default=8, metadata={"help": "image width in pixels"})
+    channels: int = field(default=1, metadata={"help": "colour channels"})
+    num_classes: int = field(default=10, metadata={"help": "number of classes"})
+    mode: Literal["pixels", "patches"] = field(default="patches", metadata={
+        "help": "pixels: every pixel one vector (the lecture's example); patches: every patch one vector (ViT)"})
+    patch_size: int = field(default=2, metadata={"help": "side of a square patch in pixels (patches mode)"})
+    encoder: TransformerConfig = field(default_factory=_default_encoder, metadata={
+        "help": "the Transformer encoder (positional is learned, max_len the tokens + 1)"})
 
     def __post_init__(self):
         for name in ("height", "width", "channels", "num_classes", "patch_size"):

@@ -1,8 +1,12 @@
-"""Typed, frozen configs, validated on creation. The CLI is built from these."""
+"""Typed, frozen configs, validated on creation. The CLI is built from these.
+
+Each field documents itself in ``metadata["help"]`` (one line: what it does; 0 or None where they are
+special); ``attnkit.tasks.options`` turns the fields into options with that text.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Literal
 
 Activation = Literal["relu", "gelu", "gelu_tanh"]
@@ -23,22 +27,31 @@ class TransformerConfig:
     already end in one). ``torch.nn.Transformer`` always adds it, so its parity tests set it.
     """
 
-    d_model: int = 512
-    num_heads: int = 8
-    d_ff: int = 2048
-    num_encoder_layers: int = 6
-    num_decoder_layers: int = 6
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
-    activation: Activation = "relu"
-    norm_first: bool = False
-    final_norm: bool | None = None
-    positional: Positional = "sinusoidal"
-    max_len: int = 512
-    max_relative_distance: int = 16
-    layer_norm_eps: float = 1e-5
-    bias: bool = True
+    d_model: int = field(default=512, metadata={
+        "help": "width of every token vector (the model dimension); a multiple of num_heads"})
+    num_heads: int = field(default=8, metadata={
+        "help": "attention heads per layer, each of d_model / num_heads dimensions"})
+    d_ff: int = field(default=2048, metadata={"help": "hidden width of each layer's feed-forward network"})
+    num_encoder_layers: int = field(default=6, metadata={"help": "encoder layers (0 = no encoder)"})
+    num_decoder_layers: int = field(default=6, metadata={"help": "decoder layers (0 = no decoder)"})
+    dropout: float = field(default=0.1, metadata={
+        "help": "dropout on each sub-layer's output and on the input sums (the paper's P_drop), in [0, 1)"})
+    attention_dropout: float = field(default=0.0, metadata={"help": "dropout on the attention weights, in [0, 1)"})
+    activation_dropout: float = field(default=0.0, metadata={
+        "help": "dropout inside the feed-forward network, after the activation, in [0, 1)"})
+    activation: Activation = field(default="relu", metadata={"help": "the feed-forward network's activation"})
+    norm_first: bool = field(default=False, metadata={
+        "help": "pre-LN: LayerNorm before each sub-layer (off: after it, as in the paper)"})
+    final_norm: bool | None = field(default=None, metadata={
+        "help": "a LayerNorm after the last layer (None: the same as norm_first)"})
+    positional: Positional = field(default="sinusoidal", metadata={
+        "help": "how positions enter: sinusoidal or learned vectors added to the input, relative (Shaw) "
+                "or alibi biases on the scores, rope rotations of q and k, or none"})
+    max_len: int = field(default=512, metadata={"help": "longest sequence the position tables cover"})
+    max_relative_distance: int = field(default=16, metadata={
+        "help": "relative positions: distances beyond this share one embedding"})
+    layer_norm_eps: float = field(default=1e-5, metadata={"help": "epsilon of every LayerNorm"})
+    bias: bool = field(default=True, metadata={"help": "bias terms in the linear layers and LayerNorms"})
 
     def __post_init__(self):
         def fail(name, msg):

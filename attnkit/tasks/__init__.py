@@ -3,12 +3,15 @@
 A task module (``attnkit/tasks/<name>.py``) defines:
 
 - ``NAME``; ``HELP``; ``ENCODER_DEFAULTS`` (TransformerConfig fields) and ``TRAIN_DEFAULTS`` (TrainConfig fields);
-- ``add_arguments(parser)``: its own options (data paths, model choices);
+- ``ENCODER_FIELDS``: the TransformerConfig fields its model reads (only these become ``train`` options);
+- ``EVALUATION_DATA``: what ``evaluate --data`` takes for this task and what it scores without it;
+- ``add_arguments(parser)``: its own options (data paths with ``add_data_args``, model choices);
 - ``build(args, encoder: TransformerConfig, seed: int) -> attnkit.train.Task``: data + model + meta
   (the meta must hold everything ``load`` needs: model config, vocabulary, labels);
 - ``load(folder, meta) -> model`` with the weights loaded, in eval mode;
-- ``evaluation_data(meta, path, args) -> examples`` and ``task_for(model, meta) -> Task`` for ``evaluate``;
-- ``predict(model, meta, inputs, out_dir) -> list[str]``: lines to print (and PNGs written).
+- ``evaluation_data(meta, path, args) -> examples`` and ``task_for(model, meta, args) -> Task`` for ``evaluate``;
+- ``predict(model, meta, inputs, out_dir, args) -> list[str]``: lines to print (and PNGs written); ``args``
+  holds ``data_dir`` / ``download`` for inputs that name dataset examples (``test:0``).
 
 Add one line to ``TASKS`` for a new task; ``attnkit train <name>`` then exists.
 """
@@ -30,3 +33,4 @@ def task_module(name: str):
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; known: {sorted(TASKS)}")
     return importlib.import_module(TASKS[name])
+

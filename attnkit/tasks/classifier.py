@@ -15,6 +15,7 @@ from ..models.classifier import ClassifierConfig, PretrainedClassifier, Sequence
 from ..nn import TransformerConfig
 from ..train import Task
 from ..train.checkpoint import load_weights
+from .options import add_config_args, add_split_files
 
 NAME = "classifier"
 HELP = "sequence classification (one label per sentence) from TSV: SST-2 sentiment"
@@ -22,24 +23,28 @@ ENCODER_DEFAULTS = dict(d_model=128, num_heads=4, d_ff=256, num_encoder_layers=2
                         norm_first=True, positional="rope")
 TRAIN_DEFAULTS = dict(epochs=4, batch_size=64, lr=5e-4, warmup_steps=300, weight_decay=0.05,
                       schedule="linear", eval_batch_size=256)
+ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
+                  "activation", "norm_first", "positional")
+ENCODER_NOTE = "the model trained from scratch; not used with --pretrained"
+EVALUATION_DATA = "classifier: a text<TAB>label TSV file (default: SST-2 dev, for runs trained on SST-2)"
 PAD, UNK = 0, 1
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--train", type=Path, default=None, help="TSV text<TAB>label (default: SST-2 train)")
-    p.add_argument("--dev", type=Path, default=None, help="TSV dev file (default: SST-2 dev)")
-    p.add_argument("--test", type=Path, default=None, help="TSV test file with labels (optional)")
-    p.add_argument("--data-root", type=Path, default=None,
-                   help="datasets root (default $ATTNKIT_DATA or ../shared/data)")
-    p.add_argument("--download", action="store_true", help="fetch SST-2 from GLUE if missing")
-    p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--min-freq", type=int, default=1)
-    p.add_argument("--word-dropout", type=float, default=0.1, help="replace tokens by <unk> while training")
-    p.add_argument("--pooling", choices=("mean", "max", "meanmax"), default="meanmax")
-    p.add_argument("--max-tokens", type=int, default=128, help="truncate longer texts")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N rows of each file")
+    add_split_files(p, "text<TAB>label TSV", "SST-2", "sst2/", "fetch SST-2 from GLUE into the cache if missing",
+                    test="none; SST-2's test labels are not public")
+    p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,
+                   help="lowercase the text before splitting it into tokens at spaces")
+    p.add_argument("--min-freq", type=int, default=1, help="tokens seen fewer times in train are <unk>")
+    p.add_argument("--word-dropout", type=float, default=0.1,
+                   help="probability of replacing a token by <unk> while training (0 = never)")
+    add_config_args(p, ClassifierConfig, only=("pooling",), title="classifier")
+    p.add_argument("--max-tokens", type=int, default=128, help="keep only the first N tokens of a text")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="use only the first N rows of each file (default: all)")
     p.add_argument("--pretrained", default=None, metavar="NAME",
-                   help="fine-tune a pretrained encoder (e.g. all-MiniLM-L6-v2) instead of training from scratch")
+                   help="fine-tune a pretrained encoder (e.g. all-MiniLM-L6-v2) instead of training from scratch "
+                        "(default: none)")
     p.add_argument("--pretrained-dropout", type=float, default=0.0, metavar="P",
                    help="with --pretrained: BERT's fine-tuning dropout on hidden states and attention weights "
                         "(its configs say 0.1; default 0)")
@@ -104,9 +109,11 @@ def make_forward(word_dropout: float):
 
 def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -> Task:
     default = args.train is None
-    train = read_tsv(args.train or sst2_path("train", args.data_root, download=args.download), limit=args.limit)
-    dev_path = args.dev or (sst2_path("dev", args.data_root, download=args.download) if default else None)
-    meta = {"lowercase": args.lowercase, "max_tokens": args.max_tokens, "pretrained": args.pretrained}
+    train_path = args.train or sst2_path("train", args.data_dir, download=args.download)
+    train = read_tsv(train_path, limit=args.limit)
+    dev_path = args.dev or (sst2_path("dev", args.data_dir, download=args.download) if default else None)
+    meta = {"lowercase": args.lowercase, "max_tokens": args.max_tokens, "pretrained": args.pretrained,
+            "train_file": str(train_path), "dataset": "sst2" if default else None}
     meta["labels"] = sorted({r.label for r in train})
     torch.manual_seed(seed)
     if args.pretrained:
@@ -145,19 +152,23 @@ def load(folder: Path, meta: dict):
     return model.eval()
 
 
-def task_for(model, meta: dict) -> Task:
+def task_for(model, meta: dict, args=None) -> Task:
     return Task(NAME, model, [None], collate, make_forward(0.0), meta=meta)
 
 
 def evaluation_data(meta: dict, path, args=None):
+    """``path``: a TSV file; None = SST-2 dev for a run trained on SST-2 (an error for other runs)."""
     if path is None:
-        raise ValueError("evaluate: the classifier needs --data FILE.tsv")
+        if meta.get("dataset") != "sst2":
+            raise ValueError(f"evaluate: this classifier was not trained on SST-2 (train file: "
+                             f"{meta.get('train_file', 'not recorded')}); give the file to score with --data FILE.tsv")
+        path = sst2_path("dev", getattr(args, "data_dir", None), download=getattr(args, "download", False))
     enc = Encoded(meta)
     return [enc.row(r) for r in read_tsv(path)]
 
 
 @torch.no_grad()
-def predict(model, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
+def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=None) -> list[str]:
     enc, lines = Encoded(meta), []
     for k, text in enumerate(inputs):
         toks = enc.tokens(text)
@@ -168,8 +179,9 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None) -> list[
             from ..viz import attention_grid, attention_html
 
             stacked, words = torch.stack([a[0] for a in attn]), tokenize(text, meta)  # (N, H, L, L), L tokens
+            verdict = lines[-1].split("\t")[0]  # "label (p=...)"
             path = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words,
-                                  title=lines[-1].split("\t")[0])
+                                  title=f"{text} -> {verdict}")
             page = attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
             lines.append(f"wrote {path} and {page}")
     return lines

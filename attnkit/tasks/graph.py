@@ -2,10 +2,10 @@
 
 The whole graph is one example: an "epoch" is one full-batch step. The targets are the labels of
 the split's nodes (train / val / test of the public split); every other node is ``IGNORE``.
-Encoder options map onto the GAT: ``--num-heads`` heads of ``--d-model / --num-heads`` hidden units,
-``--dropout`` on inputs, ``--attention-dropout`` on the edge weights. The GAT paper's weight decay is an
-L2 term in the gradient (``--l2``, like ``torch.optim.Adam(weight_decay=...)``); the engine's decoupled
-``--weight-decay`` defaults to 0 here.
+Four encoder options map onto the GAT (the others are not offered): ``--num-heads`` heads of
+``--d-model / --num-heads`` hidden units, ``--dropout`` on inputs, ``--attention-dropout`` on the edge
+weights. The GAT paper's weight decay is an L2 term in the gradient (``--l2``, like
+``torch.optim.Adam(weight_decay=...)``); the engine's decoupled ``--weight-decay`` defaults to 0 here.
 """
 
 from __future__ import annotations
@@ -17,37 +17,36 @@ from pathlib import Path
 import torch
 
 from ..data.planetoid import NAMES, PlanetoidGraph, load_planetoid
-from ..models.graph import GAT, QK_SOURCES, SCORES, GraphAttentionConfig, add_self_loops, link_pairs
+from ..models.graph import GAT, GraphAttentionConfig, add_self_loops, link_pairs
 from ..nn import TransformerConfig
 from ..train import Task
 from ..train.checkpoint import load_weights
 from ..train.metrics import IGNORE
+from .options import add_config_args, add_data_args
 
 NAME = "graph"
 HELP = "node classification on Planetoid citation graphs (Cora, CiteSeer, PubMed) with edge-only attention"
 ENCODER_DEFAULTS = dict(d_model=64, num_heads=8, dropout=0.6, attention_dropout=0.6)
 TRAIN_DEFAULTS = dict(epochs=300, batch_size=1, lr=0.005, weight_decay=0.0, schedule="constant", warmup_steps=0,
                       clip_norm=0.0, eval_batch_size=1, log_every=10)
+ENCODER_FIELDS = ("d_model", "num_heads", "dropout", "attention_dropout")
+ENCODER_NOTE = "the GAT's first layer: --num-heads heads of --d-model / --num-heads units each"
+EVALUATION_DATA = "graph: train, dev or test nodes of the run's graph (default: test)"
 SPLITS = ("train", "dev", "test")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", choices=NAMES, default="cora")
-    p.add_argument("--data-root", type=Path, default=None,
-                   help="folder with the ind.* files (default $ATTNKIT_DATA/planetoid or ../shared/data/planetoid)")
-    p.add_argument("--download", action="store_true", help="fetch missing files from kimiyoung/planetoid")
-    p.add_argument("--score", choices=SCORES, default="additive",
-                   help="additive: GAT's LeakyReLU(a.[Wh_t, Wh_s]); dot: scaled q.k with masks.graph")
-    p.add_argument("--qk-source", choices=QK_SOURCES, default="input",
-                   help="dot form: q, k from the layer input (the lecture's W^q x) or from W x per head")
-    p.add_argument("--out-heads", type=int, default=None, help="output heads, averaged (default 1; PubMed 8)")
-    p.add_argument("--l2", type=float, default=None, help="L2 on all weights (default 5e-4; PubMed 1e-3)")
-    p.add_argument("--value-dropout", type=float, default=0.0,
-                   help="dropout on W x before aggregation, as in the GAT authors' code (default 0)")
-    p.add_argument("--link-loss", type=float, default=0.0,
-                   help="dot form: weight of SuperGAT's self-supervised edge loss on the attention logits (0 = off)")
-    p.add_argument("--link-negatives", type=float, default=1.0, help="random node pairs per real edge in it")
-    p.add_argument("--dense-features", action="store_true", help="keep x dense (default: sparse CSR)")
+    p.add_argument("--dataset", choices=NAMES, default="cora", help="which Planetoid citation graph")
+    add_data_args(p, "planetoid/", "fetch missing files from kimiyoung/planetoid into the cache")
+    add_config_args(p, GraphAttentionConfig, only=("score", "qk_source", "value_dropout", "link_loss",
+                                                   "link_negatives"), title="graph attention")
+    p.add_argument("--out-heads", type=int, default=None,
+                   help="attention heads of the output layer, averaged (default: 1; 8 for pubmed)")
+    p.add_argument("--l2", type=float, default=None,
+                   help="L2 on all weights, added to the gradient as in the GAT paper (default: 5e-4; 1e-3 for "
+                        "pubmed)")
+    p.add_argument("--dense-features", action="store_true",
+                   help="keep the node features dense (default: a sparse CSR matrix)")
 
 
 def _features(g: PlanetoidGraph, dense: bool) -> torch.Tensor:
@@ -94,7 +93,7 @@ def add_l2(model: torch.nn.Module, l2: float) -> None:
 
 
 def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -> Task:
-    g = load_planetoid(args.dataset, args.data_root, download=args.download)
+    g = load_planetoid(args.dataset, args.data_dir, download=args.download)
     pubmed = args.dataset == "pubmed"
     out_heads = args.out_heads or (8 if pubmed else 1)
     l2 = args.l2 if args.l2 is not None else (1e-3 if pubmed else 5e-4)
@@ -118,12 +117,12 @@ def load(folder: Path, meta: dict) -> GAT:
     return model.eval()
 
 
-def _graph(meta: dict, root=None) -> PlanetoidGraph:
-    return load_planetoid(meta["dataset"], root)
+def _graph(meta: dict, args=None) -> PlanetoidGraph:
+    return load_planetoid(meta["dataset"], getattr(args, "data_dir", None), download=getattr(args, "download", False))
 
 
-def task_for(model, meta: dict, root=None) -> Task:
-    return Task(NAME, model, ["train"], collate, make_forward(_graph(meta, root), meta.get("dense_features", False)),
+def task_for(model, meta: dict, args=None) -> Task:
+    return Task(NAME, model, ["train"], collate, make_forward(_graph(meta, args), meta.get("dense_features", False)),
                 meta=meta)
 
 
@@ -136,9 +135,9 @@ def evaluation_data(meta: dict, path: str | None, args=None):
 
 
 @torch.no_grad()
-def predict(model: GAT, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
+def predict(model: GAT, meta: dict, inputs: list[str], out_dir: Path | None, args=None) -> list[str]:
     """Inputs are node ids of the checkpoint's graph; prints the predicted and the true class."""
-    g = _graph(meta)
+    g = _graph(meta, args)
     logits = model(_features(g, meta.get("dense_features", False)), add_self_loops(g.edge_index, g.num_nodes))
     lines = []
     for spec in inputs:

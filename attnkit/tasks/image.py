@@ -13,6 +13,7 @@ from ..models.vision import VisionConfig, VisionTransformer
 from ..nn import TransformerConfig
 from ..train import Task
 from ..train.checkpoint import load_weights
+from .options import add_config_args, add_data_args, split_item
 
 NAME = "image"
 HELP = "image classification: each pixel or patch a vector, plus a class token (digits, MNIST)"
@@ -20,26 +21,33 @@ ENCODER_DEFAULTS = dict(d_model=64, num_heads=4, d_ff=128, num_encoder_layers=2,
                         activation="gelu", norm_first=True)
 TRAIN_DEFAULTS = dict(epochs=60, batch_size=64, lr=3e-3, warmup_steps=100, weight_decay=0.05,
                       schedule="cosine", label_smoothing=0.0, eval_batch_size=256)
+# Positions are always learned vectors (one per patch + the class token): --positional is not offered.
+ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
+                  "activation", "norm_first")
+EVALUATION_DATA = "image: train, dev or test of the run's dataset, or a folder of MNIST files (default: test)"
 PATCHES = {"digits": 2, "mnist": 4}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", choices=("digits", "mnist"), default="digits",
                    help="digits: scikit-learn's bundled 8x8 digits; mnist: the IDX files in --train")
-    p.add_argument("--train", type=Path, default=None,
-                   help="mnist: folder with the four IDX files (default <data root>/mnist)")
-    p.add_argument("--download", action="store_true", help="mnist: fetch the files if missing")
-    p.add_argument("--mode", choices=("pixels", "patches"), default="patches",
-                   help="pixels: every pixel a vector (the lecture's example); patches: ViT")
-    p.add_argument("--patch-size", type=int, default=None, help="patch side (default 2 digits, 4 mnist)")
-    p.add_argument("--shift", type=int, default=0, help="random translation of up to N pixels while training")
-    p.add_argument("--limit", type=int, default=None, help="mnist: use only the first N images (tests)")
+    p.add_argument("--train", type=Path, default=None, metavar="FOLDER",
+                   help="mnist: the folder holding the four IDX files (default: <data dir>/mnist)")
+    add_data_args(p, "mnist/", "mnist: fetch the four files into the cache if missing")
+    add_config_args(p, VisionConfig, only=("mode",), title="image model")
+    p.add_argument("--patch-size", type=int, default=None,
+                   help="side of a square patch in pixels, patches mode (default: 2 for digits, 4 for mnist)")
+    p.add_argument("--shift", type=int, default=0,
+                   help="random translation of up to N pixels while training (0 = none)")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="mnist: use only the first N images of each split (default: all)")
 
 
-def load_splits(dataset: str, path: Path | None = None, download: bool = False, limit: int | None = None):
+def load_splits(dataset: str, path: Path | None = None, download: bool = False, limit: int | None = None,
+                root: Path | None = None):
     if dataset == "digits":
         return load_digits()
-    return load_mnist(path, download=download, limit=limit)
+    return load_mnist(path, download=download, limit=limit, root=root)
 
 
 def random_shift(images: Tensor, max_shift: int) -> Tensor:
@@ -68,7 +76,7 @@ def make_forward(shift: int):
 
 
 def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -> Task:
-    splits = load_splits(args.dataset, args.train, args.download, args.limit)
+    splits = load_splits(args.dataset, args.train, args.download, args.limit, getattr(args, "data_dir", None))
     img, _ = splits["train"][0]
     patch = args.patch_size or PATCHES[args.dataset]
     c, h, w = img.shape
@@ -89,23 +97,32 @@ def load(folder: Path, meta: dict) -> VisionTransformer:
     return model.eval()
 
 
-def task_for(model, meta: dict) -> Task:
+def task_for(model, meta: dict, args=None) -> Task:
     return Task(NAME, model, [None], collate, make_forward(0), meta=meta)
+
+
+def _splits(meta: dict, folder=None, args=None):
+    return load_splits(meta.get("dataset", "digits"), folder, getattr(args, "download", False),
+                       root=getattr(args, "data_dir", None))
 
 
 def evaluation_data(meta: dict, path: str | None, args=None):
     """``--data test`` / ``dev`` picks a split of the checkpoint's dataset; for mnist a folder also works."""
     split = path if path in ("train", "dev", "test") else "test"
     folder = Path(path) if path not in (None, "train", "dev", "test") else None
-    return load_splits(meta.get("dataset", "digits"), folder)[split]
+    return _splits(meta, folder, args)[split]
 
 
-def _read_image(spec: str, meta: dict) -> tuple[Tensor, str]:
+def _read_image(spec: str, meta: dict, args=None) -> tuple[Tensor, str]:
     """``test:N`` = image N of the checkpoint dataset's test split; else a PNG / JPG file."""
     cfg = VisionConfig.from_dict(meta["model"])
-    if ":" in spec and spec.split(":")[0] in ("train", "dev", "test"):
-        split, i = spec.split(":")
-        x, y = load_splits(meta.get("dataset", "digits"))[split][int(i)]
+    item = split_item(spec)
+    if item:
+        split, i = item
+        data = _splits(meta, args=args)[split]
+        if i >= len(data):
+            raise ValueError(f"predict: {spec!r}: the {split} split has {len(data)} images (0 to {len(data) - 1})")
+        x, y = data[i]
         return x, f"{spec} (true label {meta['labels'][y]})"
     from ..viz.heatmap import _pyplot
 
@@ -125,10 +142,11 @@ def _read_image(spec: str, meta: dict) -> tuple[Tensor, str]:
 
 
 @torch.no_grad()
-def predict(model: VisionTransformer, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
+def predict(model: VisionTransformer, meta: dict, inputs: list[str], out_dir: Path | None, args=None) -> list[str]:
+    """Each input is an image file (PNG, JPG) or ``train:N`` / ``dev:N`` / ``test:N`` of the run's dataset."""
     lines = []
     for k, spec in enumerate(inputs):
-        x, name = _read_image(spec, meta)
+        x, name = _read_image(spec, meta, args)
         logits, attn = model(x[None], need_weights=True)
         prob = logits.softmax(-1)[0]
         label = meta["labels"][int(prob.argmax())]

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import torch
 
-from ..data.conllu import FIELDS, UPOS, TaggedSentence, ewt_path, read_conllu
+from ..data.conllu import EWT_FILES, FIELDS, UPOS, TaggedSentence, ewt_path, read_conllu
+from ..data.words import split_words
 from ..models.tagger import PretrainedTagger, Tagger, TaggerConfig
 from ..nn import TransformerConfig
 from ..train import IGNORE, Task
 from ..train.checkpoint import load_weights
 from . import subword
+from .options import add_split_files
 
 NAME = "tagger"
 HELP = "sequence labelling (one label per word) from CoNLL-U: part-of-speech tagging"
@@ -21,24 +23,28 @@ ENCODER_DEFAULTS = dict(d_model=128, num_heads=4, d_ff=256, num_encoder_layers=2
                         norm_first=True, positional="rope")
 TRAIN_DEFAULTS = dict(epochs=20, batch_size=32, lr=1e-3, warmup_steps=400, weight_decay=0.01,
                       schedule="linear", eval_batch_size=128)
+ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
+                  "activation", "norm_first", "positional")
+ENCODER_NOTE = "the model trained from scratch; not used with --pretrained"
+EVALUATION_DATA = "tagger: a CoNLL-U file (default: UD English EWT test, for runs trained on EWT)"
 PAD, UNK = 0, 1
 MAX_CHARS = 20
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--train", type=Path, default=None, help="CoNLL-U train file (default: UD English EWT train)")
-    p.add_argument("--dev", type=Path, default=None, help="CoNLL-U dev file (default: EWT dev)")
-    p.add_argument("--test", type=Path, default=None, help="CoNLL-U test file (default: EWT test when --train "
-                   "is not given)")
-    p.add_argument("--data-root", type=Path, default=None,
-                   help="datasets root (default $ATTNKIT_DATA or ../shared/data)")
-    p.add_argument("--download", action="store_true", help="fetch EWT from its GitHub release if missing")
+    add_split_files(p, "CoNLL-U", "UD English EWT", "ud_english_ewt/",
+                    "fetch UD English EWT from its GitHub release into the cache if missing",
+                    test="EWT test when --train is not given, else none")
     p.add_argument("--field", choices=FIELDS, default="upos", help="which tag column to learn")
-    p.add_argument("--min-freq", type=int, default=2, help="words seen fewer times are <unk> (chars still help)")
-    p.add_argument("--word-dropout", type=float, default=0.05, help="replace words by <unk> while training")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N sentences of each file")
+    p.add_argument("--min-freq", type=int, default=2,
+                   help="words seen fewer times in train are <unk> (their characters still count)")
+    p.add_argument("--word-dropout", type=float, default=0.05,
+                   help="probability of replacing a word by <unk> while training (0 = never)")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="use only the first N sentences of each file (default: all)")
     p.add_argument("--pretrained", default=None, metavar="NAME",
-                   help="fine-tune a pretrained encoder (e.g. all-MiniLM-L6-v2), first-subword labelling")
+                   help="fine-tune a pretrained encoder (e.g. all-MiniLM-L6-v2) with first-subword labelling "
+                        "(default: none, train from scratch)")
 
 
 def build_vocab(sents: list[TaggedSentence], min_freq: int) -> dict:
@@ -118,7 +124,7 @@ def make_forward(word_dropout: float):
 def _default(path, split, args):
     if path is not None:
         return path
-    return ewt_path(split, args.data_root, download=args.download)
+    return ewt_path(split, args.data_dir, download=args.download)
 
 
 def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -> Task:
@@ -145,7 +151,8 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
                                              disable=not getattr(args, "progress", True))]
     dev_x = [enc.sentence(s) for s in dev] if dev_path else None
     test_x = [enc.sentence(s) for s in read_conllu(test_path, args.field, limit=args.limit)] if test_path else None
-    meta = {"model": cfg.to_dict(), **vocab, "field": args.field, "train_file": str(train_path)}
+    meta = {"model": cfg.to_dict(), **vocab, "field": args.field, "train_file": str(train_path),
+            "dataset": "ud_english_ewt" if args.train is None else None}
     return Task(NAME, model, train_x, col, fwd, dev=dev_x, test=test_x, meta=meta,
                 lengths=[len(x[0]) for x in train_x])
 
@@ -159,15 +166,20 @@ def load(folder: Path, meta: dict):
     return model.eval()
 
 
-def task_for(model, meta: dict) -> Task:
+def task_for(model, meta: dict, args=None) -> Task:
     if meta.get("pretrained"):
         return Task(NAME, model, [None], subword.collate, subword.forward, meta=meta)
     return Task(NAME, model, [None], collate, make_forward(0.0), meta=meta)
 
 
 def evaluation_data(meta: dict, path, args=None):
+    """``path``: a CoNLL-U file; None = EWT test for a run trained on EWT (an error for other runs)."""
     if path is None:
-        raise ValueError("evaluate: the tagger needs --data FILE.conllu")
+        if not (meta.get("dataset") == "ud_english_ewt"
+                or Path(meta.get("train_file", "")).name.startswith(EWT_FILES["train"][0])):
+            raise ValueError(f"evaluate: this tagger was trained on {meta.get('train_file')}, not UD English EWT; "
+                             "give the file to score with --data FILE.conllu")
+        path = ewt_path("test", getattr(args, "data_dir", None), download=getattr(args, "download", False))
     field = getattr(args, "field", None) or meta.get("field", "upos")
     enc = Encoded(meta)
     return [enc.sentence(s) for s in read_conllu(path, field)]
@@ -188,19 +200,23 @@ def tag(model, meta: dict, words: list[str], need_weights: bool = False):
     return (tags, attn) if need_weights else tags
 
 
-def predict(model, meta: dict, inputs: list[str], out_dir: Path | None) -> list[str]:
+def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=None) -> list[str]:
+    """Each input is raw text, split into words as UD English EWT splits them (``data.words``)."""
     lines = []
     for k, text in enumerate(inputs):
-        words = text.split()
+        words = split_words(text)
         if not words:
             raise ValueError(f"predict: input {k + 1} is empty")
         tags, attn = tag(model, meta, words, need_weights=True)
         lines.append(" ".join(f"{w}/{t}" for w, t in zip(words, tags)))
         if out_dir is not None and not meta.get("pretrained"):
             from ..viz import attention_grid, attention_html
+            from ..viz.lecture import model_lecture_html
 
             stacked = torch.stack([a[0] for a in attn])  # layers x (1, H, L, L) -> (N, H, L, L)
-            p = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words, title=" ".join(tags))
+            p = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words, title=text)
             page = attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
-            lines.append(f"wrote {p} and {page}")
+            lecture = model_lecture_html(model, lambda ws=words: tag(model, meta, ws), words,
+                                         Path(out_dir) / f"lecture_{k}.html", title=f"{lines[-1]}: step by step")
+            lines.append(f"wrote {p}, {page} and {lecture}")
     return lines

@@ -45,23 +45,35 @@ from .schedule import SCHEDULES, make_scheduler
 class TrainConfig:
     """Optimisation settings. ``max_steps`` > 0 overrides ``epochs``; ``eval_every`` 0 = once per epoch."""
 
-    epochs: int = 10
-    max_steps: int = 0
-    batch_size: int = 32
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    schedule: str = "linear"
-    warmup_steps: int = 100
-    clip_norm: float = 1.0
-    label_smoothing: float = 0.0
-    seed: int = 0
-    bf16: bool = False
-    eval_every: int = 0
-    log_every: int = 20
-    eval_batch_size: int = 128
-    keep: int = 2
-    max_minutes: float = 0.0  # stop after this much training time; the schedule then decays by the clock
-    progress: bool = True
+    epochs: int = field(default=10, metadata={"help": "passes over the training data (unless max_steps > 0)"})
+    max_steps: int = field(default=0, metadata={
+        "help": "stop after this many optimiser steps, overriding epochs (0 = run the epochs)"})
+    batch_size: int = field(default=32, metadata={
+        "help": "training examples per step (per process under torchrun)"})
+    lr: float = field(default=1e-3, metadata={"help": "peak learning rate of AdamW, reached after the warm-up"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW's decoupled weight decay (0 = none)"})
+    schedule: str = field(default="linear", metadata={
+        "help": "learning rate after the warm-up: linear or cosine decay to 0, inverse_sqrt (the paper's "
+                "1/sqrt(step) decay), or constant",
+        "choices": SCHEDULES})
+    warmup_steps: int = field(default=100, metadata={
+        "help": "steps of linear warm-up from 0 to lr (0 = none; inverse_sqrt peaks at this step)"})
+    clip_norm: float = field(default=1.0, metadata={
+        "help": "clip the gradient's global norm to this (0 = no clipping)"})
+    label_smoothing: float = field(default=0.0, metadata={
+        "help": "label smoothing of the cross-entropy, in [0, 1)"})
+    seed: int = field(default=0, metadata={"help": "random seed: initialisation, batch order, dropout"})
+    bf16: bool = field(default=False, metadata={"help": "compute in bfloat16 autocast (weights stay float32)"})
+    eval_every: int = field(default=0, metadata={
+        "help": "score the dev set every this many steps (0 = at the end of each epoch)"})
+    log_every: int = field(default=20, metadata={
+        "help": "write the training loss to metrics.jsonl every this many steps"})
+    eval_batch_size: int = field(default=128, metadata={"help": "examples per batch when scoring dev and test"})
+    keep: int = field(default=2, metadata={
+        "help": "newest checkpoints kept on disk, besides the best and the latest (0 = only those two)"})
+    max_minutes: float = field(default=0.0, metadata={
+        "help": "stop training after this many minutes of wall-clock time (0 = no limit)"})
+    progress: bool = field(default=True, metadata={"help": "progress bars on stderr"})
 
     def __post_init__(self):
         def fail(name, msg):

@@ -1,151 +1,106 @@
-"""An interactive attention page: one self-contained HTML file, no network, no JavaScript library.
+"""The interactive attention page: one self-contained HTML file (no network, no JavaScript library).
 
 ``attention_html(weights, tokens, path)`` writes every layer's and head's weights (N, H, Lq, Lk) into
-a page with two views of the layer chosen in a menu:
+one page with three views:
 
-- lines (bertviz's "head view"): queries on the left, keys on the right, one colour per head, each
-  line as opaque as its weight; pointing at a token keeps only its lines;
-- a matrix: rows = queries, columns = keys, for one head or the mean of the heads ticked.
+- the model view: every layer x head as a small matrix thumbnail; a click opens it in the head view;
+- the head view (bertviz's): queries on one side, keys on the other, one colour per head, each line
+  as opaque as its weight; pointing at a query or a key keeps only its lines (past 32 tokens lines are
+  drawn for one token at a time);
+- the matrix: rows = queries, columns = keys, for one head or the mean of the heads ticked, with a
+  colour legend and a zoom; it scrolls with its labels for long inputs.
 
-The weights are stored in the page as JSON (rounded to 4 decimals); tokens are inserted as text,
-never as markup, so any text is safe to show.
+``cross_attention_html(weights, src_tokens, tgt_tokens, path)`` is the same page for a decoder's
+cross-attention (layers, heads, T, S): source on the left, target on the right, the alignment matrix
+with one row per target token. Weights are stored rounded to 4 decimals, or 3 past 200,000 weights
+(``page.pack``: MiniLM over 100 tokens, about 0.5 MB).
 """
 
 from __future__ import annotations
 
-import html
-import json
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["attention_html", "read_attention_html"]
+from .page import as_numpy, pack, read_page_data, unpack, write_page
 
-_DATA_ID = "attnkit-attention"
+__all__ = ["attention_html", "cross_attention_html", "read_attention_html"]
 
-_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>__TITLE__</title>
-<style>
-body { font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }
-.controls { margin: .6em 0 1em; display: flex; gap: 1.2em; flex-wrap: wrap; align-items: center; }
-.heads label { margin-right: .5em; white-space: nowrap; }
-.views { display: flex; gap: 3em; align-items: flex-start; flex-wrap: wrap; }
-svg text { font: 13px ui-monospace, monospace; cursor: default; }
-svg text.dim { fill: #bbb; }
-table.m { border-collapse: collapse; font: 12px ui-monospace, monospace; }
-table.m td { width: 1.9em; height: 1.9em; text-align: center; border: 1px solid #fff; }
-table.m th { font-weight: normal; padding: 0 .4em; white-space: nowrap; }
-table.m thead th { writing-mode: vertical-rl; transform: rotate(180deg); vertical-align: bottom; }
-.note { color: #666; max-width: 60em; }
-</style></head><body>
-<h2 id="title"></h2>
-<p class="note">Lines: queries on the left, keys on the right; each line's opacity is its attention
-weight, one colour per head. Point at a token to see only its lines. Matrix: rows are queries,
-columns are keys; each row sums to 1.</p>
+_BODY = """<h2 id="title"></h2>
+<section id="model-view">
+<h3>Model view: every layer and head</h3>
+<p class="note">Rows are layers, columns are heads; each thumbnail is one head's attention matrix
+(rows = __QS__, columns = __KS__). Click one to open it in the head view below.</p>
+<div class="thumbs" id="thumbs"></div><div id="thumbs-legend"></div>
+</section>
+<section id="head-view">
+<h3>Head view</h3>
+<p class="note">Lines join each __Q__ to the __KS__ it attends to; a line's opacity is its attention
+weight, one colour per head. Point at a token to see only its lines; click it to keep them. The matrix
+shows the same weights: rows are __QS__, columns are __KS__, each row sums to 1.</p>
+<p class="note" id="lines-note"></p>
 <div class="controls">
   <label>Layer <select id="layer"></select></label>
   <span class="heads" id="heads"></span>
   <button id="all">all heads</button><button id="none">no heads</button>
+  <label>Matrix zoom <input type="range" id="zoom" min="6" max="36" step="1"></label>
 </div>
-<div class="views"><svg id="lines"></svg><div id="matrix"></div></div>
-<script type="application/json" id="__DATA_ID__">__DATA__</script>
-<script>
-"use strict";
-const D = JSON.parse(document.getElementById("__DATA_ID__").textContent);
-const W = D.weights, Q = D.queries, K = D.keys, NL = W.length, NH = W[0].length;
-const color = h => `hsl(${Math.round(360 * h / NH)}, 70%, 45%)`;
-const $ = id => document.getElementById(id);
-const SVG = "http://www.w3.org/2000/svg";
-let layer = 0, focus = -1;
-const on = new Array(NH).fill(true);
-$("title").textContent = D.title;
-D.layer_names.forEach((name, i) => {
-  const o = document.createElement("option"); o.value = i; o.textContent = name; $("layer").appendChild(o);
-});
-$("layer").onchange = e => { layer = +e.target.value; draw(); };
-for (let h = 0; h < NH; h++) {
-  const l = document.createElement("label"), c = document.createElement("input");
-  c.type = "checkbox"; c.checked = true; c.onchange = () => { on[h] = c.checked; draw(); };
-  l.style.color = color(h); l.append(c, `head ${h + 1}`); $("heads").appendChild(l);
-}
-const setAll = v => { on.fill(v); document.querySelectorAll("#heads input").forEach(c => c.checked = v); draw(); };
-$("all").onclick = () => setAll(true); $("none").onclick = () => setAll(false);
-function el(tag, attrs, text) {
-  const e = document.createElementNS(SVG, tag);
-  for (const k in attrs) e.setAttribute(k, attrs[k]);
-  if (text !== undefined) e.textContent = text;
-  return e;
-}
-function draw() {
-  const svg = $("lines"); svg.replaceChildren();
-  const row = 26, left = 10 + 8 * Math.max(...Q.map(t => t.length)), gap = 220;
-  const right = left + gap, n = Math.max(Q.length, K.length);
-  svg.setAttribute("width", right + 20 + 8 * Math.max(...K.map(t => t.length)));
-  svg.setAttribute("height", row * n + 10);
-  for (let h = 0; h < NH; h++) {
-    if (!on[h]) continue;
-    for (let i = 0; i < Q.length; i++) {
-      if (focus >= 0 && focus !== i) continue;
-      for (let j = 0; j < K.length; j++) {
-        const w = W[layer][h][i][j];
-        if (w < 0.01) continue;
-        svg.appendChild(el("line", { x1: left + 6, y1: row * i + 16, x2: right - 6, y2: row * j + 16,
-          stroke: color(h), "stroke-width": 2, "stroke-opacity": w }));
-      }
-    }
-  }
-  Q.forEach((t, i) => {
-    const e = el("text", { x: left, y: row * i + 20, "text-anchor": "end" }, t);
-    if (focus >= 0 && focus !== i) e.setAttribute("class", "dim");
-    e.onmouseenter = () => { focus = i; draw(); };
-    e.onmouseleave = () => { focus = -1; draw(); };
-    svg.appendChild(e);
-  });
-  K.forEach((t, j) => svg.appendChild(el("text", { x: right, y: row * j + 20 }, t)));
-  matrix();
-}
-function matrix() {
-  const heads = [...Array(NH).keys()].filter(h => on[h]), box = $("matrix");
-  box.replaceChildren();
-  if (!heads.length) { box.textContent = "no head selected"; return; }
-  const cap = document.createElement("p");
-  cap.textContent = heads.length === 1 ? `layer ${layer + 1}, head ${heads[0] + 1}`
-    : `layer ${layer + 1}, mean of heads ${heads.map(h => h + 1).join(", ")}`;
-  const t = document.createElement("table"); t.className = "m";
-  const head = t.createTHead().insertRow(); head.appendChild(document.createElement("th"));
-  K.forEach(k => { const th = document.createElement("th"); th.textContent = k; head.appendChild(th); });
-  const body = t.createTBody();
-  Q.forEach((q, i) => {
-    const r = body.insertRow(), th = document.createElement("th"); th.textContent = q; r.appendChild(th);
-    K.forEach((k, j) => {
-      let w = 0; for (const h of heads) w += W[layer][h][i][j]; w /= heads.length;
-      const c = r.insertCell(); c.title = `${q} -> ${k}: ${w.toFixed(3)}`;
-      c.style.background = `rgba(30, 90, 200, ${w})`; c.style.color = w > 0.5 ? "#fff" : "#333";
-      if (Q.length <= 16 && K.length <= 16) c.textContent = w.toFixed(2).replace(/^0/, "");
-    });
-  });
-  box.append(cap, t);
-}
-draw();
-</script></body></html>
+<div class="views"><div class="scroll"><svg id="lines"></svg></div><div id="matrix"></div></div>
+</section>
 """
 
 
-def _as_array(weights) -> np.ndarray:
-    w = weights.detach().float().cpu().numpy() if hasattr(weights, "detach") else np.asarray(weights, dtype=np.float64)
+def _weights(weights, name: str) -> np.ndarray:
+    """(N, H, Lq, Lk), (H, Lq, Lk) or (Lq, Lk) -> (N, H, Lq, Lk), finite, no empty dim, in [0, 1]."""
+    w = as_numpy(weights)
     if w.ndim == 2:
         w = w[None, None]  # (Lq, Lk) -> (1, 1, Lq, Lk)
     elif w.ndim == 3:
         w = w[None]  # (H, Lq, Lk) -> (1, H, Lq, Lk)
     if w.ndim != 4 or 0 in w.shape:
-        raise ValueError(f"attention_html: `weights` must be (layers, heads, Lq, Lk), (heads, Lq, Lk) or (Lq, Lk) "
+        raise ValueError(f"{name}: `weights` must be (layers, heads, Lq, Lk), (heads, Lq, Lk) or (Lq, Lk) "
                          f"with no empty dim, got shape {tuple(w.shape)}")
     if not np.isfinite(w).all():
-        raise ValueError("attention_html: `weights` contains NaN or infinity")
-    return w
+        raise ValueError(f"{name}: `weights` contains NaN or infinity")
+    if w.min() < -1e-6 or w.max() > 1 + 1e-6:
+        raise ValueError(f"{name}: `weights` must lie in [0, 1] (attention weights), got "
+                         f"{w.min():.3g} to {w.max():.3g}")
+    return w.clip(0.0, 1.0)
+
+
+SMALL = 200_000  # weights stored with 4 decimals up to this many, with 3 above (pages stay small)
+SPECIAL = frozenset({"[CLS]", "[SEP]", "[PAD]", "<s>", "</s>", "<pad>", "<bos>", "<eos>", "<unk>"})
+
+
+def is_special(token: str) -> bool:
+    """A tokenizer's marker token ([CLS], </s>, ...), also as labelled by the CLI ("[CLS]@0")."""
+    return token.rsplit("@", 1)[0] in SPECIAL
+
+
+def _first_word(tokens: list[str]) -> int:
+    return next((i for i, t in enumerate(tokens) if not is_special(t)), 0)
+
+
+def _page(w: np.ndarray, queries: list[str], keys: list[str], path, *, title: str, names: list[str] | None,
+          sides: tuple[str, str], left: str, name: str) -> Path:
+    n, _, lq, lk = w.shape
+    if len(queries) != lq or len(keys) != lk:
+        raise ValueError(f"{name}: {len(queries)} query labels and {len(keys)} key labels for weights of "
+                         f"shape {tuple(w.shape)} (Lq = {lq}, Lk = {lk})")
+    names = [f"layer {i + 1}" for i in range(n)] if names is None else [str(x) for x in names]
+    if len(names) != n:
+        raise ValueError(f"{name}: `layer_names` has {len(names)} names for {n} layers")
+    data = {"title": str(title), "queries": queries, "keys": keys, "layer_names": names, "sides": list(sides),
+            "left": left, "pin": _first_word(queries), "weights": pack(w, decimals=4 if w.size <= SMALL else 3)}
+    plural = {"query": "queries", "key": "keys"}
+    body = _BODY
+    marks = (("__QS__", plural.get(sides[0], sides[0] + "s")), ("__KS__", plural.get(sides[1], sides[1] + "s")),
+             ("__Q__", sides[0]), ("__K__", sides[1]))
+    for mark, word in marks:
+        body = body.replace(mark, word)
+    return write_page(path, title=title, body=body, scripts=["matrix.js", "attention.js"], data=data)
 
 
 def attention_html(weights, tokens: Sequence[str], path: str | os.PathLike, *,
@@ -154,38 +109,33 @@ def attention_html(weights, tokens: Sequence[str], path: str | os.PathLike, *,
     """Write the page for ``weights`` (N, H, Lq, Lk) (or (H, Lq, Lk), or (Lq, Lk)) and return its path.
 
     ``tokens`` label the queries, ``keys`` the keys (default: the same tokens, for self-attention).
-    ``layer_names`` (N) name the menu entries (default "layer 1" ...). Written atomically.
+    ``layer_names`` (N) name the layers (default "layer 1" ...). Written atomically.
     """
-    w = _as_array(weights)
+    w = _weights(weights, "attention_html")
     queries = [str(t) for t in tokens]
     keys = queries if keys is None else [str(t) for t in keys]
-    n, h, lq, lk = w.shape
-    if len(queries) != lq or len(keys) != lk:
-        raise ValueError(f"attention_html: {len(queries)} query labels and {len(keys)} key labels for weights of "
-                         f"shape {tuple(w.shape)} (Lq = {lq}, Lk = {lk})")
-    names = [f"layer {i + 1}" for i in range(n)] if layer_names is None else [str(x) for x in layer_names]
-    if len(names) != n:
-        raise ValueError(f"attention_html: `layer_names` has {len(names)} names for {n} layers")
-    data = {"title": str(title), "queries": queries, "keys": keys, "layer_names": names,
-            "weights": np.round(w, 4).tolist()}
-    # JSON inside <script>: escape "<" so no text can close the element (a token "</script>" stays text).
-    blob = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    fill = {"__TITLE__": html.escape(str(title), quote=False), "__DATA_ID__": _DATA_ID, "__DATA__": blob}
-    page = re.sub("__TITLE__|__DATA_ID__|__DATA__", lambda m: fill[m.group(0)], _PAGE)  # one pass: no text is re-read
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return _page(w, queries, keys, path, title=title, names=layer_names, sides=("query", "key"),
+                 left="queries", name="attention_html")
+
+
+def cross_attention_html(weights, src_tokens: Sequence[str], tgt_tokens: Sequence[str],
+                         path: str | os.PathLike, *, title: str = "cross-attention",
+                         layer_names: Sequence[str] | None = None) -> Path:
+    """A decoder's cross-attention page: ``weights`` (layers, heads, T, S) of one translation,
+    ``src_tokens`` (S) the source, ``tgt_tokens`` (T) the target. Lines run from the source (left) to
+    the target (right); the alignment matrix has a row per target token and a column per source token.
+    """
+    w = _weights(weights, "cross_attention_html")
+    names = [f"decoder layer {i + 1}" for i in range(w.shape[0])] if layer_names is None else layer_names
+    return _page(w, [str(t) for t in tgt_tokens], [str(t) for t in src_tokens], path, title=title, names=names,
+                 sides=("target token", "source token"), left="keys", name="cross_attention_html")
 
 
 def read_attention_html(path: str | os.PathLike) -> dict:
-    """The data stored in a page written by ``attention_html``: title, queries, keys, layer_names, weights."""
-    text = Path(path).read_text(encoding="utf-8")
-    start_tag = f'<script type="application/json" id="{_DATA_ID}">'
-    start = text.find(start_tag)
-    end = text.find("</script>", start)
-    if start < 0 or end < 0:
-        raise ValueError(f"read_attention_html: {path} is not a page written by attention_html")
-    return json.loads(text[start + len(start_tag):end])
+    """The data stored in a page written by ``attention_html`` or ``cross_attention_html``: title, queries,
+    keys, layer_names, sides and weights (N, H, Lq, Lk) as the page shows them (rounded)."""
+    d = read_page_data(path, what="a page written by attention_html")
+    if "weights" not in d or "queries" not in d:
+        raise ValueError(f"{path} is not a page written by attention_html")
+    d["weights"] = unpack(d["weights"])
+    return d

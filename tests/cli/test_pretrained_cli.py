@@ -3,6 +3,7 @@
 import argparse
 import io
 import json
+import re
 
 import numpy as np
 import pytest
@@ -92,16 +93,20 @@ def test_similarity(run, capsys):
     assert abs(float(capsys.readouterr().out) - 1.0) < 1e-5
 
 
-def test_attend_prints_strongest(run, tmp_path, capsys):
+def test_attend_summary_says_what_the_heads_do(run, tmp_path, capsys):
     go, model = run
     assert go("attend", "I saw a saw", "--no-plots") == 0
     text = capsys.readouterr().out
-    assert "[CLS] i saw a saw [SEP]" in text
-    lines = [line for line in text.splitlines() if line.startswith("layer ")]
-    assert len(lines) == 6 and all(line.count("->") == 6 for line in lines)
+    assert "[CLS] i saw a saw [SEP]" in text and "What the 72 heads do (6 layers x 12 heads)" in text
+    roles = [line for line in text.splitlines() if line.startswith("  ") and re.search(r": +\d+ heads? +L", line)]
+    assert sum(int(line.split(":")[1].split("head")[0]) for line in roles) == 72  # every head has one role
+    assert "Weight the words put on [CLS]/[SEP], per layer" in text
+    links = next(line for line in text.splitlines() if line.startswith("Strongest word -> word links in layer 6"))
     res = model.attend("I saw a saw")
-    best = int(res.attentions[2].mean(0)[2].argmax())  # layer 3, query "saw"@2
-    assert f"saw@2->{res.tokens[best]}@{best}" in lines[2]
+    last = res.attentions[5].mean(0)[1:-1, 1:-1].clone()  # words only
+    last.fill_diagonal_(0)
+    q, k = divmod(int(last.argmax()), last.shape[1])
+    assert links.split(": ", 1)[1].startswith(f"{res.tokens[q + 1]}@{q + 1} -> {res.tokens[k + 1]}@{k + 1}")
 
 
 def test_attend_writes_every_layer_and_head(run, tmp_path, capsys):
@@ -110,22 +115,20 @@ def test_attend_writes_every_layer_and_head(run, tmp_path, capsys):
     out = tmp_path / "png"
     assert go("attend", "I saw a saw", "--model", str(folder), "--out", str(out), "--each-head") == 0
     printed = capsys.readouterr().out
-    assert "wrote 7 PNG files" in printed and "attention.html" in printed
+    assert "wrote 7 PNG files" in printed and "attention.html" in printed and "lecture.html" in printed
     page = read_attention_html(out / "attention.html")  # the page holds the model's own weights
     res = load_pretrained(folder).attend("I saw a saw")
     labels = [f"{t}@{i}" for i, t in enumerate(res.tokens)]
     assert page["queries"] == labels and page["keys"] == labels and len(page["layer_names"]) == 2
-    torch.testing.assert_close(torch.tensor(page["weights"]), res.attentions, atol=5e-5, rtol=0)
+    torch.testing.assert_close(torch.tensor(page["weights"]), res.attentions.double(), atol=5e-5, rtol=0)
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert pngs == ["attention_grid.png", "layer1.png", "layer1_head1.png", "layer1_head2.png", "layer2.png",
                     "layer2_head1.png", "layer2_head2.png"]
     assert all((out / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
+    from attnkit.viz.lecture import read_lecture_html
 
-
-def test_strongest_helper():
-    att = torch.zeros(1, 2, 3, 3)
-    att[0, :, :, 1] = 1.0
-    assert cli.strongest(att, ["a", "b", "c"]) == [[(0, 1, 1.0), (1, 1, 1.0), (2, 1, 1.0)]]
+    lecture = read_lecture_html(out / "lecture.html")
+    assert lecture["queries"] == labels and lecture["q"].shape[:3] == (2, 2, len(labels))
 
 
 def test_registered_in_main():

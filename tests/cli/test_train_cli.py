@@ -84,11 +84,18 @@ def test_image_digits_train_predict_and_wrong_task(tmp_path, capsys):
     assert "which this attnkit does not know" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("bad,msg", [(["--lr", "-1"], "`lr` must be > 0"), (["--schedule", "nope"], "`schedule`"),
+@pytest.mark.parametrize("bad,msg", [(["--lr", "-1"], "`lr` must be > 0"),
                                      (["--d-model", "30", "--num-heads", "4"], "divisible")])
 def test_bad_options_are_clear_errors(tmp_path, bad, msg, capsys):
     assert main(["train", "image", "--out", str(tmp_path / "x"), *TINY, *bad]) == 1
     assert msg in capsys.readouterr().err
+
+
+def test_an_unknown_choice_is_refused_when_parsing(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "image", "--out", str(tmp_path / "x"), *TINY, "--schedule", "nope"])
+    assert e.value.code == 2
+    assert "argument --schedule: invalid choice: 'nope'" in capsys.readouterr().err
 
 
 def test_classifier_learns_keywords_and_predicts(tmp_path, capsys):

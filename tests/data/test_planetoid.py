@@ -130,13 +130,6 @@ def test_fetch_checks_sha256_and_caches(tmp_path):
     assert fetch(src.as_uri(), dest, digest) == dest
 
 
-def test_data_root_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("ATTNKIT_DATA", str(tmp_path))
-    assert data_root() == tmp_path
-    monkeypatch.delenv("ATTNKIT_DATA")
-    assert data_root() == Path("..") / "shared" / "data"
-
-
 REAL = data_root() / "planetoid"
 
 

@@ -1,0 +1,86 @@
+"""Regenerate the README's pictures of the views: python docs/img/screenshots.py (needs Chromium).
+
+Writes the pages with the built-in all-MiniLM-L6-v2 and the figures of ``attnkit positions`` into a
+temporary folder, opens the pages in headless Chromium, clicks what a reader would click, and saves small
+PNGs here. ``complexity.png`` is not made here: run ``flock /tmp/attnkit-heavy.lock attnkit complexity``
+on a quiet machine and pass its figure through ``shrink``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+from attnkit.pretrained import load_pretrained
+from attnkit.viz import attention_html, cross_attention_html
+from attnkit.viz.browser import Browser
+from attnkit.viz.lecture import model_lecture_html
+from attnkit.viz.positions import position_figures
+
+HERE = Path(__file__).resolve().parent
+TEXT = "The cat sat on the mat because it was tired."
+
+
+def shrink(src: Path, dst: Path, width: int = 1000, crop_height: int | None = None) -> None:
+    """Crop, scale to ``width`` at most and store with a 256-colour palette (small files)."""
+    with Image.open(src) as im:
+        im = im.convert("RGB")
+        if crop_height and im.height > crop_height:
+            im = im.crop((0, 0, im.width, crop_height))
+        if im.width > width:
+            im = im.resize((width, round(im.height * width / im.width)), Image.LANCZOS)
+        im.quantize(colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE).save(dst, optimize=True)
+    print(f"wrote {dst} ({dst.stat().st_size // 1024} KB)")
+
+
+def main() -> int:
+    enc = load_pretrained("all-MiniLM-L6-v2")
+    res = enc.attend(TEXT)
+    labels = [f"{t}@{i}" for i, t in enumerate(res.tokens)]
+    tmp = Path(tempfile.mkdtemp(prefix="attnkit-shots-"))
+    try:
+        page = attention_html(res.attentions, labels, tmp / "attention.html", title=f"{TEXT!r} (all-MiniLM-L6-v2)")
+        lecture = model_lecture_html(enc.model, lambda: enc.attend(TEXT), labels, tmp / "lecture.html",
+                                     title=f"{TEXT!r} (all-MiniLM-L6-v2): self-attention step by step")
+        # a made-up alignment, to show the page's layout: mostly monotone, one swap
+        src, tgt = ["die", "Katze", "schläft", "</s>"], ["the", "cat", "is", "sleeping", "</s>"]
+        align = torch.tensor([[.8, .1, .05, .05], [.1, .8, .05, .05], [.1, .2, .6, .1], [.05, .1, .8, .05],
+                              [.02, .03, .05, .9]])
+        g = torch.Generator().manual_seed(0)
+        weights = (align.log() + 0.4 * torch.randn(2, 4, 5, 4, generator=g)).softmax(-1)  # (layers, heads, T, S)
+        cross = cross_attention_html(weights, src, tgt, tmp / "cross.html", title="cross-attention (made-up weights)")
+        figs = position_figures(tmp / "positions", length=64, dim=128, delta=3,
+                                learned=enc.model.embeddings.position_embeddings.weight.detach()[:128],
+                                learned_name=enc.name)
+        with Browser() as b:
+            p = b.open(page, width=1200)
+            p.screenshot(tmp / "model.png", selector="#model-view")
+            p.click("#thumbs canvas[data-layer='1'][data-head='8']")  # layer 2, head 9: the next token
+            p.hover("#lines text[data-kind='q'][data-index='8']")  # "it": its lines only
+            p.screenshot(tmp / "head.png", selector="#head-view")
+            p = b.open(lecture, width=1200)
+            p.select("#layer", 3)
+            p.click("#tokens button[data-i='7']")
+            p.screenshot(tmp / "lecture.png")
+            p = b.open(cross, width=1100)
+            p.screenshot(tmp / "cross.png", selector="#head-view")
+            assert not p.errors, p.errors
+        shrink(tmp / "model.png", HERE / "model_view.png")
+        shrink(tmp / "head.png", HERE / "head_view.png")
+        shrink(tmp / "lecture.png", HERE / "lecture_view.png", crop_height=1250)
+        shrink(tmp / "cross.png", HERE / "cross_attention.png", width=900)
+        shrink(figs["sinusoidal"], HERE / "positions_table.png", width=900)
+        shrink(figs["rotation_png"], HERE / "positions_rotation.png", width=900)
+        shrink(figs["learned"], HERE / "positions_learned.png", width=900)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""PNG heatmaps: bounded sizes whatever the length, labels thinned past what can be read, colour bars."""
+
+import matplotlib
+import pytest
+import torch
+
+from attnkit.viz import attention_grid, attention_heatmap
+from attnkit.viz import heatmap as hm
+from attnkit.viz.image_attention import class_token_maps
+
+matplotlib.use("Agg")
+
+
+def png_size(path):
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return im.size
+
+
+def test_grid_of_fifty_tokens_stays_bounded(tmp_path):
+    w = torch.rand(6, 12, 50, 50).softmax(-1)
+    tokens = [f"tok{i}" for i in range(50)]
+    wide, high = png_size(attention_grid(w, tmp_path / "g.png", tokens=tokens, title="six layers"))
+    assert wide <= 2100 and high <= 1800, (wide, high)  # was 12418 x 7012 before the bound
+    wide, high = png_size(attention_grid(w[:1], tmp_path / "l.png", tokens=tokens, title="layer 1"))
+    assert wide <= 2100 and high <= 1800, (wide, high)
+    wide, high = png_size(attention_heatmap(w[0, 0], tmp_path / "h.png", queries=tokens, keys=tokens))
+    assert wide <= 2100 and high <= 2100
+
+
+def test_labels_only_on_the_outer_panels_and_a_shared_colour_bar(tmp_path, monkeypatch):
+    figures = []
+    monkeypatch.setattr(hm, "_save", lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr(hm._pyplot(), "close", lambda fig: None)
+    attention_grid(torch.rand(2, 3, 4, 4).softmax(-1), tmp_path / "g.png", tokens=list("abcd"), title="t")
+    fig = figures[0]
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(panels) == 6 and len(bars) == 1 and "attention weight" in bars[0].get_ylabel()
+    labelled_y = [ax for ax in panels if any(t.get_text() for t in ax.get_yticklabels())]
+    labelled_x = [ax for ax in panels if any(t.get_text() for t in ax.get_xticklabels())]
+    assert len(labelled_y) == 2 and len(labelled_x) == 3  # first column, bottom row: nothing overlaps
+    assert [t.get_text() for t in labelled_x[0].get_xticklabels()] == list("abcd")
+    assert fig._supxlabel.get_text() == "key" and fig._supylabel.get_text() == "query"
+    assert [ax.get_title() for ax in panels[:3]] == ["head 1", "head 2", "head 3"]
+    assert all(ax.get_title() == "" for ax in panels[3:])  # head titles once, under the figure's title
+
+
+def test_ticks_thin_out_to_stay_readable():
+    fig, ax = hm._pyplot().subplots()
+    hm._ticks(ax, "x", [f"t{i}" for i in range(200)], 200, 2.0)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert 10 < len(labels) < 200 and labels[0] == "t0" and labels[1] != "t1"
+    assert all(t.get_fontsize() >= hm.MIN_LABEL_PT for t in ax.get_xticklabels())
+    hm._pyplot().close(fig)
+
+
+def test_class_token_maps_have_a_colour_bar(tmp_path, monkeypatch):
+    from attnkit.models.vision import VisionConfig
+
+    figures = []
+    monkeypatch.setattr("attnkit.viz.image_attention._save", lambda fig, path: figures.append(fig) or path)
+    cfg = VisionConfig()  # 8 x 8, 2 x 2 patches: 16 patches + the class token
+    class_token_maps(torch.rand(1, 8, 8), torch.rand(2, 4, 17, 17).softmax(-1), cfg, tmp_path / "m.png", title="x")
+    fig = figures[0]
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(bars) == 1 and "class token -> patch" in bars[0].get_ylabel()
+    assert "one cell per 2 x 2 patch" in fig._suptitle.get_text()
+    with pytest.raises(ValueError, match="patch grid"):
+        class_token_maps(torch.rand(1, 8, 8), torch.rand(2, 4, 10, 10), cfg, tmp_path / "bad.png")
+
+
+def test_frame_attention_maps(tmp_path, monkeypatch):
+    from attnkit.viz.frame_attention import frame_attention_maps
+
+    figures = []
+    monkeypatch.setattr("attnkit.viz.frame_attention._save", lambda fig, path: figures.append(fig) or path)
+    frame_attention_maps(torch.randn(40, 20), torch.rand(2, 3, 20, 20).softmax(-1), tmp_path / "s.png",
+                         title="3.wav: 3", frames_per_step=2)
+    fig = figures[0]
+    bars = [ax.get_ylabel() for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert bars == ["log mel energy", "attention weight (square-root colour scale)"]
+    assert len(fig.axes) == 1 + 6 + 2 and "one step per 2 frame(s)" in fig.axes[0].get_xlabel()
+    with pytest.raises(ValueError, match="layers, heads"):
+        frame_attention_maps(torch.randn(40, 20), torch.rand(2, 20, 20), tmp_path / "bad.png")
