@@ -19,12 +19,12 @@ from ..data.listops import ListOpsConfig, generate_listops, write_listops
 from ..data.pathfinder import PathfinderConfig, generate_pathfinder, write_pathfinder
 from ..lra.settings import SUITES, TASKS
 from ..nn.variants import VARIANTS
-from .options import add_config_args, config_from_args
+from ..tasks.options import add_config_args, config_from_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("lra", help="LRA-lite: efficient attention variants x long-sequence tasks",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=__doc__)
     lsub = p.add_subparsers(dest="lra_command", metavar="ACTION")
     lsub.required = True
 
@@ -33,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     gsub.required = True
     lo = gsub.add_parser("listops", help="ListOps with LRA's recipe: basic_{train,val,test}.tsv (Source, Target)")
     lo.add_argument("--out", type=Path, required=True, help="folder for the three TSV files")
-    lo.add_argument("--n", dest="n_train", type=int, default=argparse.SUPPRESS, help="training examples (= --n-train)")
+    lo.add_argument("--n", dest="n_train", type=int, default=argparse.SUPPRESS,
+                    help="training examples, the same as --n-train (default: --n-train's)")
     lo.add_argument("--min-length", type=int, default=None,
                     help="exclusive lower bound on the tokens (default max_length / 4: LRA's 500 for 2000)")
     add_config_args(lo, ListOpsConfig, title="ListOps (LRA's defaults)",
@@ -41,7 +42,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lo.set_defaults(func=run_generate_listops)
     pf = gsub.add_parser("pathfinder", help="Pathfinder images: pathfinder_{train,val,test}.npz")
     pf.add_argument("--out", type=Path, required=True, help="folder for the three .npz files")
-    pf.add_argument("--n", dest="n_train", type=int, default=argparse.SUPPRESS, help="training images (= --n-train)")
+    pf.add_argument("--n", dest="n_train", type=int, default=argparse.SUPPRESS,
+                    help="training images, the same as --n-train (default: --n-train's)")
     add_config_args(pf, PathfinderConfig, title="Pathfinder")
     pf.set_defaults(func=run_generate_pathfinder)
 
@@ -50,24 +52,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--quick", action="store_true", help="tiny sizes: a few minutes (what the tests use)")
     r.add_argument("--tasks", nargs="+", choices=TASKS, default=None, help="default: all (text only with IMDb)")
     r.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None, help="default: all")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=int, default=0, help="seed of the data generators and of every cell's training")
     _data_args(r)
     r.set_defaults(func=run_suite_cmd)
 
     c = lsub.add_parser("cell", help="train and measure one variant on one task (one row of the table)")
-    c.add_argument("--task", choices=TASKS, required=True)
-    c.add_argument("--variant", choices=list(VARIANTS), required=True)
-    c.add_argument("--suite", choices=sorted(SUITES), default="full")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--task", choices=TASKS, required=True, help="the LRA task")
+    c.add_argument("--variant", choices=list(VARIANTS), required=True, help="the attention variant")
+    c.add_argument("--suite", choices=sorted(SUITES), default="full", help="the sizes: full (the benchmark) or quick")
+    c.add_argument("--seed", type=int, default=0, help="seed of the data generators and of the training")
     c.add_argument("--out", type=Path, required=True, help="the cell's run folder (checkpoints, metrics)")
-    c.add_argument("--results", type=Path, default=None, help="append the result row to this results.jsonl")
+    c.add_argument("--results", type=Path, default=None,
+                   help="append the result row to this results.jsonl (default: only <out>/cell.json)")
     c.add_argument("--resume", action="store_true", help="continue the cell from its last checkpoint")
     c.add_argument("--progress", action="store_true", help="show progress bars")
     _data_args(c)
     c.set_defaults(func=run_cell_cmd)
 
     rep = lsub.add_parser("report", help="rewrite results.md and lra.png of a run folder")
-    rep.add_argument("folder", type=Path)
+    rep.add_argument("folder", type=Path, help="a run folder of `attnkit lra run` (holding results.jsonl)")
     rep.set_defaults(func=run_report)
 
 

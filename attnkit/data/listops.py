@@ -26,7 +26,7 @@ import csv
 import os
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["ListOpsConfig", "OPERATORS", "END", "VOCAB", "generate_listops", "write_listops", "read_listops",
@@ -45,14 +45,14 @@ _MAX_ATTEMPTS = 1_000_000  # trees drawn in a row without a new example before g
 class ListOpsConfig:
     """Generator settings; LRA's defaults. Lengths are exclusive bounds: min_length < length < max_length."""
 
-    max_depth: int = 10
-    max_args: int = 10
-    min_length: int = 500
-    max_length: int = 2000
-    n_train: int = 96_000
-    n_val: int = 2_000
-    n_test: int = 2_000
-    seed: int = 0
+    max_depth: int = field(default=10, metadata={"help": "deepest nesting of operators (LRA: 10)"})
+    max_args: int = field(default=10, metadata={"help": "most arguments of one operator (LRA: 10)"})
+    min_length: int = field(default=500, metadata={"help": "trees have more tokens than this (LRA: 500)"})
+    max_length: int = field(default=2000, metadata={"help": "trees have fewer tokens than this (LRA: 2000)"})
+    n_train: int = field(default=96_000, metadata={"help": "training expressions (LRA: 96000)"})
+    n_val: int = field(default=2_000, metadata={"help": "validation expressions (LRA: 2000)"})
+    n_test: int = field(default=2_000, metadata={"help": "test expressions (LRA: 2000)"})
+    seed: int = field(default=0, metadata={"help": "seed of the generator: the same seed writes the same files"})
 
     def __post_init__(self):
         for name in ("max_depth", "max_args", "max_length", "n_train", "n_val", "n_test"):

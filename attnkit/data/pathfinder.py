@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,20 +35,21 @@ _ATTEMPTS = 100  # fresh starts per image before the settings are declared impos
 class PathfinderConfig:
     """Generator settings (pixels and degrees). The defaults give LRA-like 32x32 images."""
 
-    size: int = 32
-    contour_length: int = 6  # paddles per main curve
-    distractor_length: int = 3  # paddles per distractor curve
-    num_distractors: int = 3
-    paddle_length: float = 3.0
-    paddle_gap: float = 2.0
-    continuity: float = 30.0  # largest turn between consecutive paddles
-    min_distance: float = 2.5  # between different curves, and between non-neighbouring parts of one
-    thickness: float = 1.0
-    dot_radius: float = 1.5
-    n_train: int = 20_000
-    n_val: int = 2_000
-    n_test: int = 2_000
-    seed: int = 0
+    size: int = field(default=32, metadata={"help": "image side in pixels (LRA's Pathfinder-32: 32)"})
+    contour_length: int = field(default=6, metadata={"help": "paddles (dashes) of each of the two main curves"})
+    distractor_length: int = field(default=3, metadata={"help": "paddles of each distractor curve"})
+    num_distractors: int = field(default=3, metadata={"help": "curves without dots"})
+    paddle_length: float = field(default=3.0, metadata={"help": "length of a dash in pixels"})
+    paddle_gap: float = field(default=2.0, metadata={"help": "gap between dashes in pixels"})
+    continuity: float = field(default=30.0, metadata={"help": "largest turn between consecutive dashes, degrees"})
+    min_distance: float = field(default=2.5, metadata={
+        "help": "pixels between different curves, and between non-neighbouring parts of one"})
+    thickness: float = field(default=1.0, metadata={"help": "line width in pixels"})
+    dot_radius: float = field(default=1.5, metadata={"help": "radius of the two dots in pixels"})
+    n_train: int = field(default=20_000, metadata={"help": "training images"})
+    n_val: int = field(default=2_000, metadata={"help": "validation images"})
+    n_test: int = field(default=2_000, metadata={"help": "test images"})
+    seed: int = field(default=0, metadata={"help": "seed of the generator: the same seed writes the same files"})
 
     def __post_init__(self):
         ints = ("size", "contour_length", "distractor_length", "n_train", "n_val", "n_test")
