@@ -93,3 +93,17 @@ def test_peak_memory_counts_what_the_work_holds():
     if mb is None:
         pytest.skip("no /proc/self/clear_refs here")
     assert result == 5e7 and 150 < mb < 400
+
+
+def test_text_task_reads_imdb_bytes(tmp_path):
+    from attnkit.lra.tasks import text_available
+    from tests.data.test_imdb import _fake
+
+    root = _fake(tmp_path / "imdb", n=6)
+    assert text_available(root) and not text_available(tmp_path / "nothing")
+    s = SUITES["quick"]["text"].replace(n_train=8, n_val=2, n_test=4)
+    data = prepare_task("text", s, tmp_path, seed=0, imdb_dir=root)
+    assert len(data.train) == 8 and len(data.val) == 2 and len(data.test) == 4 and data.num_classes == 2
+    assert data.train[0][0].tolist() == [b + 1 for b in "pos review 0 é".encode()]
+    with pytest.raises(ValueError, match="IMDb has 12 training"):
+        prepare_task("text", s.replace(n_train=20), tmp_path, seed=0, imdb_dir=root)
