@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "export",
     "positions",
     "complexity",
+    "lra",
 ]
 
 

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from .. import masks
 from ..functional.pooling import masked_max, masked_mean
 from ..nn import Encoder, TransformerConfig
+from ..nn.variants import attention_factory, variant_options
 
 __all__ = ["ClassifierConfig", "SequenceClassifier", "pool"]
 
@@ -26,19 +27,28 @@ def _default_encoder() -> TransformerConfig:
 
 @dataclass(frozen=True)
 class ClassifierConfig:
+    """``attention``: a variant of ``attnkit.nn.VARIANTS`` ("full", "local", "performer", ...) with its
+    ``attention_options`` (defaults resolved against ``encoder.max_len``)."""
+
     vocab_size: int = field(metadata={"help": "token vocabulary size, including padding (0) and unknown (1)"})
     num_classes: int = field(metadata={"help": "number of labels"})
-    pooling: Literal["mean", "max", "meanmax"] = field(default="meanmax", metadata={
-        "help": "how the token vectors become one sentence vector: their mean, their max, or both concatenated"})
+    pooling: Literal["mean", "max", "meanmax", "first"] = field(default="meanmax", metadata={
+        "help": "how the token vectors become one sentence vector: their mean, their max, both concatenated, "
+                "or the first position's vector (LRA's CLS pooling)"})
     encoder: TransformerConfig = field(default_factory=_default_encoder, metadata={"help": "the Transformer encoder"})
+    attention: str = field(default="full", metadata={
+        "help": "the self-attention variant (attnkit.nn.VARIANTS: full, local, longformer, sparse, linear, performer, "
+                "linformer, nystrom)"})
+    attention_options: dict = field(default_factory=dict, metadata={"help": "options of the attention variant"})
 
     def __post_init__(self):
         for name in ("vocab_size", "num_classes"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ValueError(f"ClassifierConfig: `{name}` must be a positive integer, got {v!r}")
-        if self.pooling not in ("mean", "max", "meanmax"):
-            raise ValueError(f"ClassifierConfig: `pooling` must be mean, max or meanmax, got {self.pooling!r}")
+        if self.pooling not in ("mean", "max", "meanmax", "first"):
+            raise ValueError(f"ClassifierConfig: `pooling` must be mean, max, meanmax or first, got {self.pooling!r}")
+        variant_options(self.attention, self.encoder.max_len, self.attention_options)  # raises on a bad one
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -51,7 +61,10 @@ class ClassifierConfig:
 
 
 def pool(h: Tensor, lengths: Tensor, how: str) -> Tensor:
-    """h (B, L, d), lengths (B,) -> (B, d) or (B, 2d) for ``meanmax``; padding positions ignored."""
+    """h (B, L, d), lengths (B,) -> (B, d) or (B, 2d) for ``meanmax``; padding positions ignored.
+    ``first``: the first position's vector (LRA's "CLS" pooling; no token is added)."""
+    if how == "first":
+        return h[:, 0]
     if how == "mean":
         return masked_mean(h, lengths)
     mx = masked_max(h, lengths)
@@ -67,7 +80,8 @@ class SequenceClassifier(nn.Module):
         d = config.encoder.d_model
         self.embed = nn.Embedding(config.vocab_size, d, padding_idx=0)
         nn.init.normal_(self.embed.weight, std=d ** -0.5)
-        self.encoder = Encoder(config.encoder)
+        attn = None if config.attention == "full" else attention_factory(config.attention, config.attention_options)
+        self.encoder = Encoder(config.encoder, attention=attn)
         self.dropout = nn.Dropout(config.encoder.dropout)
         self.out = nn.Linear(2 * d if config.pooling == "meanmax" else d, config.num_classes)
 

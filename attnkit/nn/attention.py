@@ -144,9 +144,7 @@ class MultiHeadAttention(nn.Module):
         if self.position is not None:
             q, k, bias = self.position(q, k)
         want = need_weights or (self.position is not None and self.position.needs_weights)
-        res = attention(q, k, v, for_heads(mask), bias=bias, dropout_p=self.dropout if self.training else 0.0,
-                        return_weights=want, backend=backend)
-        out, weights = res if want else (res, None)  # out: (B, H, Lq, dh)
+        out, weights = self.attend(q, k, v, for_heads(mask), bias, want, backend)  # out: (B, H, Lq, dh)
         if self.position is not None and weights is not None:
             extra = self.position.values(weights)
             if extra is not None:
@@ -154,3 +152,11 @@ class MultiHeadAttention(nn.Module):
         b, _, lq, _ = out.shape
         out = out.transpose(1, 2).reshape(b, lq, self.d_model)  # (B, H, Lq, dh) -> (B, Lq, d_model)
         return AttentionOutput(self.out_proj(out), weights if need_weights else None, new_cache)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, need_weights: bool,
+               backend: str | None) -> tuple[Tensor, Tensor | None]:
+        """The attention step on split heads: q (B, H, Lq, dh), k (B, H, Lk, dh), v (B, H, Lk, dh) ->
+        (out (B, H, Lq, dh), weights (B, H, Lq, Lk) or None). The efficient variants override it."""
+        res = attention(q, k, v, mask, bias=bias, dropout_p=self.dropout if self.training else 0.0,
+                        return_weights=need_weights, backend=backend)
+        return res if need_weights else (res, None)

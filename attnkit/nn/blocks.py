@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch.nn.functional as F
@@ -12,7 +13,9 @@ from .attention import KVCache, MultiHeadAttention
 from .config import TransformerConfig
 from .positional import attention_position
 
-__all__ = ["FeedForward", "EncoderLayer", "DecoderLayer", "LayerCache", "ACTIVATION_FNS"]
+__all__ = ["FeedForward", "EncoderLayer", "DecoderLayer", "LayerCache", "ACTIVATION_FNS", "AttentionFactory"]
+
+AttentionFactory = Callable[..., nn.Module]  # (config, position, device, dtype) -> a MultiHeadAttention-like module
 
 ACTIVATION_FNS = {
     "relu": F.relu,
@@ -60,12 +63,17 @@ def _mha(config: TransformerConfig, position, device, dtype) -> MultiHeadAttenti
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention and FFN, each wrapped in residual + LayerNorm. (B, L, d) -> (B, L, d)."""
+    """Self-attention and FFN, each wrapped in residual + LayerNorm. (B, L, d) -> (B, L, d).
 
-    def __init__(self, config: TransformerConfig, *, device=None, dtype=None):
+    ``attention``: builds the self-attention module, ``fn(config, position, device, dtype)``
+    (default: ``MultiHeadAttention``); any module with MultiHeadAttention's call will do."""
+
+    def __init__(self, config: TransformerConfig, *, attention: AttentionFactory | None = None, device=None,
+                 dtype=None):
         super().__init__()
         fk = {"device": device, "dtype": dtype}
-        self.self_attn = _mha(config, attention_position(config, **fk), device, dtype)
+        make = attention or _mha  # e.g. attnkit.nn.variants.attention_factory("performer")
+        self.self_attn = make(config, attention_position(config, **fk), device, dtype)
         self.ff = FeedForward(config.d_model, config.d_ff, config.activation, config.activation_dropout, config.bias,
                               **fk)
         self.attn_block = _Residual(config, **fk)

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from torch import Tensor, nn
 
 from ..functional.masks import Mask
-from .blocks import DecoderLayer, EncoderLayer, LayerCache
+from .blocks import AttentionFactory, DecoderLayer, EncoderLayer, LayerCache
 from .config import TransformerConfig
 from .positional import input_position
 
@@ -38,14 +38,17 @@ def _final_norm(config: TransformerConfig, device, dtype) -> nn.Module:
 
 
 class Encoder(nn.Module):
-    """Input position (if any) + dropout, N encoder layers, optional final LayerNorm."""
+    """Input position (if any) + dropout, N encoder layers, optional final LayerNorm.
 
-    def __init__(self, config: TransformerConfig, *, device=None, dtype=None):
+    ``attention``: how each layer builds its self-attention (``attnkit.nn.variants.attention_factory``)."""
+
+    def __init__(self, config: TransformerConfig, *, attention: AttentionFactory | None = None, device=None,
+                 dtype=None):
         super().__init__()
         self.config = config
         self.position = input_position(config, device=device, dtype=dtype)
         self.dropout = nn.Dropout(config.dropout)
-        self.layers = nn.ModuleList(EncoderLayer(config, device=device, dtype=dtype)
+        self.layers = nn.ModuleList(EncoderLayer(config, attention=attention, device=device, dtype=dtype)
                                     for _ in range(config.num_encoder_layers))
         self.norm = _final_norm(config, device, dtype)
 

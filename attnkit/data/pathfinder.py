@@ -1,0 +1,223 @@
+"""Pathfinder (Linsley et al. 2018; LRA's 32x32 version): are the two dots joined by one dashed curve?
+
+An image holds two main curves and a few shorter distractors, each a chain of straight dashes
+("paddles") with gaps between them, turning by at most ``continuity`` degrees from one paddle to
+the next. Two dots mark curve ends: both ends of the same main curve (label 1, connected) or one end
+of each main curve (label 0). Positive and negative images are drawn the same way (two main curves,
+the same distractors, two dots); only where the second dot sits differs. Curves keep at least
+``min_distance`` pixels from each other and from themselves (beyond neighbouring paddles), and
+``min_distance + dot_radius`` from the four main-curve ends where dots may sit, so no curve or dot
+touches another curve and the gaps inside a curve are the only breaks. Lines are anti-aliased, 8-bit.
+Labels are balanced by construction (every other image is positive, then the splits are shuffled).
+
+As a sequence the image is its 1,024 pixels row by row (``pixel_tokens``). Files: ``pathfinder_{train,
+val,test}.npz`` with ``images`` (N, size, size) uint8 and ``labels`` (N,) uint8, read with
+``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["PathfinderConfig", "generate_pathfinder", "draw_pathfinder", "write_pathfinder", "read_pathfinder",
+           "PATHFINDER_FILES"]
+
+PATHFINDER_FILES = {"train": "pathfinder_train.npz", "val": "pathfinder_val.npz", "test": "pathfinder_test.npz"}
+_ATTEMPTS = 100  # fresh starts per image before the settings are declared impossible
+
+
+@dataclass(frozen=True)
+class PathfinderConfig:
+    """Generator settings (pixels and degrees). The defaults give LRA-like 32x32 images."""
+
+    size: int = field(default=32, metadata={"help": "image side in pixels (LRA's Pathfinder-32: 32)"})
+    contour_length: int = field(default=6, metadata={"help": "paddles (dashes) of each of the two main curves"})
+    distractor_length: int = field(default=3, metadata={"help": "paddles of each distractor curve"})
+    num_distractors: int = field(default=3, metadata={"help": "curves without dots"})
+    paddle_length: float = field(default=3.0, metadata={"help": "length of a dash in pixels"})
+    paddle_gap: float = field(default=2.0, metadata={"help": "gap between dashes in pixels"})
+    continuity: float = field(default=30.0, metadata={"help": "largest turn between consecutive dashes, degrees"})
+    min_distance: float = field(default=2.5, metadata={
+        "help": "pixels between different curves, and between non-neighbouring parts of one"})
+    thickness: float = field(default=1.0, metadata={"help": "line width in pixels"})
+    dot_radius: float = field(default=1.5, metadata={"help": "radius of the two dots in pixels"})
+    n_train: int = field(default=20_000, metadata={"help": "training images"})
+    n_val: int = field(default=2_000, metadata={"help": "validation images"})
+    n_test: int = field(default=2_000, metadata={"help": "test images"})
+    seed: int = field(default=0, metadata={"help": "seed of the generator: the same seed writes the same files"})
+
+    def __post_init__(self):
+        ints = ("size", "contour_length", "distractor_length", "n_train", "n_val", "n_test")
+        for name in ints:
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"pathfinder: `{name}` must be a positive integer, got {v!r}")
+        for name in ("num_distractors", "seed"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"pathfinder: `{name}` must be an integer >= 0, got {v!r}")
+        for name in ("paddle_length", "thickness", "dot_radius", "paddle_gap", "min_distance"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"pathfinder: `{name}` must be > 0, got {getattr(self, name)!r}")
+        if not 0 <= self.continuity <= 180:
+            raise ValueError(f"pathfinder: `continuity` must be in [0, 180] degrees, got {self.continuity!r}")
+        if self.size < 8:
+            raise ValueError(f"pathfinder: `size` must be >= 8 pixels, got {self.size}")
+        reach = self.contour_length * (self.paddle_length + self.paddle_gap)
+        if reach > 3 * self.size:
+            raise ValueError(f"pathfinder: a main curve of {self.contour_length} paddles is {reach:.0f} px long, more "
+                             f"than 3 x size={self.size} can hold; shorten it or enlarge the image")
+        if self.min_distance <= self.thickness:
+            raise ValueError(f"pathfinder: `min_distance` ({self.min_distance}) must exceed `thickness` "
+                             f"({self.thickness}) or separate curves could touch")
+
+
+def _points(segments: np.ndarray, step: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """Segments (..., S, 2, 2) of one length -> sample points (..., S * k, 2) at most ``step`` apart, and
+    the segment index of each (S * k,)."""
+    a, b = segments[..., 0, :], segments[..., 1, :]  # (..., S, 2)
+    length = float(np.linalg.norm(b.reshape(-1, 2)[0] - a.reshape(-1, 2)[0])) if a.size else 0.0
+    k = max(2, int(math.ceil(length / step)) + 1)
+    t = np.linspace(0.0, 1.0, k)[:, None]  # (k, 1)
+    pts = a[..., None, :] + t * (b - a)[..., None, :]  # (..., S, k, 2)
+    return pts.reshape(*pts.shape[:-3], -1, 2), np.repeat(np.arange(segments.shape[-3]), k)
+
+
+def _shapes(rng: np.random.Generator, n: int, cfg: PathfinderConfig, count: int) -> np.ndarray:
+    """``count`` curves of ``n`` paddles from the origin, (count, n, 2, 2) segment ends (x, y), keeping
+    only those that never come back within ``min_distance`` of themselves: (<= count, n, 2, 2)."""
+    turns = rng.uniform(-1.0, 1.0, (count, n)) * math.radians(cfg.continuity)
+    turns[:, 0] = rng.uniform(0.0, 2 * math.pi, count)  # the first paddle's direction
+    angles = np.cumsum(turns, 1)  # (count, n) direction of each paddle
+    d = np.stack([np.cos(angles), np.sin(angles)], -1)  # (count, n, 2)
+    step = cfg.paddle_length + cfg.paddle_gap
+    starts = np.concatenate([np.zeros((count, 1, 2)), np.cumsum(d[:, :-1] * step, 1)], 1)  # (count, n, 2)
+    segs = np.stack([starts, starts + cfg.paddle_length * d], 2)  # (count, n, 2, 2)
+    pts, idx = _points(segs)  # (count, P, 2), (P,)
+    far = np.abs(idx[:, None] - idx[None]) > 1  # (P, P): points of non-neighbouring paddles
+    if not far.any():
+        return segs
+    dist = np.linalg.norm(pts[:, :, None] - pts[:, None], axis=-1)  # (count, P, P)
+    return segs[np.where(far, dist, np.inf).min((1, 2)) >= cfg.min_distance]
+
+
+def _clear(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Smallest distance from each of a (..., P, 2)'s point sets to the points b (T, 2): (...,); inf if b is empty."""
+    if not len(b):
+        return np.full(a.shape[:-2], np.inf)
+    return np.linalg.norm(a[..., :, None, :] - b, axis=-1).min((-1, -2))
+
+
+def _curve(rng: np.random.Generator, n: int, cfg: PathfinderConfig, taken: np.ndarray, ends: np.ndarray,
+           main: bool) -> np.ndarray | None:
+    """One curve of ``n`` paddles inside the image, ``min_distance`` from the ``taken`` points and
+    ``min_distance + dot_radius`` from the main curves' ``ends`` (where dots may sit); a ``main`` curve's
+    own ends keep that clearance from everything too. None if none was found."""
+    margin = cfg.dot_radius + 1.0
+    for _ in range(4):
+        segs = _shapes(rng, n, cfg, 16)  # (c, n, 2, 2)
+        lo, hi = segs.min((1, 2)), segs.max((1, 2))  # (c, 2)
+        segs, lo, hi = (x[np.all(hi - lo <= cfg.size - 2 * margin, -1)] for x in (segs, lo, hi))
+        if not len(segs):
+            continue
+        shifts = rng.uniform(margin - lo[:, None], cfg.size - margin - hi[:, None], (len(segs), 10, 2))  # inside
+        pts = _points(segs)[0]  # (c, P, 2)
+        wide = cfg.min_distance + cfg.dot_radius
+        for c in range(len(segs)):
+            placed = pts[c, None] + shifts[c, :, None]  # (10, P, 2)
+            ok = (_clear(placed, taken) >= cfg.min_distance) & (_clear(placed, ends) >= wide)  # (10,)
+            if main:
+                tips = np.stack([segs[c, 0, 0], segs[c, -1, 1]])[None] + shifts[c, :, None]  # (10, 2, 2)
+                ok &= _clear(tips, taken) >= wide
+            fits = np.flatnonzero(ok)
+            if len(fits):
+                return segs[c] + shifts[c, fits[0]]
+    return None
+
+
+def draw_pathfinder(curves: list[np.ndarray], dots: list[np.ndarray], cfg: PathfinderConfig) -> np.ndarray:
+    """Render segments and dots, anti-aliased: (size, size) uint8."""
+    yy, xx = np.mgrid[0:cfg.size, 0:cfg.size]
+    px = np.stack([xx.ravel() + 0.5, yy.ravel() + 0.5], -1)[:, None]  # pixel centres (P, 1, 2)
+    segs = np.concatenate(curves)  # (S, 2, 2)
+    a, ab = segs[:, 0], segs[:, 1] - segs[:, 0]  # (S, 2)
+    t = np.clip(((px - a) * ab).sum(-1) / np.maximum((ab * ab).sum(-1), 1e-12), 0.0, 1.0)  # (P, S)
+    to_line = np.linalg.norm(px - (a + t[..., None] * ab), axis=-1).min(-1)  # (P,) distance to the nearest paddle
+    to_dot = np.linalg.norm(px - np.asarray(dots), axis=-1).min(-1)  # (P,)
+    ink = np.maximum(np.clip(cfg.thickness / 2 + 0.5 - to_line, 0.0, 1.0),
+                     np.clip(cfg.dot_radius + 0.5 - to_dot, 0.0, 1.0))
+    return np.round(ink * 255).astype(np.uint8).reshape(cfg.size, cfg.size)
+
+
+def _image(rng: np.random.Generator, positive: bool, cfg: PathfinderConfig) -> tuple[np.ndarray, dict]:
+    """One image and its curves / dots (for tests)."""
+    for _ in range(_ATTEMPTS):
+        curves: list[np.ndarray] = []
+        taken, ends = np.zeros((0, 2)), np.zeros((0, 2))
+        for k, n in enumerate([cfg.contour_length] * 2 + [cfg.distractor_length] * cfg.num_distractors):
+            segs = _curve(rng, n, cfg, taken, ends, main=k < 2)
+            if segs is None:
+                break
+            curves.append(segs)
+            taken = np.concatenate([taken, _points(segs)[0]])
+            if k < 2:  # every end of a main curve may get a dot, whatever the label
+                ends = np.concatenate([ends, segs[0, 0][None], segs[-1, 1][None]])
+        else:
+            a, b = curves[0], curves[1]
+            ends_b = [b[0, 0], b[-1, 1]]
+            second = a[-1, 1] if positive else ends_b[int(rng.integers(2))]
+            dots = [a[0, 0], second]
+            return draw_pathfinder(curves, dots, cfg), {"curves": curves, "dots": dots}
+    raise ValueError(f"pathfinder: could not place {2 + cfg.num_distractors} curves apart from each other in a "
+                     f"{cfg.size}x{cfg.size} image after {_ATTEMPTS} tries; use fewer or shorter curves, a "
+                     f"smaller min_distance, or a larger image")
+
+
+def generate_pathfinder(cfg: PathfinderConfig) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{"train", "val", "test"}: (images (N, size, size) uint8, labels (N,) uint8), balanced, seeded."""
+    rng = np.random.default_rng(cfg.seed)
+    out = {}
+    for split, n in (("train", cfg.n_train), ("val", cfg.n_val), ("test", cfg.n_test)):
+        labels = (np.arange(n) % 2 == 0).astype(np.uint8)
+        rng.shuffle(labels)
+        images = np.stack([_image(rng, bool(y), cfg)[0] for y in labels]) if n else np.zeros((0, cfg.size, cfg.size),
+                                                                                              np.uint8)
+        out[split] = (images, labels)
+    return out
+
+
+def write_pathfinder(splits: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: str | os.PathLike) -> list[Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for split, name in PATHFINDER_FILES.items():
+        images, labels = splits[split]
+        path = out / name
+        tmp = out / (name + ".part.npz")
+        np.savez_compressed(tmp, images=images, labels=labels)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+def read_pathfinder(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """(images (N, S, S) uint8, labels (N,) uint8) from a ``write_pathfinder`` file (no pickle)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"pathfinder: {path} does not exist; create it with `attnkit lra generate pathfinder`")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            images, labels = f["images"], f["labels"]
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"pathfinder: cannot read {path}: {e}") from None
+    if images.dtype != np.uint8 or images.ndim != 3 or labels.shape != images.shape[:1]:
+        raise ValueError(f"pathfinder: {path} holds images {images.dtype}{images.shape} and labels {labels.shape}; "
+                         f"expected uint8 (N, S, S) and (N,)")
+    if labels.size and labels.max() > 1:
+        raise ValueError(f"pathfinder: {path} has labels other than 0 / 1")
+    return images, labels

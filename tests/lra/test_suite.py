@@ -1,0 +1,109 @@
+"""LRA-lite on tiny sizes (a part of `attnkit lra run --quick`): cells train through attnkit's engine,
+rows, table and figure are written, the same seed gives the same numbers, done cells are skipped."""
+
+import json
+
+import pytest
+import torch
+
+from attnkit.lra.cell import build_model, run_cell
+from attnkit.lra.report import accuracy_table, cells_table, read_results
+from attnkit.lra.settings import SUITES, TaskSettings, suite_settings
+from attnkit.lra.suite import run_suite
+from attnkit.lra.tasks import prepare_task
+
+TINY = TaskSettings("listops", 60, 96, 16, 32, steps=6, batch_size=8, lr=2e-3, warmup_steps=2, d_model=16,
+                    num_heads=2, d_ff=32, num_layers=1, pooling="first",
+                    variant_options=SUITES["quick"]["listops"].variant_options)
+
+
+@pytest.fixture(scope="module")
+def listops_data(tmp_path_factory):
+    return prepare_task("listops", TINY, tmp_path_factory.mktemp("data"), seed=0)
+
+
+def test_suite_rows_table_figure_and_resume(tmp_path, monkeypatch, listops_data, one_thread):
+    monkeypatch.setitem(SUITES["quick"], "listops", TINY)
+    rows = run_suite(tmp_path, suite="quick", tasks=["listops"], variants=["full", "longformer", "performer"],
+                     isolate=False)
+    assert {r["variant"] for r in rows} == {"full", "longformer", "performer"}
+    for r in rows:
+        assert 0.0 <= r["test_accuracy"] <= 1.0 and r["steps"] == 6 and r["steps_per_s"] > 0
+        assert r["command"].startswith("attnkit lra cell --task listops --variant ")
+    table = accuracy_table(rows)
+    assert "| performer | no |" in table and "| full | yes |" in table and "36.37" in table
+    assert "| listops | longformer |" in cells_table(rows)
+    assert (tmp_path / "results.md").exists() and (tmp_path / "lra.png").stat().st_size > 5000
+    before = (tmp_path / "results.jsonl").read_text()
+    run_suite(tmp_path, suite="quick", tasks=["listops"], variants=["full", "performer"], isolate=False)
+    assert (tmp_path / "results.jsonl").read_text() == before  # nothing re-run
+
+
+def test_same_seed_same_numbers(tmp_path, listops_data, one_thread):
+    a = run_cell("listops", "sparse", TINY, listops_data, tmp_path / "a", seed=3)
+    b = run_cell("listops", "sparse", TINY, listops_data, tmp_path / "b", seed=3)
+    assert a["test_accuracy"] == b["test_accuracy"] and a["best_dev_accuracy"] == b["best_dev_accuracy"]
+    la = [json.loads(x)["loss"] for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()
+          if '"train"' in x]
+    lb = [json.loads(x)["loss"] for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
+          if '"train"' in x]
+    assert la == lb and la
+
+
+def test_models_share_everything_but_attention(listops_data):
+    sizes = {v: sum(p.numel() for p in build_model(TINY, v, listops_data).parameters())
+             for v in ("full", "local", "linear", "nystrom", "performer")}
+    assert len(set(sizes.values())) == 1  # only Linformer adds parameters (its projections)
+    lin = sum(p.numel() for p in build_model(TINY, "linformer", listops_data).parameters())
+    assert lin == sizes["full"] + 2 * TINY.num_layers * TINY.seq_len * 16
+
+
+def test_quick_suite_settings_are_tiny_and_full_is_lra_sized():
+    for task, s in SUITES["quick"].items():
+        assert s.seq_len <= 256 and s.steps <= 50, task
+    full = suite_settings("full", "listops")
+    assert full.seq_len == 2000 and full.pooling == "first"
+    with pytest.raises(ValueError, match="unknown task"):
+        suite_settings("full", "retrieval")
+
+
+def test_pathfinder_and_image_tasks_load(tmp_path):
+    s = SUITES["quick"]["pathfinder"].replace(n_train=8, n_val=2, n_test=2)
+    data = prepare_task("pathfinder", s, tmp_path, seed=0)
+    assert data.train[0][0].shape == (256,) and data.num_classes == 2 and data.vocab_size == 257
+    assert int(data.train[0][0].min()) >= 1  # pixel value + 1: 0 stays padding
+    img = SUITES["quick"]["image"].replace(n_train=8, n_val=2, n_test=4)
+    try:
+        mnist = prepare_task("image", img, tmp_path, seed=0)
+    except FileNotFoundError:
+        pytest.skip("MNIST is not in the data root here")
+    assert mnist.train[0][0].shape == (196,) and len(mnist.test) == 4
+
+
+def test_results_file_errors_name_the_line(tmp_path):
+    (tmp_path / "results.jsonl").write_text('{"task": "listops", "variant": "full"}\nnot json\n')
+    with pytest.raises(ValueError, match="results.jsonl:2"):
+        read_results(tmp_path / "results.jsonl")
+
+
+def test_peak_memory_counts_what_the_work_holds():
+    from attnkit.lra.memory import peak_memory
+
+    result, mb = peak_memory(lambda: float(torch.ones(50_000_000).sum()))  # 200 MB held at once
+    if mb is None:
+        pytest.skip("no /proc/self/clear_refs here")
+    assert result == 5e7 and 150 < mb < 400
+
+
+def test_text_task_reads_imdb_bytes(tmp_path):
+    from attnkit.lra.tasks import text_available
+    from tests.data.test_imdb import _fake
+
+    root = _fake(tmp_path / "imdb", n=6)
+    assert text_available(root) and not text_available(tmp_path / "nothing")
+    s = SUITES["quick"]["text"].replace(n_train=8, n_val=2, n_test=4)
+    data = prepare_task("text", s, tmp_path, seed=0, imdb_dir=root)
+    assert len(data.train) == 8 and len(data.val) == 2 and len(data.test) == 4 and data.num_classes == 2
+    assert data.train[0][0].tolist() == [b + 1 for b in "pos review 0 é".encode()]
+    with pytest.raises(ValueError, match="IMDb has 12 training"):
+        prepare_task("text", s.replace(n_train=20), tmp_path, seed=0, imdb_dir=root)
