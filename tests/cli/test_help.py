@@ -60,13 +60,7 @@ def test_the_walk_covers_every_command():
     assert {f"train {t}" for t in TASKS} <= names
 
 
-# attnkit/cli/demo.py is being rewritten on another branch (the training engine's reproducibility work);
-# its --epochs and --seed get their help lines there. strict: this fails as soon as they have them.
-DEMO_PENDING = pytest.mark.xfail(strict=True, reason="cli/demo.py's --epochs/--seed help lands with the demo rewrite")
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=DEMO_PENDING) if p == ("demo",) else p for p, _ in ALL],
-                         ids=lambda p: " ".join(p) or "attnkit")
+@pytest.mark.parametrize("path", [p for p, _ in ALL], ids=lambda p: " ".join(p) or "attnkit")
 def test_every_option_has_a_description_with_choices_and_default(path):
     parser = dict(ALL)[path]
     text = help_output(path)
