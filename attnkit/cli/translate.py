@@ -37,7 +37,7 @@ def _print_warnings(caught) -> None:
 
 def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path]:
     """Per layer a PNG (source x target, every head and their mean) and one interactive page."""
-    from ..viz import attention_html
+    from ..viz import cross_attention_html
     from ..viz.alignment import cross_attention_png
 
     al = tr.attend(text, **kw)
@@ -46,9 +46,8 @@ def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path
         paths.append(cross_attention_png(al.weights[layer], al.source, al.target,
                                          out_dir / f"cross_attention_{k}_layer{layer + 1}.png",
                                          title=f"layer {layer + 1}: {al.translation}"))
-    paths.append(attention_html(al.weights, al.target, out_dir / f"cross_attention_{k}.html", keys=al.source,
-                                title=f"cross-attention, target (queries) over source (keys): {text} -> "
-                                      f"{al.translation}"))
+    paths.append(cross_attention_html(al.weights, al.source, al.target, out_dir / f"cross_attention_{k}.html",
+                                      title=f"cross-attention: {text} -> {al.translation}"))
     return paths
 
 

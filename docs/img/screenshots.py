@@ -1,4 +1,7 @@
-"""Regenerate the README's pictures of the views: python docs/img/screenshots.py (needs Chromium).
+"""Regenerate the README's pictures of the views: python docs/img/screenshots.py [RUN] (needs Chromium).
+
+RUN: a translation run (``attnkit train translate``); its cross-attention on one test sentence makes
+``cross_attention.png`` (without RUN that picture is left as it is).
 
 Writes the pages with the built-in all-MiniLM-L6-v2 and the figures of ``attnkit positions`` into a
 temporary folder, opens the pages in headless Chromium, clicks what a reader would click, and saves small
@@ -13,7 +16,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
 from PIL import Image
 
 from attnkit.pretrained import load_pretrained
@@ -24,6 +26,7 @@ from attnkit.viz.positions import position_figures
 
 HERE = Path(__file__).resolve().parent
 TEXT = "The cat sat on the mat because it was tired."
+SOURCE = "Zwei junge Männer spielen Fußball auf einer Wiese."  # for a De->En translation run
 
 
 def shrink(src: Path, dst: Path, width: int = 1000, crop_height: int | None = None) -> None:
@@ -47,13 +50,11 @@ def main() -> int:
         page = attention_html(res.attentions, labels, tmp / "attention.html", title=f"{TEXT!r} (all-MiniLM-L6-v2)")
         lecture = model_lecture_html(enc.model, lambda: enc.attend(TEXT), labels, tmp / "lecture.html",
                                      title=f"{TEXT!r} (all-MiniLM-L6-v2): self-attention step by step")
-        # a made-up alignment, to show the page's layout: mostly monotone, one swap
-        src, tgt = ["die", "Katze", "schläft", "</s>"], ["the", "cat", "is", "sleeping", "</s>"]
-        align = torch.tensor([[.8, .1, .05, .05], [.1, .8, .05, .05], [.1, .2, .6, .1], [.05, .1, .8, .05],
-                              [.02, .03, .05, .9]])
-        g = torch.Generator().manual_seed(0)
-        weights = (align.log() + 0.4 * torch.randn(2, 4, 5, 4, generator=g)).softmax(-1)  # (layers, heads, T, S)
-        cross = cross_attention_html(weights, src, tgt, tmp / "cross.html", title="cross-attention (made-up weights)")
+        cross = None
+        if len(sys.argv) > 1:  # a trained translation run's cross-attention, (layers, heads, T, S)
+            al = load_pretrained(sys.argv[1]).attend(SOURCE)
+            cross = cross_attention_html(al.weights, al.source, al.target, tmp / "cross.html",
+                                         title=f"cross-attention: {SOURCE} -> {al.translation}")
         figs = position_figures(tmp / "positions", length=64, dim=128, delta=3,
                                 learned=enc.model.embeddings.position_embeddings.weight.detach()[:128],
                                 learned_name=enc.name)
@@ -67,13 +68,15 @@ def main() -> int:
             p.select("#layer", 3)
             p.click("#tokens button[data-i='7']")
             p.screenshot(tmp / "lecture.png")
-            p = b.open(cross, width=1100)
-            p.screenshot(tmp / "cross.png", selector="#head-view")
-            assert not p.errors, p.errors
+            if cross is not None:
+                p = b.open(cross, width=1100)
+                p.screenshot(tmp / "cross.png", selector="#head-view")
+                assert not p.errors, p.errors
         shrink(tmp / "model.png", HERE / "model_view.png")
         shrink(tmp / "head.png", HERE / "head_view.png")
         shrink(tmp / "lecture.png", HERE / "lecture_view.png", crop_height=1250)
-        shrink(tmp / "cross.png", HERE / "cross_attention.png", width=900)
+        if cross is not None:
+            shrink(tmp / "cross.png", HERE / "cross_attention.png", width=900)
         shrink(figs["sinusoidal"], HERE / "positions_table.png", width=900)
         shrink(figs["rotation_png"], HERE / "positions_rotation.png", width=900)
         shrink(figs["learned"], HERE / "positions_learned.png", width=900)
