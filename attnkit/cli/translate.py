@@ -36,11 +36,16 @@ def _print_warnings(caught) -> None:
 
 
 def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path]:
-    """Per layer a PNG (source x target, every head and their mean) and one interactive page."""
+    """Per layer a PNG (source x target, every head and their mean), the interactive page and, for a trained
+    run, the lecture page of its cross-attention (q, k, scores, softmax, weighted values, W^o)."""
     from ..viz import cross_attention_html
     from ..viz.alignment import cross_attention_png
 
-    al = tr.attend(text, **kw)
+    lecture = hasattr(tr, "lecture")
+    if lecture:
+        page, al = tr.lecture(text, out_dir / f"cross_attention_{k}_lecture.html", **kw)
+    else:
+        al = tr.attend(text, **kw)
     paths = []
     for layer in range(al.weights.shape[0]):
         paths.append(cross_attention_png(al.weights[layer], al.source, al.target,
@@ -48,7 +53,7 @@ def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path
                                          title=f"layer {layer + 1}: {al.translation}"))
     paths.append(cross_attention_html(al.weights, al.source, al.target, out_dir / f"cross_attention_{k}.html",
                                       title=f"cross-attention: {text} -> {al.translation}"))
-    return paths
+    return paths + ([page] if lecture else [])
 
 
 def run(args) -> int:

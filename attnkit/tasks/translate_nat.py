@@ -174,6 +174,9 @@ class NATTranslator(Translator):
         how = "one pass" if kw["iterations"] == 1 else f"mask-predict {kw['iterations']} iterations"
         return f"NAT {how}, {kw['length_candidates']} length candidate{'s' * (kw['length_candidates'] > 1)}"
 
+    def lecture(self, text: str, path, **kwargs):
+        return self.attend(text, **kwargs)
+
     def attend(self, text: str, **kwargs):
         raise ValueError("attend: cross-attention maps are drawn for autoregressive runs (each token from one step); "
                          "this run is non-autoregressive")

@@ -110,14 +110,35 @@ class Translator:
 
     def attend(self, text: str, **generate_kwargs) -> Alignment:
         """Translate one text and return the cross-attention that produced each target piece."""
+        return self._attend(text, generate_kwargs)[0]
+
+    def _attend(self, text: str, generate_kwargs: dict) -> tuple[Alignment, Tensor, Tensor, Tensor]:
+        """(the alignment, source ids (1, S), its mask (1, S), the decoder's input: start + pieces but the last (1, T))."""
         if not text.strip():
             raise ValueError("attend: the text is empty")
         ids, mask = self.batch([self.source_ids(text.strip())])
         res = self.generate(ids, mask, output_attentions=True, **generate_kwargs)
         n = int(res.lengths[0])
         tgt = res.sequences[0, 1:1 + n].tolist()
-        return Alignment([self.subwords.piece(i) for i in ids[0].tolist()], [self.subwords.piece(i) for i in tgt],
-                         res.cross_attentions[0, :, :, :n], self.decode(res.sequences[0]))
+        al = Alignment([self.subwords.piece(i) for i in ids[0].tolist()], [self.subwords.piece(i) for i in tgt],
+                       res.cross_attentions[0, :, :, :n], self.decode(res.sequences[0]))
+        return al, ids, mask, res.sequences[:, :n]
+
+    def lecture(self, text: str, path, **generate_kwargs):
+        """Translate one text, then write the lecture page of the decoder's cross-attention for it
+        (``attnkit.viz.model_lecture_html``): per layer and head, q of each target position, k and v of every
+        source piece, the scores, the softmax, the weighted sum and W^o, from the model run once over its own
+        translation (teacher-forced; the same weights as decoding step by step). Returns (page, Alignment)."""
+        import torch
+
+        from ..viz.lecture import model_lecture_html
+
+        al, ids, mask, dec_in = self._attend(text, generate_kwargs)
+        with torch.no_grad():
+            page = model_lecture_html(self.model, lambda: self.model(ids, mask, dec_in), al.target, path,
+                                      keys=al.source, title=f"cross-attention, step by step: {text.strip()} -> "
+                                                            f"{al.translation}")
+        return page, al
 
 
 def bleu_report(translator: Translator, sources: list[str], references: list[str], *, name: str = "test",

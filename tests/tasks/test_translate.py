@@ -87,7 +87,8 @@ def test_cli_translate_evaluate_and_attention(run, capsys, tmp_path):
     assert bleu > 80
     att = tmp_path / "att"
     assert main(["translate", str(out), "Ein frau hat ein auto.", "--attention", str(att)]) == 0
-    assert sorted(p.name for p in att.iterdir()) == ["cross_attention_0.html", "cross_attention_0_layer1.png"]
+    assert sorted(p.name for p in att.iterdir()) == ["cross_attention_0.html", "cross_attention_0_layer1.png",
+                                                     "cross_attention_0_lecture.html"]
     from attnkit.viz import read_attention_html
 
     page = read_attention_html(att / "cross_attention_0.html")
@@ -95,6 +96,13 @@ def test_cli_translate_evaluate_and_attention(run, capsys, tmp_path):
     w = torch.tensor(page["weights"])  # (layers, heads, target, source)
     assert w.shape == (1, 2, len(page["queries"]), len(page["keys"]))
     torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1], dtype=w.dtype), atol=1e-3, rtol=0)
+    from attnkit.viz.lecture import read_lecture_html
+
+    lec = read_lecture_html(att / "cross_attention_0_lecture.html")  # the model re-run over its translation
+    assert lec["queries"] == page["queries"] and lec["keys"] == page["keys"]
+    q, k = torch.tensor(lec["q"]), torch.tensor(lec["k"])  # (layers, heads, T, dh), (layers, heads, S, dh)
+    recomputed = (q @ k.transpose(-1, -2) * lec["scale"]).softmax(-1)  # the lecture's chain: A' = softmax(K^T Q)
+    torch.testing.assert_close(recomputed, w, atol=5e-3, rtol=0)  # equals the weights decoding step by step saw
 
 
 def test_bad_input_gives_clear_errors_and_warnings(run, capsys, tmp_path):
