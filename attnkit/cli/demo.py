@@ -82,7 +82,8 @@ def run(out: Path, epochs: int = EPOCHS, seed: int = 0, progress: bool | None = 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="the main job: train a Transformer on 8x8 digits (< 3 min), show attention")
     p.add_argument("--out", type=Path, default=Path("runs/demo"),
-                   help="output folder (default runs/demo; an earlier demo run there is replaced, any other run is left alone)")
+                   help="output folder (default runs/demo; an earlier demo run there is replaced, any other run is "
+                        "left alone)")
     p.add_argument("--epochs", type=int, default=EPOCHS,
                    help=f"training length, 21 steps each (default {EPOCHS}); fixes the result with --seed")
     p.add_argument("--seed", type=int, default=0,

@@ -61,8 +61,8 @@ def run(args) -> int:
         raise ValueError("translate: give texts to translate or --file IN")
     tr, folder = open_translator(args.checkpoint, args.which)
     if args.attention is not None and not hasattr(tr, "attend"):
-        raise ValueError(f"translate: --attention is not available for this model ({folder})")
-    kw = generate_kwargs(args, getattr(tr, "decoder", "ar"))
+        raise ValueError(f"translate: --attention is not available for Marian folders ({folder})")
+    kw = generate_kwargs(args, getattr(tr, "decoding", "ar"))
     texts = list(args.texts)
     if args.file is not None:
         texts += read_lines(args.file)

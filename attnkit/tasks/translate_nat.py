@@ -31,17 +31,22 @@ NAT_OPTIONS = ("iterations", "length_candidates", "suppress_tokens")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("non-autoregressive decoder (--decoder nat)")
     g.add_argument("--decoder", choices=("ar", "nat"), default="ar",
-                   help="ar: autoregressive (masked self-attention, one token per step); nat: all tokens at once "
-                        "(unmasked self-attention, Mask-Predict training and decoding)")
+                   help="ar (default): autoregressive (masked self-attention, one token per step); nat: all tokens "
+                        "at once (unmasked self-attention, Mask-Predict training and decoding)")
     g.add_argument("--teacher", type=Path, default=None, metavar="RUN",
                    help="nat: train on this autoregressive run's beam-search translations of the training sources "
-                        "(sequence-level knowledge distillation; cached in OUT/distill)")
-    g.add_argument("--distill-beam", type=int, default=5, help="nat: the teacher's beam size")
+                        "(sequence-level knowledge distillation; cached in OUT/distill; default: none, the "
+                        "corpus's own references)")
+    g.add_argument("--distill-beam", type=int, default=5, help="nat: the teacher's beam size (default 5)")
     g.add_argument("--length", choices=LENGTH_STRATEGIES, default="classifier",
-                   help="nat: output length from a classifier on the encoder output, or a long row cut at END")
-    g.add_argument("--length-loss-weight", type=float, default=0.1, help="nat: weight of the length classifier's loss")
-    g.add_argument("--iterations", type=int, default=10, help="nat: Mask-Predict iterations (the run's default)")
-    g.add_argument("--length-candidates", type=int, default=3, help="nat: lengths tried per sentence (classifier)")
+                   help="nat: classifier (default): the output length from a classifier on the encoder output; "
+                        "end: a long row, cut at the first END")
+    g.add_argument("--length-loss-weight", type=float, default=0.1,
+                   help="nat: weight of the length classifier's loss (default 0.1)")
+    g.add_argument("--iterations", type=int, default=10,
+                   help="nat: Mask-Predict iterations the run decodes with by default (default 10; 1: one pass)")
+    g.add_argument("--length-candidates", type=int, default=3,
+                   help="nat: lengths tried per sentence with the classifier, the run's default (default 3)")
 
 
 def check_arguments(args) -> None:
@@ -148,7 +153,7 @@ class NATTranslator(Translator):
     ``generate`` returns ``mask_predict``'s ``NATOutput`` (``sequences`` in ``generate``'s layout).
     """
 
-    decoder = "nat"
+    decoding = "nat"
 
     def __init__(self, model: NATModel, subwords, meta: dict, *, batch_size: int = 64):
         super().__init__(model, subwords, meta, batch_size=batch_size)

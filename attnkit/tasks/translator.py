@@ -38,7 +38,7 @@ class Alignment:
 class Translator:
     """A ``Seq2SeqModel`` + its subword vocabulary + the run's meta. ``translate`` / ``generate`` / ``attend``."""
 
-    decoder = "ar"  # autoregressive; a non-autoregressive run loads as ``translate_nat.NATTranslator``
+    decoding = "ar"  # autoregressive; a non-autoregressive run loads as ``translate_nat.NATTranslator``
 
     def __init__(self, model, subwords: Subwords, meta: dict, *, batch_size: int = 64):
         self.model, self.subwords, self.meta = model.eval(), subwords, meta
@@ -113,7 +113,8 @@ class Translator:
         return self._attend(text, generate_kwargs)[0]
 
     def _attend(self, text: str, generate_kwargs: dict) -> tuple[Alignment, Tensor, Tensor, Tensor]:
-        """(the alignment, source ids (1, S), its mask (1, S), the decoder's input: start + pieces but the last (1, T))."""
+        """(the alignment, source ids (1, S), its mask (1, S), the decoder's input (1, T): the start token and
+        every generated piece but the last)."""
         if not text.strip():
             raise ValueError("attend: the text is empty")
         ids, mask = self.batch([self.source_ids(text.strip())])

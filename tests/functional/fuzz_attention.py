@@ -28,7 +28,7 @@ from attnkit.functional.positional import alibi_slopes
 BACKENDS = [*available_backends(), None]  # None: the automatic choice
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 MASKS = ["none", "causal", "window", "padding", "padding&causal", "window&causal&padding", "segments", "graph",
-         "dense", "broadcast", "or"]
+         "dense", "broadcast", "or", "longformer", "strided"]
 PLACES = ["none", "none", "q", "k", "v", "k_hidden", "v_hidden", "large"]
 DEVICES = ["same"] * 6 + ["k_meta", "v_meta", "mask_meta", "bias_meta", "all_meta"]
 TOL = {torch.float64: 1e-7, torch.float32: 2e-4, torch.float16: 1e-2, torch.bfloat16: 6e-2}
@@ -36,8 +36,9 @@ RAN, RAISED = Counter(), Counter()
 FITS = {  # masks each backend takes, so that half the examples reach its kernel
     "graph": ["graph"], "local": ["window", "window&causal&padding"], "short": ["none", "padding", "segments"],
     "tiled": ["none", "causal", "window", "padding&causal", "window&causal&padding"],
-    "linear_approx": ["none", "causal", "padding", "padding&causal"],
+    "linear_approx": ["none", "causal", "padding", "padding&causal"], "sparse": ["longformer", "strided"],
 }
+SELF = ("segments", "graph", "longformer", "strided")  # masks for self-attention: Lq == Lk
 
 
 def build_mask(kind: str, lead: tuple[int, ...], lq: int, lk: int, data):
@@ -66,6 +67,14 @@ def build_mask(kind: str, lead: tuple[int, ...], lq: int, lk: int, data):
         return torch.rand(*lead[:1], *([1] * max(len(lead) - 1, 0)), lq, lk, generator=g) < 0.6
     if kind == "broadcast":
         return torch.rand(lq, lk, generator=g) < 0.6
+    if kind == "longformer":  # lq == lk here
+        spots = sorted(set(data.draw(st.lists(st.integers(0, max(lq - 1, 0)), max_size=2), label="globals")))
+        band = M.window(data.draw(st.integers(0, 4)), data.draw(st.integers(0, 4)))
+        return band | M.global_tokens(spots if lq else [])
+    if kind == "strided":  # lq == lk here; the Sparse Transformer's pattern, now and then causal and padded
+        s = data.draw(st.integers(1, 4), label="stride")
+        m = M.window(s, s) | M.strided(s)
+        return m & M.causal() & M.padding(lengths) if data.draw(st.booleans(), label="causal") else m
     return M.causal() | M.padding(lengths)  # "or"
 
 
@@ -108,7 +117,7 @@ def check(data, backend, grad, dtype, lead, lq, lk, long, d, dv, kind, place, va
             dtype = data.draw(st.sampled_from(b.dtypes_here() or (torch.float32,)), label="kernel dtype")
             d, dv = max(d, 16) * (2 if dtype == torch.bfloat16 else 1), max(dv, 16)
             device = "same" if device == "all_meta" else device
-    if kind in ("segments", "graph"):
+    if kind in SELF:
         lk = lq
     print(f"{backend} grad={grad} {dtype} lead={lead} lq={lq} lk={lk} d={d} dv={dv} {kind} {place} {value} "
           f"{device} bias={bias_kind} p={dropout}", flush=True)

@@ -38,7 +38,7 @@ def test_longformer_and_sparse_transformer_unions():
     (lambda: masks.global_tokens(-1), "global tokens"),
     (lambda: masks.GlobalTokens((2, 1)), "sorted"),
     (lambda: masks.global_tokens(["a"]), "positions"),
-    (lambda: masks.global_tokens([5]).validate(4, 4, None), "past the key length"),
+    (lambda: masks.global_tokens([5]).validate(4, 4, (), torch.device("cpu")), "past the key length"),
 ])
 def test_bad_masks_name_the_argument(call, message):
     with pytest.raises(ValueError, match=message):

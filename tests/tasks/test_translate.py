@@ -127,7 +127,8 @@ def test_bad_input_gives_clear_errors_and_warnings(run, capsys, tmp_path):
     # a run folder of another task
     other = tmp_path / "other"
     (other / "ckpt-00000001").mkdir(parents=True)
-    (other / "ckpt-00000001" / "meta.json").write_text(json.dumps({"task": "tagger", "format_version": 1}))
+    (other / "ckpt-00000001" / "meta.json").write_text(json.dumps({"task": "tagger", "format_version": 1,
+                                                                                   "step": 1}))
     assert main(["translate", str(other), "Hallo."]) == 1
     err = capsys.readouterr().err.strip()
     assert "'tagger' run, not a translation run" in err and err.count("\n") == 0

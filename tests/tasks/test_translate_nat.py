@@ -114,7 +114,7 @@ def test_cli_distillation_training_translation_and_clear_errors(tmp_path, capsys
 
     tr = attnkit.load_pretrained(nat)
     with pytest.warns(TranslationWarning, match="empty"):
-        assert tr.decoder == "nat" and len(tr.translate(["Ein mann sieht ein auto.", ""], iterations=2)) == 2
+        assert tr.decoding == "nat" and len(tr.translate(["Ein mann sieht ein auto.", ""], iterations=2)) == 2
     assert main(["translate", str(nat), "Ein hund hat ein ball.", "--iterations", "1", "--length-candidates", "1"]) == 0
     capsys.readouterr()
     # the wrong kind of decoding for the run, the wrong kind of teacher: one clear line each

@@ -22,11 +22,13 @@ scores are put side by side and normalised by one softmax:
 A key reached by two parts counts once: the stride part hides keys inside the window, the global
 part keys inside the window or on the query's stride. Global *queries* see every key; their g rows
 are computed densely, (N, g, L), and replace the sparse result. Keys past a padding length are
-zeroed before use, so NaN / inf there never reach an output. A query with nothing to attend to
+zeroed before use, so NaN / inf there never reach an output; a NaN / inf in a value
+hidden inside a band or stride block is kept out by a second, careful product (``functional.policy``),
+run only when v is not finite. A query with nothing to attend to
 gets zeros. Backward is autograd's; it keeps the same O(L * (W + T + g)) scores.
 
 Requires Lq == Lk (self-attention). No bias, no weights. bfloat16 / float16 run in float32.
-Exact: tested against the math path. Never chosen automatically here (see ``prefers_sparse``).
+Exact: tested against the math path. Runs only when named: ``attnkit.functional.dispatch`` has no row for it.
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..masks import Causal, GlobalTokens, Mask, Padding, Strided, Window, conjuncts, disjuncts
+from ..policy import finite, visible_product
 from . import Backend, Call, register_backend
 
-__all__ = ["sparse_attention", "SparsePattern", "sparse_pattern", "prefers_sparse"]
+__all__ = ["sparse_attention", "SparsePattern", "sparse_pattern"]
 
 _NEG = float("-inf")
 
@@ -86,8 +89,9 @@ def sparse_pattern(mask: Mask | None) -> SparsePattern | None:
 
 
 def _softmax(s: Tensor) -> Tensor:
-    """Softmax over the last dim with -inf = hidden; rows with nothing visible give zeros."""
-    live = (s > _NEG).any(-1, keepdim=True)
+    """Softmax over the last dim with -inf = hidden; rows with nothing visible give zeros (a NaN score is
+    visible: it makes its row NaN, as in the math path)."""
+    live = (s != _NEG).any(-1, keepdim=True)
     return torch.where(live, s, 0.0).softmax(-1) * live
 
 
@@ -100,6 +104,18 @@ class _Keys:
     def real(self, j: Tensor) -> Tensor:
         """Key indices j -> bool (N | 1, *j.shape): inside [0, L) and before the row's padding length."""
         ok = ((j >= 0) & (j < self.length)).unsqueeze(0)
+        if self.lengths is not None:
+            ok = ok & (j.unsqueeze(0) < self.lengths.view(-1, *([1] * j.dim())))
+        return ok
+
+    def visible(self, i: Tensor, j: Tensor, shown: Tensor | None = None) -> Tensor:
+        """bool (N | 1, *shape): key j visible to query i (what ``hide`` leaves unhidden), for the careful pass."""
+        ok = (j >= 0) & (j < self.length)
+        if self.causal:
+            ok = ok & (j <= i)
+        if shown is not None:
+            ok = ok & shown
+        ok = ok.unsqueeze(0)
         if self.lengths is not None:
             ok = ok & (j.unsqueeze(0) < self.lengths.view(-1, *([1] * j.dim())))
         return ok
@@ -137,12 +153,14 @@ def _band(q, k, v, left, right, keys: _Keys):
     dev = q.device
     i = (torch.arange(nb, device=dev) * bq).view(nb, 1, 1) + torch.arange(bq, device=dev).view(1, bq, 1)  # (nb, bq, 1)
     j = (torch.arange(nb, device=dev) * bq - left).view(nb, 1, 1) + torch.arange(width, device=dev)  # (nb, 1, W)
-    s = keys.hide(qb @ kb, i, j, (j >= i - left) & (j <= i + right))  # (N, nb, bq, W)
+    shown = (j >= i - left) & (j <= i + right)
+    s = keys.hide(qb @ kb, i, j, shown)  # (N, nb, bq, W)
     s = s.view(n, nb * bq, width)[:, :length]  # (N, L, W)
 
-    def mix(w: Tensor) -> Tensor:
+    def mix(w: Tensor, careful: bool) -> Tensor:
         wb = F.pad(w, (0, 0, 0, nb * bq - length)).view(n, nb, bq, width)  # (N, nb, bq, W)
-        return (wb @ vb).view(n, nb * bq, -1)[:, :length]  # (N, L, dv)
+        out = visible_product(wb, vb, keys.visible(i, j, shown)) if careful else wb @ vb  # (N, nb, bq, dv)
+        return out.reshape(n, nb * bq, -1)[:, :length]  # (N, L, dv)
 
     return s, mix
 
@@ -165,9 +183,10 @@ def _strided(q, k, v, stride, window, keys: _Keys):
     s = keys.hide(qs @ ks.transpose(-1, -2), i, j, shown)  # (N, s, T, T)
     s = s.transpose(1, 2).reshape(n, lp, t)[:, :length]  # (N, L, T), rows back in position order
 
-    def mix(w: Tensor) -> Tensor:
+    def mix(w: Tensor, careful: bool) -> Tensor:
         ws = F.pad(w, (0, 0, 0, lp - length)).view(n, t, stride, t).transpose(1, 2)  # (N, s, T, T)
-        return (ws @ vs).transpose(1, 2).reshape(n, lp, -1)[:, :length]  # (N, L, dv)
+        out = visible_product(ws, vs, keys.visible(i, j, shown)) if careful else ws @ vs  # (N, s, T, dv)
+        return out.transpose(1, 2).reshape(n, lp, -1)[:, :length]  # (N, L, dv)
 
     return s, mix
 
@@ -183,7 +202,7 @@ def _global_keys(q, k, v, g: Tensor, window, stride, keys: _Keys):
         shown = shown & ((i - j) % stride != 0)
     vg = v[:, g]  # (N, g, dv)
     s = keys.hide(q @ k[:, g].transpose(-1, -2), i, j, shown)  # (N, L, g)
-    return s, (lambda w: w @ vg)
+    return s, (lambda w, careful: visible_product(w, vg, keys.visible(i, j, shown)) if careful else w @ vg)
 
 
 def _sparse(q: Tensor, k: Tensor, v: Tensor, pat: SparsePattern, lengths: Tensor | None,
@@ -203,19 +222,21 @@ def _sparse(q: Tensor, k: Tensor, v: Tensor, pat: SparsePattern, lengths: Tensor
         parts.append(_strided(q, k, v, pat.stride, window, keys))
     if len(g):
         parts.append(_global_keys(q, k, v, g, window, pat.stride, keys))
+    careful = not finite(v)  # NaN / inf in v: multiply visible pairs only (a weight of 0 times NaN is NaN)
     scores = torch.cat([s for s, _ in parts], -1)  # (N, L, W + T + g)
     w = _softmax(scores)
     if dropout_p > 0:
         w = F.dropout(w, dropout_p)
     out = 0
     for piece, (_, mix) in zip(w.split([s.shape[-1] for s, _ in parts], -1), parts):
-        out = out + mix(piece)  # (N, L, dv)
+        out = out + mix(piece, careful)  # (N, L, dv)
     if len(g):  # global queries see every key (causal and padding still apply)
-        sg = keys.hide(q[:, g] @ k.transpose(-1, -2), g.view(-1, 1), torch.arange(length, device=q.device).view(1, -1))
-        wg = _softmax(sg)  # (N, g, L)
+        gi, gj = g.view(-1, 1), torch.arange(length, device=q.device).view(1, -1)
+        wg = _softmax(keys.hide(q[:, g] @ k.transpose(-1, -2), gi, gj))  # (N, g, L)
         if dropout_p > 0:
             wg = F.dropout(wg, dropout_p)
-        out = out.index_copy(1, g, wg @ v)  # rows g replaced: (N, L, dv)
+        rows = visible_product(wg, v, keys.visible(gi, gj)) if careful else wg @ v  # (N, g, dv)
+        out = out.index_copy(1, g, rows)  # rows g replaced: (N, L, dv)
     return out
 
 
@@ -241,21 +262,6 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, s
         lengths = lengths.to(q.device).view(-1, *([1] * max(len(lead) - 1, 0))).expand(*(lead or (1,))).reshape(-1)
     out = _sparse(qf, kf, vf, pat, lengths, dropout_p)  # (N, L, dv)
     return out.to(dtype).reshape(*lead, length, v.shape[-1]), None
-
-
-def prefers_sparse(q, k, mask, bias, need_weights) -> bool:
-    """A proposed automatic rule (not registered: the dispatch table decides): long self-attention
-    whose mask is a window / strided / global union with at least a stride or global tokens
-    (a window alone is the local kernel's), where the visible keys are under a third of L."""
-    if bias is not None or need_weights or mask is None or q.shape[-2] != k.shape[-2]:
-        return False
-    pat = sparse_pattern(mask)
-    if pat is None or (pat.stride is None and not pat.positions):
-        return False
-    length = k.shape[-2]
-    width = (0 if pat.left is None else pat.left + pat.right + 64) + len(pat.positions)
-    width += 0 if pat.stride is None else -(-length // pat.stride)
-    return length >= 1024 and 3 * width <= length
 
 
 def refuse(c: Call) -> str | None:
