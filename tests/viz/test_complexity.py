@@ -31,15 +31,21 @@ def test_fit_exponent():
 
 
 def test_curves_bend_as_the_lecture_says(tmp_path, one_thread):
-    res = complexity_report(tmp_path, (256, 512, 1024, 2048), d=16, heads=2, window=4, repeats=3)
-    got = {r["row"].layer: r for r in res["rows"]}
-    assert list(got) == [row.layer for row in LECTURE_TABLE]
-    full = got.pop("self-attention")
-    # memory is counted exactly: the n x n matrix makes self-attention's exponent near 2, the rest near 1
-    assert full["mem_exp"] > 1.7
-    assert all(0.9 < r["mem_exp"] < 1.15 for r in got.values()), {k: r["mem_exp"] for k, r in got.items()}
-    # time is noisy on a shared machine, but self-attention still grows fastest
-    assert full["time_exp"] > max(r["time_exp"] for r in got.values()) and full["time_exp"] > 1.6
+    times = []
+    for attempt in range(3):  # time is noisy on a shared machine: a busy moment gets two more tries
+        res = complexity_report(tmp_path / str(attempt), (256, 512, 1024, 2048), d=16, heads=2, window=4, repeats=3)
+        got = {r["row"].layer: r for r in res["rows"]}
+        assert list(got) == [row.layer for row in LECTURE_TABLE]
+        full = got.pop("self-attention")
+        # memory is counted exactly: the n x n matrix makes self-attention's exponent near 2, the rest near 1
+        assert full["mem_exp"] > 1.7
+        assert all(0.9 < r["mem_exp"] < 1.15 for r in got.values()), {k: r["mem_exp"] for k, r in got.items()}
+        # and self-attention's time grows fastest
+        times.append({k: round(r["time_exp"], 2) for k, r in [("self-attention", full), *got.items()]})
+        if full["time_exp"] > max(r["time_exp"] for r in got.values()) and full["time_exp"] > 1.6:
+            break
+    else:
+        raise AssertionError(f"self-attention's time did not grow fastest in 3 tries: {times}")
     assert res["figure"].read_bytes()[:4] == b"\x89PNG"
     table = res["markdown"].read_text()
     assert "| self-attention | O(n^2 d) | O(1) | O(1) | 2 |" in table
