@@ -111,6 +111,10 @@ def model_lecture_html(model: nn.Module, run: Callable[[], object], tokens: Sequ
     if positions and not notes:  # only rotations get this far (head_parts refuses positions that add a bias)
         named = ", ".join(sorted("rotary position (RoPE)" if p == "Rotary" else p for p in positions))
         notes = f"q and k are shown as the scores see them: after the {named} rotation."
+    if cross and not notes:
+        notes = ("Cross-attention: the queries come from the decoder (q^i = W^q times the decoder's vector at target "
+                 "position i, labelled with the piece that position produces), the keys and values from the "
+                 "encoder's output (k^j = W^k h^j, v^j = W^v h^j for source piece j).")
     names = [f"{'cross-attention ' if cross else ''}layer {i + 1}" for i in range(len(parts))]
     return lecture_html(parts, tokens, path, keys=keys, title=title, notes=notes, layer_names=names)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from PIL import Image
 
+import attnkit
 from attnkit.pretrained import load_pretrained
 from attnkit.viz import attention_html, cross_attention_html
 from attnkit.viz.browser import Browser
@@ -52,7 +53,7 @@ def main() -> int:
                                      title=f"{TEXT!r} (all-MiniLM-L6-v2): self-attention step by step")
         cross = None
         if len(sys.argv) > 1:  # a trained translation run's cross-attention, (layers, heads, T, S)
-            al = load_pretrained(sys.argv[1]).attend(SOURCE)
+            al = attnkit.load_pretrained(sys.argv[1]).attend(SOURCE)  # a run folder
             cross = cross_attention_html(al.weights, al.source, al.target, tmp / "cross.html",
                                          title=f"cross-attention: {SOURCE} -> {al.translation}")
         figs = position_figures(tmp / "positions", length=64, dim=128, delta=3,
