@@ -31,7 +31,7 @@ from attnkit.models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from attnkit.nn import TransformerConfig
 from attnkit.tasks.translate import collate, encode_pair
 from attnkit.train import IGNORE
-from attnkit.train.engine import token_batches
+from attnkit.train.batches import token_batches
 
 D, H, FF, N, V = 256, 4, 1024, 3, 8000
 

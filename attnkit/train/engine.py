@@ -44,6 +44,7 @@ from torch import Tensor, nn
 
 from . import checkpoint as ckpt
 from . import distributed as dist
+from .batches import epoch_batches
 from .evaluation import autocast, evaluate, to_device
 from .metrics import IGNORE, MetricsLog, floor, plot_curves
 from .progress import Progress, bars_wanted
@@ -160,23 +161,10 @@ class Trainer:
     # -- batches -------------------------------------------------------------------------------
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """This process's batches (lists of train indices) for ``epoch``; depends on seed and epoch only."""
-        cfg, w, r = self.config, dist.world_size(), dist.rank()
-        g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + epoch)
-        perm = torch.randperm(len(self.task.train), generator=g).tolist()
-        gb = cfg.batch_size * w
-        lens = self.task.lengths
-        if lens is not None:  # bucket: sort chunks of about 50 batches by length
-            per_batch = max(1, cfg.batch_tokens * w // max(1, sum(lens) // len(lens))) if cfg.batch_tokens else gb
-            chunk = per_batch * 50
-            perm = [i for s in range(0, len(perm), chunk)
-                    for i in sorted(perm[s:s + chunk], key=lambda i: lens[i])]
-        if lens is not None and cfg.batch_tokens:
-            groups = token_batches(perm, lens, cfg.batch_tokens * w, min_size=w)
-        else:
-            groups = [perm[s:s + gb] for s in range(0, len(perm), gb)]
-        groups = [b for b in groups if len(b) >= w]
-        order = torch.randperm(len(groups), generator=g).tolist()
-        return [groups[i][r::w] for i in order]
+        cfg = self.config
+        return epoch_batches(len(self.task.train), self.task.lengths, batch_size=cfg.batch_size,
+                             batch_tokens=cfg.batch_tokens, seed=cfg.seed, epoch=epoch, world=dist.world_size(),
+                             rank=dist.rank())
 
     # -- fit, step by step ---------------------------------------------------------------------
     def fit(self, out_dir: str | Path, *, resume: bool = False, overwrite: bool = False) -> dict:
@@ -395,24 +383,6 @@ class Trainer:
         line = "interrupt: finishing this step, saving a checkpoint (Ctrl-C again to abort)"
         self.progress.write(line) if self.progress is not None else print(line, flush=True)
         self._stop = True
-
-
-def token_batches(order: Sequence[int], lengths: Sequence[int], budget: int, min_size: int = 1) -> list[list[int]]:
-    """Cut ``order`` into consecutive batches whose padded size (examples x longest) stays within ``budget``
-    (a longer example alone still makes a batch), each holding at least ``min_size`` examples."""
-    groups: list[list[int]] = []
-    cur: list[int] = []
-    longest = 0
-    for i in order:
-        grown = max(longest, lengths[i])
-        if cur and (len(cur) + 1) * grown > budget and len(cur) >= min_size:
-            groups.append(cur)
-            cur, grown = [], lengths[i]
-        cur.append(i)
-        longest = grown
-    if cur:
-        groups.append(cur)
-    return groups
 
 
 def steps_in(n_examples: int, batch_size: int) -> int:

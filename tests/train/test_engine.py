@@ -309,7 +309,7 @@ def test_best_json_naming_a_missing_checkpoint_is_an_error_not_a_substitute(tmp_
 
 
 def test_token_batches_respect_the_budget_and_cover_everything():
-    from attnkit.train.engine import token_batches
+    from attnkit.train.batches import token_batches
 
     lengths = [3, 9, 4, 4, 20, 2, 7, 7, 1]
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
