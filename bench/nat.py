@@ -39,9 +39,9 @@ from attnkit.data.multi30k import multi30k  # noqa: E402
 
 def rows(args) -> list[tuple[str, object, dict]]:
     ar, nat = attnkit.load_pretrained(args.ar), attnkit.load_pretrained(args.nat)
-    if ar.decoder != "ar" or nat.decoder != "nat":
-        raise SystemExit(f"bench/nat.py: --ar must be an autoregressive run and --nat a NAT run; got {ar.decoder} "
-                         f"and {nat.decoder}")
+    if ar.decoding != "ar" or nat.decoding != "nat":
+        raise SystemExit(f"bench/nat.py: --ar must be an autoregressive run and --nat a NAT run; got {ar.decoding} "
+                         f"and {nat.decoding}")
     k = args.length_candidates
     out = [("AR greedy", ar, {}), (f"AR beam {args.beam}", ar, {"num_beams": args.beam}),
            ("NAT one pass, 1 length", nat, {"iterations": 1, "length_candidates": 1}),
