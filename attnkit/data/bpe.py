@@ -73,7 +73,7 @@ class Subwords:
     def save(self, path: str | os.PathLike) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # one per process: DDP ranks save it at once
         self.tokenizer.save(str(tmp))
         os.replace(tmp, path)
         return path

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..train.checkpoint import CheckpointError, load_meta
+from ..train.checkpoint import CheckpointError, load_meta, sha256
 
 __all__ = ["distill", "open_teacher", "DISTILL_DIR"]
 
@@ -45,13 +45,6 @@ def open_teacher(run: str | os.PathLike, src_lang: str, tgt_lang: str):
                               f"this run {src_lang}->{tgt_lang}")
     return load(folder, meta), folder
 
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -85,7 +78,7 @@ def distill(teacher_run: str | os.PathLike, sources: list[str], folder: str | os
     if not isinstance(beam, int) or beam < 1:
         raise ValueError(f"distill: `beam` must be an integer >= 1, got {beam!r}")
     translator, ckpt = open_teacher(teacher_run, src_lang, tgt_lang)
-    weights_sha = _sha256_file(ckpt / "model.safetensors")
+    weights_sha = sha256(ckpt / "model.safetensors")
     src_sha = hashlib.sha256("\n".join(sources).encode("utf-8")).hexdigest()
     key = hashlib.sha256(f"{weights_sha}:{src_sha}:beam{beam}".encode()).hexdigest()[:16]
     cache_dir = Path(folder) / DISTILL_DIR

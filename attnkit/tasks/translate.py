@@ -10,7 +10,6 @@ on the validation set. ``attnkit translate RUN "..."`` and ``attnkit evaluate RU
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from ..data.multi30k import LANGS, SPLITS, Corpus, multi30k, read_parallel, spli
 from ..models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from ..nn import TransformerConfig
 from ..train import IGNORE, Task
-from ..train.checkpoint import CheckpointError, load_weights
+from ..train.checkpoint import CheckpointError, load_weights, sha256
 from . import translate_nat
 from .options import add_data_args
 from .translator import Translator, bleu_report
@@ -86,9 +85,6 @@ def _corpora(args) -> tuple[Corpus, Corpus | None]:
     return train, dev
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
 
 def encode_pair(subwords: Subwords, src: str, tgt: str, max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(source ids + EOS, BOS + target ids + EOS), each cut to ``max_length`` subwords first."""
@@ -142,7 +138,7 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
                   share_embeddings=args.share_embeddings, tie_output=True, max_positions=args.max_length)
     meta = {"src_lang": args.src if not args.train_src else str(args.train_src),
             "tgt_lang": args.tgt if not args.train_tgt else str(args.train_tgt), "subwords": BPE_FILE,
-            "subwords_sha256": _sha256(bpe_path), "max_length": args.max_length,
+            "subwords_sha256": sha256(bpe_path), "max_length": args.max_length,
             "average": args.average, "final_beam": args.final_beam}
     if args.decoder == "nat":  # the teacher's translations as targets (or the corpus's own), Mask-Predict training
         tgt, note = translate_nat.targets(args, train, out)
@@ -175,7 +171,7 @@ def subwords_for(folder: Path, meta: dict) -> Subwords:
     folder = Path(folder)
     for cand in (folder / meta["subwords"], folder.parent / meta["subwords"]):
         if cand.exists():
-            if meta.get("subwords_sha256") and _sha256(cand) != meta["subwords_sha256"]:
+            if meta.get("subwords_sha256") and sha256(cand) != meta["subwords_sha256"]:
                 raise CheckpointError(f"checkpoint: {cand} is not the vocabulary {folder} was trained with "
                                       "(sha256 differs)")
             return Subwords.load(cand)
