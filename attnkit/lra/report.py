@@ -15,7 +15,7 @@ from pathlib import Path
 from ..nn.variants import VARIANTS
 from .settings import TASKS
 
-__all__ = ["read_results", "accuracy_table", "cells_table", "speed_accuracy_figure", "relative_speed"]
+__all__ = ["read_results", "accuracy_table", "cells_table", "speed_accuracy_figure", "relative_speed", "baselines"]
 
 # LRA's Table 1 (Tay et al. 2021), the anchors quoted in the issue: ListOps (length 2K), Image (CIFAR-10,
 # ours is MNIST), Pathfinder-32. Their models and budgets are far larger; these are reference points.
@@ -23,6 +23,25 @@ PUBLISHED = {"full": {"listops": 36.37, "image": 42.44, "pathfinder": 71.40},
              "performer": {"listops": 18.01, "image": 42.77, "pathfinder": 77.05},
              "linformer": {"listops": 35.70, "image": 38.56, "pathfinder": 76.34},
              "local": {"listops": 15.82, "image": 41.46, "pathfinder": 66.63}}
+
+
+def baselines(train: list, test: list) -> dict[str, float]:
+    """Test accuracy of two rules that learn nothing about the sequence: ``majority`` predicts the training
+    set's most frequent class; ``first_token`` the most frequent training class given the first token
+    (on ListOps the top operator: the answer to [MAX ...] is most often 9, to [MIN ...] 0). A model at
+    these figures has learned the label counts, not the task. Examples are (tokens (L,), label)."""
+    if not train or not test:
+        raise ValueError("lra: baselines need a non-empty train and test split")
+    counts: dict[int, int] = {}
+    by_first: dict[int, dict[int, int]] = {}
+    for tokens, y in train:
+        counts[y] = counts.get(y, 0) + 1
+        first = by_first.setdefault(int(tokens[0]), {})
+        first[y] = first.get(y, 0) + 1
+    majority = max(counts, key=lambda c: (counts[c], -c))
+    rule = {tok: max(c, key=lambda k: (c[k], -k)) for tok, c in by_first.items()}
+    return {"majority": sum(y == majority for _, y in test) / len(test),
+            "first_token": sum(rule.get(int(tokens[0]), majority) == y for tokens, y in test) / len(test)}
 
 
 def read_results(path: str | Path) -> list[dict]:
@@ -50,8 +69,9 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.2f}"
 
 
-def accuracy_table(rows: list[dict]) -> str:
-    """Markdown: variant, exact, one column per task (test accuracy %), average, and LRA's published average."""
+def accuracy_table(rows: list[dict], floors: dict[str, dict[str, float]] | None = None) -> str:
+    """Markdown: variant, exact, one column per task (test accuracy %), average, and LRA's published figures;
+    with ``floors`` (task -> ``baselines``), two more rows: the majority class and the first-token rule."""
     tasks, variants = _order(rows)
     cell = {(r["task"], r["variant"]): r for r in rows}
     head = "| variant | exact | " + " | ".join(tasks) + " | avg | LRA paper (same tasks) |"
@@ -64,6 +84,11 @@ def accuracy_table(rows: list[dict]) -> str:
         pub = " / ".join(f"{paper[t]:.2f}" if t in paper else "-" for t in tasks)
         lines.append(f"| {v} | {'yes' if VARIANTS[v].exact else 'no'} | " + " | ".join(_pct(a) for a in accs)
                      + f" | {_pct(avg)} | {pub} |")
+    for name, label in (("majority", "(rule) majority class"), ("first_token", "(rule) class given the first token")):
+        if floors and all(t in floors for t in tasks):
+            accs = [floors[t][name] for t in tasks]
+            lines.append(f"| {label} | - | " + " | ".join(_pct(a) for a in accs)
+                         + f" | {_pct(sum(accs) / len(accs))} | - |")
     return "\n".join(lines)
 
 

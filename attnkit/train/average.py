@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 from pathlib import Path
 
-from .checkpoint import FORMAT_VERSION, META, WEIGHTS, CheckpointError, _fsync_dir, _write_json, sha256
+from .checkpoint import FORMAT_VERSION, META, WEIGHTS, CheckpointError, _write_json, atomic_folder, sha256
 
 __all__ = ["average_checkpoints", "AVERAGE_DIR"]
 
@@ -53,21 +51,12 @@ def average_checkpoints(run: str | os.PathLike, n: int, *, point_best: bool = Tr
                 for k, v in total.items()}
     meta = json.loads((ckpts[-1] / META).read_text(encoding="utf-8"))
     meta["averaged"] = [p.name for p in ckpts]
-    tmp = run / f".tmp-{AVERAGE_DIR}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
+    final = run / AVERAGE_DIR
+    with atomic_folder(final) as tmp:
         save_file(averaged, str(tmp / WEIGHTS), metadata={"format_version": str(FORMAT_VERSION)})
         meta.update(format_version=FORMAT_VERSION, files={WEIGHTS: sha256(tmp / WEIGHTS)})  # weights only
         with open(tmp / META, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=1, sort_keys=True)
-        final = run / AVERAGE_DIR
-        if final.exists():
-            shutil.rmtree(final)
-        os.rename(tmp, final)
-        _fsync_dir(run)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     if point_best:
         _write_json(run / "best.json", {"path": AVERAGE_DIR, "step": meta.get("step"),
                                         "metrics": meta.get("metrics", {}), "averaged": meta["averaged"]})

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 from torch import nn
@@ -65,6 +66,27 @@ def _write_json(path: Path, obj: dict) -> None:
         tmp.unlink(missing_ok=True)
 
 
+@contextmanager
+def atomic_folder(final: Path):
+    """Yield a temporary folder beside ``final``; on success its files are synced and it replaces
+    ``final`` in one rename (a reader sees the old folder or the whole new one, never a part); on any
+    error it is removed and ``final`` is untouched."""
+    tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        for p in tmp.iterdir():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+        if final.exists():  # re-saving the same step (e.g. Ctrl-C right after a save), or a new average
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+        _fsync_dir(final.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -86,9 +108,8 @@ def save_checkpoint(out_dir: str | os.PathLike, model: nn.Module, meta: dict, *,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     name = f"ckpt-{step:08d}"
-    tmp = out / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
+    final = out / name
+    with atomic_folder(final) as tmp:
         tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
         save_file(tensors, str(tmp / WEIGHTS), metadata={"format_version": str(FORMAT_VERSION)})
         if trainer_state is not None:
@@ -99,17 +120,6 @@ def save_checkpoint(out_dir: str | os.PathLike, model: nn.Module, meta: dict, *,
         full_meta = {**meta, "format_version": FORMAT_VERSION, "step": step, "files": files}
         with open(tmp / META, "w", encoding="utf-8") as f:
             json.dump(full_meta, f, indent=1, sort_keys=True)
-        for p in tmp.iterdir():
-            with open(p, "rb") as f:
-                os.fsync(f.fileno())
-        final = out / name
-        if final.exists():  # re-saving the same step (e.g. Ctrl-C right after a save)
-            shutil.rmtree(final)
-        os.rename(tmp, final)
-        _fsync_dir(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     if best:  # before latest.json: whatever latest names, best.json already accounts for it
         _write_json(out / "best.json", {"path": name, "step": step, "metrics": meta.get("metrics", {})})
     _write_json(out / "latest.json", {"path": name, "step": step})

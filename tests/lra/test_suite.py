@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnkit.lra.cell import build_model, run_cell
-from attnkit.lra.report import accuracy_table, cells_table, read_results
+from attnkit.lra.report import accuracy_table, baselines, cells_table, read_results
 from attnkit.lra.settings import SUITES, TaskSettings, suite_settings
 from attnkit.lra.suite import run_suite
 from attnkit.lra.tasks import prepare_task
@@ -33,6 +33,9 @@ def test_suite_rows_table_figure_and_resume(tmp_path, monkeypatch, listops_data,
     table = accuracy_table(rows)
     assert "| performer | no |" in table and "| full | yes |" in table and "36.37" in table
     assert "| listops | longformer |" in cells_table(rows)
+    floors = json.loads((tmp_path / "baselines.json").read_text())
+    assert floors["listops"] == baselines(listops_data.train, listops_data.test)
+    assert "| (rule) class given the first token | - | " in (tmp_path / "results.md").read_text()
     assert (tmp_path / "results.md").exists() and (tmp_path / "lra.png").stat().st_size > 5000
     before = (tmp_path / "results.jsonl").read_text()
     run_suite(tmp_path, suite="quick", tasks=["listops"], variants=["full", "performer"], isolate=False)
@@ -107,3 +110,19 @@ def test_text_task_reads_imdb_bytes(tmp_path):
     assert data.train[0][0].tolist() == [b + 1 for b in "pos review 0 é".encode()]
     with pytest.raises(ValueError, match="IMDb has 12 training"):
         prepare_task("text", s.replace(n_train=20), tmp_path, seed=0, imdb_dir=root)
+
+
+def test_baselines_count_the_labels_and_the_first_token():
+    t = torch.tensor
+    train = [(t([1, 5]), 0), (t([1, 6]), 0), (t([2, 5]), 3), (t([2, 7]), 3), (t([2, 7]), 1), (t([3, 4]), 0)]
+    test = [(t([1, 9]), 0), (t([2, 9]), 3), (t([2, 9]), 0), (t([4, 9]), 0), (t([3, 9]), 1)]
+    # majority class 0: right on 3 of 5; first token 1 -> 0, 2 -> 3, 3 -> 0, unseen 4 -> majority 0: 3 of 5
+    assert baselines(train, test) == {"majority": 3 / 5, "first_token": 3 / 5}
+    test[2] = (t([2, 9]), 3)
+    assert baselines(train, test) == {"majority": 2 / 5, "first_token": 4 / 5}
+    table = accuracy_table([{"task": "listops", "variant": "full", "test_accuracy": 0.5}],
+                           {"listops": {"majority": 0.2, "first_token": 0.375}})
+    assert "| (rule) majority class | - | 20.00 | 20.00 | - |" in table
+    assert "| (rule) class given the first token | - | 37.50 | 37.50 | - |" in table
+    with pytest.raises(ValueError, match="non-empty"):
+        baselines([], test)
