@@ -10,8 +10,11 @@ and ``compute_type`` float32 / int8.
 
 Cases: batch 1 greedy and batch 32 with 4 beams; source length 24 (random ids); 64 new tokens forced
 (``min_new_tokens = max_new_tokens = 64``; CTranslate2 ``min_decoding_length = max_decoding_length = 64``);
-``--threads`` (2) threads everywhere; pad never generated. Engines are timed in turn, ``--repeats`` times,
-interleaved; medians. tokens/s counts the output tokens of the returned hypothesis (B x 64).
+``--threads`` (2) threads everywhere; CTranslate2 runs in worker processes (see ``ct2_engine``); pad never
+generated. Engines are timed in turn, ``--repeats`` times,
+interleaved, each round starting one engine later, with ``--pause`` seconds of rest before every timed call
+(OpenMP worker threads keep spinning for a while after a call, taking cores from whatever runs next);
+medians. tokens/s counts the output tokens of the returned hypothesis (B x 64).
 
 Next to each figure, the memory-bandwidth bound: one decoding step reads every decoder weight and the output
 layer once (cross-attention keys and values are projected once, so their weights are not counted; neither is
@@ -117,7 +120,7 @@ def hf_engine(folder: Path, pad: int):
     return go
 
 
-def ct2_engine(ct2_dir: Path, compute_type: str, threads: int, vocab: list[str]):
+def ct2_local(ct2_dir: Path, compute_type: str, threads: int, vocab: list[str]):
     import ctranslate2
 
     tr = ctranslate2.Translator(str(ct2_dir), device="cpu", compute_type=compute_type, inter_threads=1,
@@ -130,6 +133,38 @@ def ct2_engine(ct2_dir: Path, compute_type: str, threads: int, vocab: list[str])
                                  max_decoding_length=NEW_TOKENS, length_penalty=1.0)
         return torch.tensor([[index[t] for t in r.hypotheses[0]] for r in res])
 
+    return go
+
+
+def _ct2_serve(conn, new_tokens: int, *engine_args) -> None:
+    """The worker process: build the CTranslate2 engine, then answer (ids, mask, beams) with its output."""
+    global NEW_TOKENS
+    NEW_TOKENS = new_tokens
+    go = ct2_local(*engine_args)
+    conn.send("ready")
+    while (msg := conn.recv()) is not None:
+        conn.send(go(*msg))
+
+
+def ct2_engine(ct2_dir: Path, compute_type: str, threads: int, vocab: list[str]):
+    """CTranslate2 in a process of its own. In one process with torch, a CTranslate2 call slowed every later
+    torch call by up to 1.7x (its bundled OpenMP runtime beside torch's; 0.28 -> 0.48 s for attnkit's
+    batch-1 greedy, measured 2026-11-24); separate processes are also how the two would be deployed. The
+    round trip through the pipe (a few small tensors) is inside the timed call and costs well under 1 ms."""
+    import multiprocessing as mp
+
+    parent, child = mp.get_context("spawn").Pipe()
+    proc = mp.get_context("spawn").Process(target=_ct2_serve, args=(child, NEW_TOKENS, ct2_dir, compute_type,
+                                                                    threads, vocab), daemon=True)
+    proc.start()
+    if parent.recv() != "ready":
+        raise RuntimeError("CTranslate2 worker failed to start")
+
+    def go(ids, mask, beams):
+        parent.send((ids, mask, beams))
+        return parent.recv()
+
+    go.close = lambda: (parent.send(None), proc.join(10))
     return go
 
 
@@ -200,10 +235,12 @@ def bench_model(name: str, folder: Path | None, model, args, root: Path) -> list
         ids, mask = sources(cfg.src_vocab_size, pad, batch)
         outs = {k: fn(ids, mask, beams) for k, fn in engines.items()}  # warm-up, and the outputs to compare
         samples = {k: [] for k in engines}
-        for _ in range(args.repeats):
-            for k, fn in engines.items():
+        names = list(engines)
+        for r in range(args.repeats):
+            for k in names[r % len(names):] + names[:r % len(names)]:  # each repeat starts one engine later
+                time.sleep(args.pause)  # the previous engine's spinning worker threads go idle first
                 t0 = time.perf_counter()
-                fn(ids, mask, beams)
+                engines[k](ids, mask, beams)
                 samples[k].append(time.perf_counter() - t0)
         med = {k: statistics.median(v) for k, v in samples.items()}
         ref = outs["attnkit float32"]
@@ -220,6 +257,8 @@ def bench_model(name: str, folder: Path | None, model, args, root: Path) -> list
                       f"{args.repeats})", "",
                   table(["engine", "seconds", "tokens/s", "x HF", "x CT2 f32", "x CT2 int8", "bandwidth bound tok/s",
                          "of bound", "same tokens as attnkit f32"], rows)]
+    for fn in engines.values():
+        getattr(fn, "close", lambda: None)()
     return lines
 
 
@@ -232,6 +271,9 @@ def main() -> None:
     p.add_argument("--run", type=Path, default=None, help="also a trained translation run (attnkit train translate)")
     p.add_argument("--no-base", action="store_true", help="skip the random Transformer-base model")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--pause", type=float, default=0.5,
+                   help="seconds of rest before each timed call, so that one engine's idle-spinning OpenMP "
+                        "threads do not take cores from the next (default 0.5)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--new-tokens", type=int, default=64, help="tokens generated per sentence (forced)")
     p.add_argument("--source-length", type=int, default=24)
