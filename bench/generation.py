@@ -11,7 +11,11 @@ and ``compute_type`` float32 / int8.
 Cases: batch 1 greedy and batch 32 with 4 beams; source length 24 (random ids); 64 new tokens forced
 (``min_new_tokens = max_new_tokens = 64``; CTranslate2 ``min_decoding_length = max_decoding_length = 64``);
 ``--threads`` (2) threads everywhere; pad never generated. Engines are timed in turn, ``--repeats`` times,
-interleaved; medians. tokens/s counts the output tokens of the returned hypothesis (B x 64).
+interleaved; medians. tokens/s counts the output tokens of the returned hypothesis (B x 64). Each engine is
+built and timed in a process of its own (the parent sends the sources, the worker times the call and returns
+the tokens), one at a time: a CTranslate2 call leaves an OpenMP thread pool in its process that made torch's
+threads stop spin-waiting there (attnkit's batch-1 runs ~1.5x slower, HF's slower too); ``--one-process``
+puts them all in one process as before.
 
 Next to each figure, the memory-bandwidth bound: one decoding step reads every decoder weight and the output
 layer once (cross-attention keys and values are projected once, so their weights are not counted; neither is
@@ -19,13 +23,13 @@ the K/V cache), so no engine can take fewer than (those bytes / bandwidth) secon
 measured here (``torch.sum`` over 512 MB on the same threads). At batch 32 x 4 beams the step does 128 rows of
 work per weight read and is compute-bound; the bound is then loose.
 
-    flock /tmp/attnkit-heavy.lock .venv/bin/python bench/generation.py [--run RUN] [--repeats 3] [--threads 2]
+    flock /tmp/attnkit-heavy.lock .venv/bin/python bench/generation.py [--run RUN] [--repeats 3] [--repeats-batch1 N]
+        [--threads 2] [--one-process]
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime
 import json
 import os
@@ -91,6 +95,34 @@ def run_folder(run: Path, root: Path) -> tuple[Path | None, object]:
 
 
 # -- the engines -----------------------------------------------------------------------------------
+# An engine is a spec (a tuple of plain values) that ``build`` turns into fn(ids, mask, beams) -> tokens; by default
+# each engine is built and timed in a process of its own (``Worker``), so that no engine's thread pool sits in
+# another's process: CTranslate2's OpenMP threads, once started, count against the OpenMP runtime torch uses too,
+# which then stops spin-waiting between parallel regions (torch ran batch 1 about 1.5x slower after a CTranslate2
+# call in its process). ``--one-process`` times them all here, as before.
+def build(spec: tuple, threads: int):
+    kind = spec[0]
+    torch.set_num_threads(threads)
+    if kind == "attnkit":  # ("attnkit", Marian folder or run, is a Marian folder, dtype name, fast, pad)
+        return attnkit_engine(_attnkit_model(Path(spec[1]), spec[2], getattr(torch, spec[3]), spec[4]), spec[5])
+    if kind == "hf":  # ("hf", folder, pad)
+        return hf_engine(Path(spec[1]), spec[2])
+    if kind == "ct2":  # ("ct2", ct2 folder, compute type, vocabulary)
+        return ct2_engine(Path(spec[1]), spec[2], threads, spec[3])
+    raise ValueError(f"build: unknown engine kind {kind!r}")
+
+
+def _attnkit_model(path: Path, marian: bool, dtype: torch.dtype, fast: bool):
+    """A Marian folder's decoding model, or a run's model (FastSeq2Seq unless ``fast`` is False)."""
+    from attnkit.load import load_pretrained
+    from attnkit.pretrained.fast_seq2seq import FastSeq2Seq
+
+    if marian:
+        return load_pretrained(path, dtype=dtype).decoder if fast else load_pretrained(path).model.to(dtype)
+    model = load_pretrained(path).model.to(dtype).eval()
+    return FastSeq2Seq(model) if fast else model
+
+
 def attnkit_engine(model, pad: int):
     from attnkit.generation import generate
 
@@ -133,6 +165,58 @@ def ct2_engine(ct2_dir: Path, compute_type: str, threads: int, vocab: list[str])
     return go
 
 
+def _timed(fn, ids, mask, beams) -> tuple[float, torch.Tensor]:
+    t0 = time.perf_counter()
+    out = fn(ids, mask, beams)
+    return time.perf_counter() - t0, out
+
+
+def _serve(conn, spec: tuple, threads: int, new_tokens: int) -> None:
+    """A worker process: build the engine, then time one call per request (id lists in, seconds and tokens out)."""
+    global NEW_TOKENS
+    NEW_TOKENS = new_tokens
+    fn = build(spec, threads)
+    conn.send("ready")
+    while (msg := conn.recv()) is not None:
+        ids, mask, beams = msg
+        seconds, out = _timed(fn, torch.tensor(ids), torch.tensor(mask), beams)
+        conn.send((seconds, out.tolist()))
+
+
+class Worker:
+    """An engine in its own (spawned) process; ``run`` blocks while it decodes, so engines never overlap."""
+
+    def __init__(self, spec: tuple, threads: int):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, spec, threads, NEW_TOKENS), daemon=True)
+        self.proc.start()
+        if self.conn.recv() != "ready":
+            raise RuntimeError(f"Worker: engine {spec[0]} did not start")
+
+    def run(self, ids, mask, beams) -> tuple[float, torch.Tensor]:
+        self.conn.send((ids.tolist(), mask.tolist(), beams))
+        seconds, out = self.conn.recv()
+        return seconds, torch.tensor(out)
+
+    def close(self) -> None:
+        self.conn.send(None)
+        self.proc.join(timeout=30)
+
+
+class InProcess:
+    def __init__(self, spec: tuple, threads: int):
+        self.fn = build(spec, threads)
+
+    def run(self, ids, mask, beams) -> tuple[float, torch.Tensor]:
+        return _timed(self.fn, ids, mask, beams)
+
+    def close(self) -> None:
+        pass
+
+
 # -- the bound -------------------------------------------------------------------------------------
 def bandwidth(threads: int, mbytes: int = 512, repeats: int = 7) -> float:
     """Bytes per second that ``torch.sum`` reads from memory here (median)."""
@@ -162,49 +246,52 @@ def sources(vocab: int, pad: int, batch: int, seed: int = 0):
     return ids, torch.ones_like(ids)
 
 
-def bench_model(name: str, folder: Path | None, model, args, root: Path) -> list[str]:
-    from attnkit.load import load_pretrained
-    from attnkit.pretrained.fast_seq2seq import FastSeq2Seq
-
+def bench_model(name: str, folder: Path | None, model, args, root: Path, run: Path | None = None) -> list[str]:
+    """Time the engines on ``folder`` (a Marian folder; None: attnkit alone, on the run ``run``)."""
     cfg = model.config
     pad = cfg.pad_token_id
-    engines = {}
-    if folder is not None:
-        engines["attnkit float32"] = attnkit_engine(load_pretrained(folder).decoder, pad)
-        engines["attnkit bfloat16"] = attnkit_engine(load_pretrained(folder, dtype=torch.bfloat16).decoder, pad)
-    else:
-        engines["attnkit float32"] = attnkit_engine(FastSeq2Seq(model), pad)
-        engines["attnkit bfloat16"] = attnkit_engine(FastSeq2Seq(copy.deepcopy(model).to(torch.bfloat16)), pad)
+    source, marian = (folder, True) if folder is not None else (run, False)
+    specs = {"attnkit float32": ("attnkit", str(source), marian, "float32", True, pad),
+             "attnkit bfloat16": ("attnkit", str(source), marian, "bfloat16", True, pad)}
     if args.reference:
-        engines["attnkit reference modules"] = attnkit_engine(model, pad)
+        specs["attnkit reference modules"] = ("attnkit", str(source), marian, "float32", False, pad)
     if folder is not None:
         import ctranslate2
         import transformers
 
-        engines["HF generate"] = hf_engine(folder, pad)
+        specs["HF generate"] = ("hf", str(folder), pad)
         ct2_dir = root / f"ct2-{name}"
         ctranslate2.converters.TransformersConverter(str(folder)).convert(str(ct2_dir), force=True)
         tok = transformers.AutoTokenizer.from_pretrained(folder)
         vocab = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda x: x[1])]
         for ct in ("float32", "int8"):
-            engines[f"CTranslate2 {ct}"] = ct2_engine(ct2_dir, ct, args.threads, vocab)
+            specs[f"CTranslate2 {ct}"] = ("ct2", str(ct2_dir), ct, vocab)
+    engines = {k: (InProcess if args.one_process else Worker)(spec, args.threads) for k, spec in specs.items()}
+    try:
+        return _time_cases(name, engines, cfg, pad, args)
+    finally:
+        for e in engines.values():
+            e.close()
+
+
+def _time_cases(name: str, engines: dict, cfg, pad: int, args) -> list[str]:
     bw = bandwidth(args.threads)
+    where = "all engines in this process" if args.one_process else "each engine in a process of its own"
     lines = [f"### {name}: {cfg.transformer.num_encoder_layers}+{cfg.transformer.num_decoder_layers} layers, "
              f"d_model {cfg.transformer.d_model}, vocabulary {cfg.tgt_vocab_size}",
              f"measured read bandwidth: {bw / 1e9:.1f} GB/s; weights read per step: "
              f"{step_bytes(cfg, 4) / 1e6:.0f} MB in float32, {step_bytes(cfg, 2) / 1e6:.0f} MB in bfloat16, "
-             f"{step_bytes(cfg, 1) / 1e6:.0f} MB in int8"]
+             f"{step_bytes(cfg, 1) / 1e6:.0f} MB in int8; {where}"]
     for case, (batch, beams) in CASES.items():
         if args.cases and case not in args.cases:
             continue
         ids, mask = sources(cfg.src_vocab_size, pad, batch)
-        outs = {k: fn(ids, mask, beams) for k, fn in engines.items()}  # warm-up, and the outputs to compare
+        outs = {k: e.run(ids, mask, beams)[1] for k, e in engines.items()}  # warm-up, and the outputs to compare
         samples = {k: [] for k in engines}
-        for _ in range(args.repeats):
-            for k, fn in engines.items():
-                t0 = time.perf_counter()
-                fn(ids, mask, beams)
-                samples[k].append(time.perf_counter() - t0)
+        repeats = args.repeats_batch1 if (batch == 1 and args.repeats_batch1) else args.repeats
+        for _ in range(repeats):
+            for k, e in engines.items():
+                samples[k].append(e.run(ids, mask, beams)[0])
         med = {k: statistics.median(v) for k, v in samples.items()}
         ref = outs["attnkit float32"]
         rows = []
@@ -217,7 +304,7 @@ def bench_model(name: str, folder: Path | None, model, args, root: Path) -> list
                          _ratio(med, "CTranslate2 int8", k), f"{bound:.0f}", f"{100 * tps / bound:.0f}%",
                          f"{same}/{batch}"])
         lines += ["", f"{case} ({NEW_TOKENS} new tokens, source {SOURCE_LENGTH}, {args.threads} threads, median of "
-                      f"{args.repeats})", "",
+                      f"{repeats})", "",
                   table(["engine", "seconds", "tokens/s", "x HF", "x CT2 f32", "x CT2 int8", "bandwidth bound tok/s",
                          "of bound", "same tokens as attnkit f32"], rows)]
     return lines
@@ -232,10 +319,14 @@ def main() -> None:
     p.add_argument("--run", type=Path, default=None, help="also a trained translation run (attnkit train translate)")
     p.add_argument("--no-base", action="store_true", help="skip the random Transformer-base model")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats-batch1", type=int, default=None,
+                   help="repeats of the batch-1 case (noisier: a run is ~1 s); default --repeats")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--new-tokens", type=int, default=64, help="tokens generated per sentence (forced)")
     p.add_argument("--source-length", type=int, default=24)
     p.add_argument("--cases", nargs="*", choices=list(CASES), default=None)
+    p.add_argument("--one-process", action="store_true",
+                   help="time every engine in this process (thread pools side by side) instead of one process each")
     p.add_argument("--reference", action="store_true", help="also time attnkit's plain modules (no FastSeq2Seq)")
     p.add_argument("--out", type=Path, default=None, help="append the tables to this Markdown file")
     args = p.parse_args()
@@ -255,7 +346,7 @@ def main() -> None:
                                         args, root)
         if args.run is not None:
             folder, model = run_folder(args.run, root)
-            lines += [""] + bench_model(f"trained run {args.run.name}", folder, model, args, root)
+            lines += [""] + bench_model(f"trained run {args.run.name}", folder, model, args, root, run=args.run)
     lines.append(f"\nload average at end: {os.getloadavg()[0]:.2f}")
     text = "\n".join(lines)
     print(text)
