@@ -175,6 +175,8 @@ def _serve(conn, spec: tuple, threads: int, new_tokens: int) -> None:
     """A worker process: build the engine, then time one call per request (id lists in, seconds and tokens out)."""
     global NEW_TOKENS
     NEW_TOKENS = new_tokens
+    if spec[0] == "attnkit" and len(spec) > 6:  # another checkout of attnkit (--compare)
+        sys.path.insert(0, spec[6])
     fn = build(spec, threads)
     conn.send("ready")
     while (msg := conn.recv()) is not None:
@@ -253,6 +255,9 @@ def bench_model(name: str, folder: Path | None, model, args, root: Path, run: Pa
     source, marian = (folder, True) if folder is not None else (run, False)
     specs = {"attnkit float32": ("attnkit", str(source), marian, "float32", True, pad),
              "attnkit bfloat16": ("attnkit", str(source), marian, "bfloat16", True, pad)}
+    for other in args.compare or []:
+        for dt in ("float32", "bfloat16"):
+            specs[f"attnkit {dt} @{other}"] = ("attnkit", str(source), marian, dt, True, pad, str(other.resolve()))
     if args.reference:
         specs["attnkit reference modules"] = ("attnkit", str(source), marian, "float32", False, pad)
     if folder is not None:
@@ -266,6 +271,8 @@ def bench_model(name: str, folder: Path | None, model, args, root: Path, run: Pa
         vocab = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda x: x[1])]
         for ct in ("float32", "int8"):
             specs[f"CTranslate2 {ct}"] = ("ct2", str(ct2_dir), ct, vocab)
+    if args.engines:
+        specs = {k: v for k, v in specs.items() if k == "attnkit float32" or any(k.startswith(e) for e in args.engines)}
     engines = {k: (InProcess if args.one_process else Worker)(spec, args.threads) for k, spec in specs.items()}
     try:
         return _time_cases(name, engines, cfg, pad, args)
@@ -327,9 +334,15 @@ def main() -> None:
     p.add_argument("--cases", nargs="*", choices=list(CASES), default=None)
     p.add_argument("--one-process", action="store_true",
                    help="time every engine in this process (thread pools side by side) instead of one process each")
+    p.add_argument("--compare", type=Path, nargs="*", default=None,
+                   help="also time attnkit from these checkouts (A/B of a change; each in its own process)")
+    p.add_argument("--engines", nargs="*", default=None,
+                   help="time only the engines whose names start with these (attnkit float32 always runs)")
     p.add_argument("--reference", action="store_true", help="also time attnkit's plain modules (no FastSeq2Seq)")
     p.add_argument("--out", type=Path, default=None, help="append the tables to this Markdown file")
     args = p.parse_args()
+    if args.compare and args.one_process:
+        p.error("--compare needs a process per engine; drop --one-process")
     global NEW_TOKENS, SOURCE_LENGTH
     NEW_TOKENS, SOURCE_LENGTH = args.new_tokens, args.source_length
     torch.set_num_threads(args.threads)

@@ -29,8 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..functional import native
 from ..functional.attention import attention
 from ..functional.masks import Mask, for_heads
+from ..functional.masks.readers import full_parts
 from ..models.seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
 from .fast import PackedLinear, fuse_encoder_layers, onednn_available
 
@@ -50,6 +52,7 @@ class StepCache:
     mask: Mask | None = None  # the memory mask of the cross-attention rows, for heads
     mask_source: Tensor | None = None  # the memory_mask tensor it came from (group 1)
     spare: list[Tensor] | None = None  # the buffers of the cache this one was reordered from, reused next time
+    lens: tuple | None = None  # (mask, its key lengths as the native kernel takes them, or None: not a padding mask)
 
 
 class _Layer(nn.Module):
@@ -66,19 +69,40 @@ class _Layer(nn.Module):
         self.cross_out = PackedLinear(layer.cross_attn.out_proj)
         self.ff1 = PackedLinear(layer.ff.linear1, layer.ff.activation)
         self.ff2 = PackedLinear(layer.ff.linear2)
-        self.norms = [layer.self_block.norm, layer.cross_block.norm, layer.ff_block.norm]
+        self.norms = [_Norm(n) for n in (layer.self_block.norm, layer.cross_block.norm, layer.ff_block.norm)]
+
+
+class _Norm:
+    """A norm module called with the least overhead: ``torch.layer_norm`` directly for an affine LayerNorm."""
+
+    def __init__(self, norm: nn.Module):
+        self.module = norm
+        affine = isinstance(norm, nn.LayerNorm) and norm.weight is not None and norm.bias is not None
+        self.args = (tuple(norm.normalized_shape), norm.weight, norm.bias, norm.eps) if affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self.module(x) if self.args is None else torch.layer_norm(x, *self.args)
 
 
 _SHORT_MAX = 256  # keys: the short kernel's range in the automatic choice
 
 
-def _short_runs(dtype: torch.dtype, head_dim: int) -> bool:
-    """Whether the "short" backend's native kernel takes heads of ``head_dim`` in ``dtype`` here."""
-    try:
-        from ..functional.backends.short import kernel_runs
-    except ImportError:  # pragma: no cover - the backend moved: let the automatic choice pick
-        return False
-    return kernel_runs(dtype, head_dim, head_dim)
+def _short_kernel(dtype: torch.dtype, head_dim: int):
+    """The "short" backend's native function where it takes heads of ``head_dim`` in ``dtype`` here, else None
+    (its conditions: ``backends.short``'s doc)."""
+    from ..functional.backends.short import kernel_dtypes
+
+    if dtype not in kernel_dtypes() or head_dim % (32 if dtype == torch.bfloat16 else 16):
+        return None
+    return native.kernel().short_forward
+
+
+def _kernel_lengths(mask: Mask | None) -> Tensor | None:
+    """A key mask -> the key lengths the native kernel takes (empty: no mask), or None for another kind of mask."""
+    parts = full_parts(mask)
+    if parts is None or parts[1] is not None:
+        return None
+    return native.lengths_arg(parts[0])
 
 
 def _select_rows(buf: Tensor, index: Tensor, n: int, into: Tensor | None = None) -> Tensor:
@@ -123,14 +147,16 @@ class FastSeq2Seq(nn.Module):
         tc = model.config.transformer
         self.num_heads, self.head_dim, self.d_model = tc.num_heads, tc.head_dim, tc.d_model
         self.norm_first = tc.norm_first
-        self.short = _short_runs(model.decoder.layers[0].ff.linear1.weight.dtype, tc.head_dim)
+        self.short = _short_kernel(model.decoder.layers[0].ff.linear1.weight.dtype, tc.head_dim)
+        self.scale = tc.head_dim ** -0.5
+        self._no_lengths = native.lengths_arg(None)
         self.encoder = fuse_encoder_layers(copy.deepcopy(model.encoder)).eval()
         self.src_embed = model.src_embed
         self.embed_scale = model.embed_scale
         self.target_table = (model.target_embedding.weight.detach() * model.embed_scale)  # scaled once
         self.position = model.decoder.position
         self.layers = [_Layer(layer) for layer in model.decoder.layers]
-        self.final_norm = model.decoder.norm
+        self.final_norm = model.decoder.norm if model.decoder.norm is None else _Norm(model.decoder.norm)
         out_weight = model.target_embedding.weight if model.lm_head is None else model.lm_head.weight
         bias = model.final_logits_bias
         self.output = PackedLinear(_linear(out_weight.detach(), None if bias is None else bias.detach()))
@@ -231,39 +257,48 @@ class FastSeq2Seq(nn.Module):
         t = cache.length
         if t == cache.keys[0].shape[0]:
             self._grow(cache)
+        if cache.lens is None or cache.lens[0] is not cache.mask:
+            cache.lens = (cache.mask, _kernel_lengths(cache.mask))
         x = F.embedding(token, self.target_table)  # (B, d), already times sqrt(d)
         if self.position is not None:
             x = self.position(x[:, None], t)[:, 0]  # + P[t]
         for i, layer in enumerate(self.layers):
             x = self._layer(layer, x, cache.keys[i], cache.values[i], cache.cross_keys[i], cache.cross_values[i],
-                            cache.mask, cache.group, t, b, h, dh)
+                            cache.mask, cache.lens[1], cache.group, t, b, h, dh)
         cache.length = t + 1
-        x = self.final_norm(x)
-        return self.output(x)  # (B, V), final_logits_bias included
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return self.output.rows(x)  # (B, V), final_logits_bias included
 
     def _layer(self, layer: _Layer, x: Tensor, keys: Tensor, values: Tensor, ck: Tensor, cv: Tensor,
-               mask: Mask | None, group: int, t: int, b: int, h: int, dh: int) -> Tensor:
-        """x (B, d) -> (B, d): masked self-attention over the cache, cross-attention, feed-forward."""
+               mask: Mask | None, lens: Tensor | None, group: int, t: int, b: int, h: int, dh: int) -> Tensor:
+        """x (B, d) -> (B, d): masked self-attention over the cache, cross-attention, feed-forward.
+
+        ``lens``: the memory mask's key lengths for the native kernel (None: its kind needs ``attention``)."""
         n1, n2, n3 = layer.norms
         pre = self.norm_first
-        qkv = layer.qkv(n1(x) if pre else x).view(b, 3, h, dh)  # (B, 3d) -> (B, 3, H, dh)
-        keys[t] = qkv[:, 1]
-        values[t] = qkv[:, 2]
+        qkv = layer.qkv.rows(n1(x) if pre else x).view(b, 3, h, dh)  # (B, 3d) -> (B, 3, H, dh)
+        keys[t].copy_(qkv[:, 1])
+        values[t].copy_(qkv[:, 2])
         k, v = keys[: t + 1].permute(1, 2, 0, 3), values[: t + 1].permute(1, 2, 0, 3)  # (B, H, t+1, dh) views
-        o = attention(qkv[:, 0, :, None], k, v, backend=self._backend(t + 1))  # (B, H, 1, dh)
+        o = self._attend(qkv[:, 0, :, None], k, v, None, self._no_lengths)  # (B, H, 1, dh)
         x = self._residual(layer.self_out, o.reshape(b, h * dh), x, n1)
-        q = layer.cross_q(n2(x) if pre else x)  # (B, d)
+        q = layer.cross_q.rows(n2(x) if pre else x)  # (B, d)
         q = q.view(b // group, group, h, dh).transpose(1, 2)  # -> (B / g, H, g, dh): a sentence's beams
-        o = attention(q, ck, cv, mask, backend=self._backend(ck.shape[2]))  # (B / g, H, g, dh)
+        o = self._attend(q, ck, cv, mask, lens)  # (B / g, H, g, dh)
         x = self._residual(layer.cross_out, o.transpose(1, 2).reshape(b, h * dh), x, n2)
-        f = layer.ff1(n3(x) if pre else x)  # (B, d_ff), activation inside the kernel
+        f = layer.ff1.rows(n3(x) if pre else x)  # (B, d_ff), activation inside the kernel
         return self._residual(layer.ff2, f, x, n3)
 
-    def _backend(self, keys: int) -> str | None:
-        """"short" (attnkit's native kernel for short rows, named to skip the automatic choice) where it runs."""
-        return "short" if self.short and keys <= _SHORT_MAX else None
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, lens: Tensor | None) -> Tensor:
+        """Attention of q (N, H, Lq, dh) over k, v (N, H, Lk, dh): attnkit's native "short" kernel called
+        directly where it runs (the shapes are this module's own, so ``attention``'s checks are skipped), else
+        ``attnkit.attention``. The kernel writes (N, Lq, H, dh) memory, so merging the heads is free."""
+        if self.short is not None and lens is not None and k.shape[2] <= _SHORT_MAX:
+            return self.short(q, k, v, lens, self._no_lengths, self.scale)
+        return attention(q, k, v, mask)
 
-    def _residual(self, linear: PackedLinear, y: Tensor, x: Tensor, norm: nn.Module) -> Tensor:
+    def _residual(self, linear: PackedLinear, y: Tensor, x: Tensor, norm: _Norm) -> Tensor:
         """Post-LN: norm(x + linear(y)); pre-LN: x + linear(y). The sum happens inside the linear kernel."""
         s = linear.add(y, x)
         return s if self.norm_first else norm(s)

@@ -4,11 +4,13 @@ import pytest
 import torch
 from torch import nn
 
+from attnkit.functional import native as native_ext
 from attnkit.functional.norm import add_norm_kernel_runs
 from attnkit.models.bert import BertConfig, BertModel
 from attnkit.nn import TransformerConfig
 from attnkit.nn.blocks import EncoderLayer
 from attnkit.pretrained.fast import (
+    SMALL_ROWS,
     FusedEncoderLayer,
     PackedLinear,
     fuse_encoder_layers,
@@ -32,6 +34,34 @@ def test_packed_linear_matches_linear(dtype, tol):
     assert PackedLinear(lin).weight is not None
     with pytest.raises(ValueError, match="activation"):
         PackedLinear(lin, "tanh")
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 3e-2)])
+@pytest.mark.parametrize("activation", ["none", "relu", "silu", "gelu", "gelu_tanh"])
+def test_a_few_rows_take_the_small_kernel_with_the_same_results(dtype, tol, activation, one_thread):
+    torch.manual_seed(0)
+    lin = nn.Linear(64, 48).to(dtype)
+    packed = PackedLinear(lin, activation)
+    assert (packed.small is not None) == (native_ext.kernel() is not None)
+    fn = {"none": lambda y: y, "relu": torch.relu, "silu": nn.functional.silu, "gelu": nn.functional.gelu,
+          "gelu_tanh": lambda y: nn.functional.gelu(y, approximate="tanh")}[activation]
+    with torch.no_grad():
+        for rows in (1, 2, 3, SMALL_ROWS, SMALL_ROWS + 3):  # the last one goes to oneDNN
+            x = 3 * torch.randn(rows, 64, dtype=dtype)
+            ref = fn(nn.functional.linear(x.double(), lin.weight.double(), lin.bias.double()))
+            torch.testing.assert_close(packed(x).double(), ref, atol=tol, rtol=tol)
+            if activation == "none":
+                other = torch.randn(rows, 48, dtype=dtype)
+                torch.testing.assert_close(packed.add(x, other).double(), ref + other.double(), atol=tol, rtol=tol)
+
+
+def test_the_small_kernel_is_skipped_where_it_cannot_run():
+    assert PackedLinear(nn.Linear(64, 40)).small is None  # 40 outputs: not a multiple of 16
+    assert PackedLinear(nn.Linear(24, 48)).small is None  # 24 inputs
+    lin = nn.Linear(32, 32)
+    x = torch.randn(8, 32)[::2]  # 4 rows, strided: oneDNN takes it
+    with torch.no_grad():
+        torch.testing.assert_close(PackedLinear(lin)(x), lin(x), atol=1e-5, rtol=1e-5)
 
 
 def test_pack_linears_keeps_outputs():
