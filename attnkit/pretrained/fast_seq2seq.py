@@ -4,9 +4,11 @@
 ``attnkit.generation.generate`` runs it unchanged. What it does differently (ideas from CTranslate2's
 decoder, written here):
 
-- every linear layer is packed once for oneDNN (``PackedLinear``): the decoder's fused Q, K, V
-  projection, the feed-forward with its activation inside the first kernel, the residual added inside
-  the output projections' kernels, the output layer with ``final_logits_bias`` as its bias;
+- every linear layer is packed once for oneDNN (``PackedLinear``) and for attnkit's ``small_linear``
+  kernel, which takes the steps of up to 4 rows (batch 1 greedy: one sequential pass over each weight):
+  the decoder's fused Q, K, V projection, the feed-forward with its activation inside the first kernel,
+  the residual added inside the output projections' kernels, the output layer with ``final_logits_bias``
+  as its bias;
 - the self-attention keys and values go into preallocated time-major buffers (capacity, B, H, dh),
   written in place at each step (no ``torch.cat`` per step; the capacity doubles when full); attention
   reads the filled part as a strided (B, H, t, dh) view, and moving rows (beams) copies the filled part only;
@@ -15,7 +17,8 @@ decoder, written here):
   beams of a sentence are K queries against its one set of keys (one attention call of Lq = K);
 - one decoding step is one token per row: a longer prefix is fed one token at a time.
 
-Attention still goes through ``attnkit.attention`` (for these shapes its native ``short`` kernel).
+Attention runs attnkit's native ``short`` kernel, called directly (the shapes are this module's own), or
+``attnkit.attention`` where that kernel does not run (other dtypes, head sizes, masks, or > 256 keys).
 The encoder is a packed copy too (``fuse_encoder_layers``). Weights are copied, never trained. With
 ``output_attentions`` or ``use_cache=False`` the step runs on the reference model.
 """
@@ -160,6 +163,8 @@ class FastSeq2Seq(nn.Module):
         out_weight = model.target_embedding.weight if model.lm_head is None else model.lm_head.weight
         bias = model.final_logits_bias
         self.output = PackedLinear(_linear(out_weight.detach(), None if bias is None else bias.detach()))
+        for lin in [self.output] + [m for layer in self.layers for m in layer.children()]:
+            lin.prepare_small()  # the steps' weights in the small kernel's layout now, not on the first step
 
     # -- the protocol --------------------------------------------------------------------------
     @torch.no_grad()

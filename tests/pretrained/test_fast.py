@@ -52,11 +52,19 @@ def test_a_few_rows_take_the_small_kernel_with_the_same_results(dtype, tol, acti
             torch.testing.assert_close(packed(x).double(), ref, atol=tol, rtol=tol)
             if activation == "none":
                 other = torch.randn(rows, 48, dtype=dtype)
+                assert (packed._blocked is not None) == (packed.small is not None)  # made on the first call
                 torch.testing.assert_close(packed.add(x, other).double(), ref + other.double(), atol=tol, rtol=tol)
 
 
-def test_the_small_kernel_is_skipped_where_it_cannot_run():
-    assert PackedLinear(nn.Linear(64, 40)).small is None  # 40 outputs: not a multiple of 16
+def test_the_small_kernel_pads_outputs_to_16_and_skips_what_it_cannot_run(one_thread):
+    lin = nn.Linear(64, 40)  # 40 outputs: padded to 48 in the kernel's copy, the 8 extra columns dropped
+    packed = PackedLinear(lin).prepare_small()
+    x, other = torch.randn(3, 64), torch.randn(3, 40)
+    with torch.no_grad():
+        torch.testing.assert_close(packed(x), lin(x), atol=2e-5, rtol=2e-5)
+        torch.testing.assert_close(packed.add(x, other), lin(x) + other, atol=2e-5, rtol=2e-5)  # oneDNN's
+    if packed.small is not None:
+        assert packed._blocked.shape == (12, 4, 4, 16) and packed(x).shape == (3, 40)
     assert PackedLinear(nn.Linear(24, 48)).small is None  # 24 inputs
     lin = nn.Linear(32, 32)
     x = torch.randn(8, 32)[::2]  # 4 rows, strided: oneDNN takes it

@@ -94,6 +94,8 @@ SCRIPT = textwrap.dedent('''
         "sl x strided": lambda: K.small_linear(x.t().contiguous().t(), W, None, None, 0),
         "sl 3-D": lambda: K.small_linear(x[None], W, None, None, 0),
         "sl act": lambda: K.small_linear(x, W, None, None, 5),
+        "sl blocked 4 x 8": lambda: K.small_linear(x, W.view(8, 4, 4, 8), None, None, 0),
+        "sl blocked K": lambda: K.small_linear(x, W.view(16, 1, 4, 16), None, None, 0),
     }
     if not K.cpu_has_bf16():
         bad["sf bfloat16 without AVX512-BF16"] = lambda: K.short_forward(*qkv(d=32, dtype=bf16), E, E, 0.25)
@@ -112,6 +114,7 @@ SCRIPT = textwrap.dedent('''
     K.window_backward(q3, k3, v3, out3, out3, lse3, E, 2, 2, 0.25)
     K.add_norm(x[:0], x[:0], w, w, 1e-5)
     K.small_linear(x[:0], W, w, x[:0], 2)
+    K.small_linear(x, W.view(8, 4, 2, 16).permute(0, 2, 1, 3).contiguous(), w, None, 2)
     print("all", len(bad), "rejected")
 ''')
 

@@ -11,7 +11,7 @@
 #include "simd.h"
 #include "small_linear.h"
 
-// x (M, K), weight (N, K), bias (N,) or undefined, residual (M, N) or undefined: contiguous, all float32 or all
+// x (M, K), weight (N, K) or blocked (N / 4, K / 16, 4, 16) (small_linear.h), bias (N,) or undefined, residual (M, N) or undefined: contiguous, all float32 or all
 // bfloat16, on the CPU; K and N multiples of 16; act 0 none, 1 ReLU, 2 SiLU, 3 GELU (erf), 4 GELU (tanh).
 namespace attnkit_ops {
 
@@ -26,9 +26,11 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
   TORCH_CHECK((dt == at::kFloat || dt == at::kBFloat16) && weight.scalar_type() == dt &&
                   (!has_b || bias->scalar_type() == dt) && (!has_r || residual->scalar_type() == dt),
               who, ": x, weight, bias and residual must all be float32 or all bfloat16");
-  TORCH_CHECK(x.dim() == 2 && weight.dim() == 2 && x.size(1) == weight.size(1), who,
-              ": x must be (M, K) and weight (N, K)");
-  const int64_t m = x.size(0), n = weight.size(0), k = x.size(1);
+  const bool blocked = weight.dim() == 4;
+  TORCH_CHECK(x.dim() == 2 && (weight.dim() == 2 || (blocked && weight.size(2) == 4 && weight.size(3) == 16)), who,
+              ": x must be (M, K) and weight (N, K), or blocked (N / 4, K / 16, 4, 16)");
+  const int64_t m = x.size(0), k = x.size(1), n = blocked ? 4 * weight.size(0) : weight.size(0);
+  TORCH_CHECK((blocked ? 16 * weight.size(1) : weight.size(1)) == k, who, ": x and weight disagree on K");
   TORCH_CHECK(k % 16 == 0 && n % 16 == 0, who, ": K and N must be multiples of 16, got K=", k, ", N=", n);
   TORCH_CHECK(!has_b || (bias->dim() == 1 && bias->size(0) == n && bias->is_contiguous()), who,
               ": bias must be (N,) and contiguous");
@@ -51,7 +53,12 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
     const int64_t blocks = n / 16, grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1));
     at::parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
       std::vector<float> sums(static_cast<size_t>(m * (b1 - b0) * 16));
-      attnkit_linear::small_linear_cols<S>(xf.data(), wp, bp, rp, op, m, n, k, b0 * 16, b1 * 16, act, sums.data());
+      if (blocked)
+        attnkit_linear::small_linear_cols<S, true>(xf.data(), wp, bp, rp, op, m, n, k, b0 * 16, b1 * 16, act,
+                                                   sums.data());
+      else
+        attnkit_linear::small_linear_cols<S, false>(xf.data(), wp, bp, rp, op, m, n, k, b0 * 16, b1 * 16, act,
+                                                    sums.data());
     });
   };
   if (dt == at::kFloat)

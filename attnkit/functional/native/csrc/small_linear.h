@@ -3,8 +3,10 @@
 //
 // At one to a few rows a linear layer is a pass over its weights, and its time is the weights' bytes over
 // the memory bandwidth plus the call's own cost. W stays in nn.Linear's layout (N, K), row-major: each output
-// is the dot product of a row of x with a contiguous row of W, read once as a stream. Four rows of W x up to
-// four rows of x accumulate in 16 registers (float32 sums); four rows of x more reread those W rows from L1.
+// is the dot product of a row of x with a row of W, read once. Four rows of W x up to four rows of x accumulate
+// in 16 registers (float32 sums); four rows of x more reread those W rows from L1. W is either in nn.Linear's
+// layout (N, K) or blocked, each 4 rows interleaved in chunks of 16 ((N / 4, K / 16, 4, 16)): one sequential
+// stream, which the hardware prefetchers follow best.
 // x is widened to float32 once (a scratch of M x K floats); bfloat16 W is widened as it is loaded. The
 // epilogue runs on 16 outputs at a time: bias, activation (ReLU; SiLU; GELU exact, erf by Abramowitz-Stegun
 // 7.1.26, |error| < 1.5e-7; GELU tanh), then the residual; one rounding to the storage dtype at the end.
@@ -74,21 +76,33 @@ inline __m512 activate(__m512 y, int64_t act) {
 }
 
 // acc[r][m] += W[n0 + r, :] . x[m, :] for R rows of W and MB rows of x (xf: float32 rows of K).
-// The rows PF ahead of the block (the next blocks' rows, same column) are prefetched as it goes: W is read as
-// R streams, which the hardware prefetchers alone follow less well than one.
-template <typename S, int R, int MB>
+// W's layout: plain, rows of K (nn.Linear's), or blocked: each 4 rows interleaved in chunks of 16,
+// (N / 4, K / 16, 4, 16), so that a block of 4 rows is one sequential stream. Element (r, j) of the block of
+// rows starting at w: plain w[r k + j], blocked w[(j / 16) 64 + r 16 + j % 16].
+template <bool Blocked>
+inline int64_t at_(int r, int64_t j, int64_t k) { return Blocked ? (j / 16) * 64 + r * 16 : r * k + j; }
+
+// acc[r][m] += W[n0 + r, :] . x[m, :] for R rows of W and MB rows of x (xf: float32 rows of K). The rows
+// kAhead blocks ahead are prefetched as it goes (plain W is R streams, which the hardware prefetchers alone
+// follow less well than one).
+template <typename S, int R, int MB, bool Blocked>
 inline void block(const S* w, const float* xf, int64_t k, float* sums, int64_t ldo) {
   constexpr int kPerLine = 64 / sizeof(S);  // elements of W per cache line
   __m512 acc[R][MB];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < MB; ++m) acc[r][m] = _mm512_setzero_ps();
+  const S* ahead = w + kAhead * R * k;
   for (int64_t j = 0; j < k; j += 16) {
-    if (j % kPerLine == 0)
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + (r + kAhead * R) * k + j), _MM_HINT_T0);
+    if (Blocked) {  // R * 16 elements a step, one stream
+      for (int l = 0; l < R * 16; l += kPerLine)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + j * R + l), _MM_HINT_T0);
+    } else if (j % kPerLine == 0) {
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * k + j), _MM_HINT_T0);
+    }
     __m512 xv[MB];
     for (int m = 0; m < MB; ++m) xv[m] = _mm512_loadu_ps(xf + m * k + j);
     for (int r = 0; r < R; ++r) {
-      const __m512 wv = load16(w + r * k + j);
+      const __m512 wv = load16(w + at_<Blocked>(r, j, k));
       for (int m = 0; m < MB; ++m) acc[r][m] = _mm512_fmadd_ps(wv, xv[m], acc[r][m]);
     }
   }
@@ -96,27 +110,27 @@ inline void block(const S* w, const float* xf, int64_t k, float* sums, int64_t l
     for (int r = 0; r < R; ++r) sums[m * ldo + r] = _mm512_reduce_add_ps(acc[r][m]);
 }
 
-template <typename S, int R>
+template <typename S, int R, bool Blocked>
 inline void rows_of_w(const S* w, const float* xf, int64_t m_rows, int64_t k, float* sums, int64_t ldo) {
   int64_t m = 0;
-  for (; m + 4 <= m_rows; m += 4) block<S, R, 4>(w, xf + m * k, k, sums + m * ldo, ldo);
+  for (; m + 4 <= m_rows; m += 4) block<S, R, 4, Blocked>(w, xf + m * k, k, sums + m * ldo, ldo);
   switch (m_rows - m) {
-    case 3: block<S, R, 3>(w, xf + m * k, k, sums + m * ldo, ldo); break;
-    case 2: block<S, R, 2>(w, xf + m * k, k, sums + m * ldo, ldo); break;
-    case 1: block<S, R, 1>(w, xf + m * k, k, sums + m * ldo, ldo); break;
+    case 3: block<S, R, 3, Blocked>(w, xf + m * k, k, sums + m * ldo, ldo); break;
+    case 2: block<S, R, 2, Blocked>(w, xf + m * k, k, sums + m * ldo, ldo); break;
+    case 1: block<S, R, 1, Blocked>(w, xf + m * k, k, sums + m * ldo, ldo); break;
     default: break;
   }
 }
 
 // Outputs [n_begin, n_end) of every row: sums (M, n_end - n_begin) float32 scratch, then the epilogue.
 // n_end - n_begin is a multiple of 16 (the entry point splits N so), k a multiple of 16.
-template <typename S>
+// (width is a multiple of 16, so of the 4 rows of a block.)
+template <typename S, bool Blocked>
 inline void small_linear_cols(const float* xf, const S* w, const S* bias, const S* res, S* out, int64_t m_rows,
                               int64_t n, int64_t k, int64_t n_begin, int64_t n_end, int64_t act, float* sums) {
   const int64_t width = n_end - n_begin;
-  int64_t c = 0;
-  for (; c + 4 <= width; c += 4) rows_of_w<S, 4>(w + (n_begin + c) * k, xf, m_rows, k, sums + c, width);
-  for (; c < width; ++c) rows_of_w<S, 1>(w + (n_begin + c) * k, xf, m_rows, k, sums + c, width);
+  for (int64_t c = 0; c < width; c += 4)
+    rows_of_w<S, 4, Blocked>(w + (n_begin + c) * k, xf, m_rows, k, sums + c, width);
   for (int64_t m = 0; m < m_rows; ++m)
     for (int64_t j = 0; j < width; j += 16) {
       const int64_t col = n_begin + j;
