@@ -89,6 +89,14 @@ class PackedLinear(nn.Module):
             return self.small(x, self._blocked_weight(), self._small_bias, other, 0)
         return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, self.bias, "add")
 
+    def add_norm(self, x: Tensor, other: Tensor, norm_weight: Tensor, norm_bias: Tensor, eps: float) -> Tensor:
+        """LayerNorm(other + x W^T + b) * norm_weight + norm_bias (post-LN's residual and norm; no activation).
+        x (N, in), other (N, out) -> (N, out). At a few rows one native call, the sum kept in float32."""
+        if (self.small is not None and x.shape[0] <= SMALL_ROWS and self.out_features % 16 == 0 and x.is_contiguous()
+                and other.is_contiguous() and self.activation == "none"):
+            return self.small(x, self._blocked_weight(), self._small_bias, other, 0, norm_weight, norm_bias, eps)
+        return torch.layer_norm(self.add(x, other), (self.out_features,), norm_weight, norm_bias, eps)
+
     def prepare_small(self) -> PackedLinear:
         """Make the small kernel's copy of W now rather than on the first call of a few rows; returns self."""
         if self.small is not None:

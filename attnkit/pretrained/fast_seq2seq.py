@@ -304,6 +304,10 @@ class FastSeq2Seq(nn.Module):
         return attention(q, k, v, mask)
 
     def _residual(self, linear: PackedLinear, y: Tensor, x: Tensor, norm: _Norm) -> Tensor:
-        """Post-LN: norm(x + linear(y)); pre-LN: x + linear(y). The sum happens inside the linear kernel."""
-        s = linear.add(y, x)
-        return s if self.norm_first else norm(s)
+        """Post-LN: norm(x + linear(y)); pre-LN: x + linear(y). The sum happens inside the linear kernel, and
+        with an affine LayerNorm at a few rows the norm too."""
+        if self.norm_first:
+            return linear.add(y, x)
+        if norm.args is not None:
+            return linear.add_norm(y, x, *norm.args[1:])
+        return norm(linear.add(y, x))

@@ -56,6 +56,22 @@ def test_a_few_rows_take_the_small_kernel_with_the_same_results(dtype, tol, acti
                 torch.testing.assert_close(packed.add(x, other).double(), ref + other.double(), atol=tol, rtol=tol)
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 4e-2)])
+@pytest.mark.parametrize("rows", [1, 3, SMALL_ROWS + 1])
+def test_add_norm_is_the_layer_norm_of_the_residual_sum(dtype, tol, rows, one_thread):
+    torch.manual_seed(1)
+    lin, norm = nn.Linear(64, 32).to(dtype), nn.LayerNorm(32).to(dtype)
+    with torch.no_grad():
+        norm.weight.normal_()
+        norm.bias.normal_()
+        x, other = torch.randn(rows, 64, dtype=dtype), 3 * torch.randn(rows, 32, dtype=dtype)
+        s = nn.functional.linear(x.double(), lin.weight.double(), lin.bias.double()) + other.double()
+        ref = nn.functional.layer_norm(s, (32,), norm.weight.double(), norm.bias.double(), 1e-5)
+        got = PackedLinear(lin).add_norm(x, other, norm.weight, norm.bias, 1e-5)
+        assert got.dtype == dtype
+        torch.testing.assert_close(got.double(), ref, atol=tol, rtol=tol)
+
+
 def test_the_small_kernel_pads_outputs_to_16_and_skips_what_it_cannot_run(one_thread):
     lin = nn.Linear(64, 40)  # 40 outputs: padded to 48 in the kernel's copy, the 8 extra columns dropped
     packed = PackedLinear(lin).prepare_small()

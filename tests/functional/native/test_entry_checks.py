@@ -96,6 +96,11 @@ SCRIPT = textwrap.dedent('''
         "sl act": lambda: K.small_linear(x, W, None, None, 5),
         "sl blocked 4 x 8": lambda: K.small_linear(x, W.view(8, 4, 4, 8), None, None, 0),
         "sl blocked K": lambda: K.small_linear(x, W.view(16, 1, 4, 16), None, None, 0),
+        "sl norm without residual": lambda: K.small_linear(x, W, None, None, 0, w, w, 1e-5),
+        "sl norm with act": lambda: K.small_linear(x, W, None, x, 2, w, w, 1e-5),
+        "sl norm weight only": lambda: K.small_linear(x, W, None, x, 0, w, None, 1e-5),
+        "sl norm size": lambda: K.small_linear(x, W, None, x, 0, w[:16], w[:16], 1e-5),
+        "sl norm dtype": lambda: K.small_linear(x, W, None, x, 0, w.double(), w.double(), 1e-5),
     }
     if not K.cpu_has_bf16():
         bad["sf bfloat16 without AVX512-BF16"] = lambda: K.short_forward(*qkv(d=32, dtype=bf16), E, E, 0.25)
@@ -115,6 +120,7 @@ SCRIPT = textwrap.dedent('''
     K.add_norm(x[:0], x[:0], w, w, 1e-5)
     K.small_linear(x[:0], W, w, x[:0], 2)
     K.small_linear(x, W.view(8, 4, 2, 16).permute(0, 2, 1, 3).contiguous(), w, None, 2)
+    K.small_linear(x, W, w, x, 0, w, w, 1e-5)
     print("all", len(bad), "rejected")
 ''')
 

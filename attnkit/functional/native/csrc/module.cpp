@@ -16,6 +16,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("window_backward", &window_backward, "its backward (float32, recomputing the weights)", nogil);
   m.def("short_forward", &short_forward, "full attention for short sequences (float32 / bfloat16, AVX-512)", nogil);
   m.def("add_norm", &add_norm, "LayerNorm(x + r) over the last dimension (float32 / bfloat16, AVX-512)", nogil);
-  m.def("small_linear", &small_linear, "act(x W^T + b) + r for a few rows of x (float32 / bfloat16, AVX-512)", nogil);
+  m.def("small_linear", &small_linear, "act(x W^T + b) + r, or LN(r + x W^T + b), for a few rows of x (float32 / "
+        "bfloat16, AVX-512)", py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("residual"), py::arg("act"),
+        py::arg("ln_weight") = py::none(), py::arg("ln_bias") = py::none(), py::arg("eps") = 1e-5, nogil);
   m.def("cpu_has_bf16", &cpu_has_bf16, "whether this CPU has AVX512-BF16");
 }

@@ -9,12 +9,14 @@
 // stream, which the hardware prefetchers follow best.
 // x is widened to float32 once (a scratch of M x K floats); bfloat16 W is widened as it is loaded. The
 // epilogue runs on 16 outputs at a time: bias, activation (ReLU; SiLU; GELU exact, erf by Abramowitz-Stegun
-// 7.1.26, |error| < 1.5e-7; GELU tanh), then the residual; one rounding to the storage dtype at the end.
+// 7.1.26, |error| < 1.5e-7; GELU tanh), then the residual; one rounding to the storage dtype at the end, or
+// none when a LayerNorm follows (post-LN: LN(r + x W^T + b) from the float32 sums, row_mean_rstd below).
 #pragma once
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "simd.h"
@@ -125,8 +127,9 @@ inline void rows_of_w(const S* w, const float* xf, int64_t m_rows, int64_t k, fl
 // Outputs [n_begin, n_end) of every row: sums (M, n_end - n_begin) float32 scratch, then the epilogue.
 // n_end - n_begin is a multiple of 16 (the entry point splits N so), k a multiple of 16.
 // (width is a multiple of 16, so of the 4 rows of a block.)
-template <typename S, bool Blocked>
-inline void small_linear_cols(const float* xf, const S* w, const S* bias, const S* res, S* out, int64_t m_rows,
+// O: S, or float (the sums stay float32 for a LayerNorm after them).
+template <typename S, typename O, bool Blocked>
+inline void small_linear_cols(const float* xf, const S* w, const S* bias, const S* res, O* out, int64_t m_rows,
                               int64_t n, int64_t k, int64_t n_begin, int64_t n_end, int64_t act, float* sums) {
   const int64_t width = n_end - n_begin;
   for (int64_t c = 0; c < width; c += 4)
@@ -140,6 +143,20 @@ inline void small_linear_cols(const float* xf, const S* w, const S* bias, const 
       if (res != nullptr) y = _mm512_add_ps(y, load16(res + m * n + col));
       store16(out + m * n + col, y);
     }
+}
+
+// mean and 1 / sqrt(var + eps) of a float32 row of d (a multiple of 16) values, two passes (as add_norm.h).
+inline void row_mean_rstd(const float* y, int64_t d, float eps, float& mean, float& rstd) {
+  __m512 s = _mm512_setzero_ps();
+  for (int64_t j = 0; j < d; j += 16) s = _mm512_add_ps(s, _mm512_loadu_ps(y + j));
+  mean = _mm512_reduce_add_ps(s) / static_cast<float>(d);
+  const __m512 m = _mm512_set1_ps(mean);
+  s = _mm512_setzero_ps();
+  for (int64_t j = 0; j < d; j += 16) {
+    const __m512 t = _mm512_sub_ps(_mm512_loadu_ps(y + j), m);
+    s = _mm512_fmadd_ps(t, t, s);
+  }
+  rstd = 1.0f / std::sqrt(_mm512_reduce_add_ps(s) / static_cast<float>(d) + eps);
 }
 
 }  // namespace attnkit_linear
