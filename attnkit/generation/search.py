@@ -86,7 +86,7 @@ def greedy_or_sample(model, memory, mask, ids: TokenIds, *, max_new_tokens: int,
             nxt = sample(warp(logp, temperature=temperature, top_k=top_k, top_p=top_p), generator)
         else:
             nxt = logp.argmax(dim=-1)
-        chosen = logp.gather(1, nxt[:, None]).squeeze(1)
+        chosen = logp.gather(1, nxt[:, None]).view(-1)
         if n_done == 0 and every:  # no row has ended: the same updates, without indexing
             out[:, step + 1] = nxt
             log_probs += chosen
@@ -100,7 +100,10 @@ def greedy_or_sample(model, memory, mask, ids: TokenIds, *, max_new_tokens: int,
             if attention is None:
                 attention = attn.new_zeros((b, max_new_tokens, *attn.shape[1:]))
             attention[rows[~done], step] = attn[~done]
-        done |= nxt == ids.eos
+        ended = nxt == ids.eos
+        if n_done == 0 and not bool(ended.any()):
+            continue  # still no row has ended
+        done |= ended
         n_done = int(done.sum())
         if n_done == len(rows):
             break
