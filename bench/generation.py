@@ -13,9 +13,9 @@ Cases: batch 1 greedy and batch 32 with 4 beams; source length 24 (random ids); 
 ``--threads`` (2) threads everywhere; pad never generated. Engines are timed in turn, ``--repeats`` times,
 interleaved; medians. tokens/s counts the output tokens of the returned hypothesis (B x 64). Each engine is
 built and timed in a process of its own (the parent sends the sources, the worker times the call and returns
-the tokens), one at a time: a CTranslate2 call leaves an OpenMP thread pool in its process that made torch's
-threads stop spin-waiting there (attnkit's batch-1 runs ~1.5x slower, HF's slower too); ``--one-process``
-puts them all in one process as before.
+the tokens), one at a time: thread pools side by side in one process slowed each other (after a CTranslate2
+call torch's OpenMP threads stopped spin-waiting between operations: attnkit's batch 1 ran ~1.5x slower; and
+CTranslate2 float32's batch 1 ran ~2x slower next to torch); ``--one-process`` puts them all in one process.
 
 Next to each figure, the memory-bandwidth bound: one decoding step reads every decoder weight and the output
 layer once (cross-attention keys and values are projected once, so their weights are not counted; neither is
