@@ -10,11 +10,12 @@ and ``compute_type`` float32 / int8.
 
 Cases: batch 1 greedy and batch 32 with 4 beams; source length 24 (random ids); 64 new tokens forced
 (``min_new_tokens = max_new_tokens = 64``; CTranslate2 ``min_decoding_length = max_decoding_length = 64``);
-``--threads`` (2) threads everywhere; CTranslate2 runs in worker processes (see ``ct2_engine``); pad never
-generated. Engines are timed in turn, ``--repeats`` times,
-interleaved, each round starting one engine later, with ``--pause`` seconds of rest before every timed call
-(OpenMP worker threads keep spinning for a while after a call, taking cores from whatever runs next);
-medians. tokens/s counts the output tokens of the returned hypothesis (B x 64).
+``--threads`` (2) threads everywhere; pad never generated. Engines are timed in turn, ``--repeats`` times,
+interleaved; medians. tokens/s counts the output tokens of the returned hypothesis (B x 64). Each engine is
+built and timed in a process of its own (the parent sends the sources, the worker times the call and returns
+the tokens), one at a time: thread pools side by side in one process slowed each other (after a CTranslate2
+call torch's OpenMP threads stopped spin-waiting between operations: attnkit's batch 1 ran ~1.5x slower; and
+CTranslate2 float32's batch 1 ran ~2x slower next to torch); ``--one-process`` puts them all in one process.
 
 Next to each figure, the memory-bandwidth bound: one decoding step reads every decoder weight and the output
 layer once (cross-attention keys and values are projected once, so their weights are not counted; neither is
@@ -22,13 +23,13 @@ the K/V cache), so no engine can take fewer than (those bytes / bandwidth) secon
 measured here (``torch.sum`` over 512 MB on the same threads). At batch 32 x 4 beams the step does 128 rows of
 work per weight read and is compute-bound; the bound is then loose.
 
-    flock /tmp/attnkit-heavy.lock .venv/bin/python bench/generation.py [--run RUN] [--repeats 3] [--threads 2]
+    flock /tmp/attnkit-heavy.lock .venv/bin/python bench/generation.py [--run RUN] [--repeats 3] [--repeats-batch1 N]
+        [--threads 2] [--one-process]
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime
 import json
 import os
@@ -94,6 +95,34 @@ def run_folder(run: Path, root: Path) -> tuple[Path | None, object]:
 
 
 # -- the engines -----------------------------------------------------------------------------------
+# An engine is a spec (a tuple of plain values) that ``build`` turns into fn(ids, mask, beams) -> tokens; by default
+# each engine is built and timed in a process of its own (``Worker``), so that no engine's thread pool sits in
+# another's process: CTranslate2's OpenMP threads, once started, count against the OpenMP runtime torch uses too,
+# which then stops spin-waiting between parallel regions (torch ran batch 1 about 1.5x slower after a CTranslate2
+# call in its process). ``--one-process`` times them all here, as before.
+def build(spec: tuple, threads: int):
+    kind = spec[0]
+    torch.set_num_threads(threads)
+    if kind == "attnkit":  # ("attnkit", Marian folder or run, is a Marian folder, dtype name, fast, pad)
+        return attnkit_engine(_attnkit_model(Path(spec[1]), spec[2], getattr(torch, spec[3]), spec[4]), spec[5])
+    if kind == "hf":  # ("hf", folder, pad)
+        return hf_engine(Path(spec[1]), spec[2])
+    if kind == "ct2":  # ("ct2", ct2 folder, compute type, vocabulary)
+        return ct2_engine(Path(spec[1]), spec[2], threads, spec[3])
+    raise ValueError(f"build: unknown engine kind {kind!r}")
+
+
+def _attnkit_model(path: Path, marian: bool, dtype: torch.dtype, fast: bool):
+    """A Marian folder's decoding model, or a run's model (FastSeq2Seq unless ``fast`` is False)."""
+    from attnkit.load import load_pretrained
+    from attnkit.pretrained.fast_seq2seq import FastSeq2Seq
+
+    if marian:
+        return load_pretrained(path, dtype=dtype).decoder if fast else load_pretrained(path).model.to(dtype)
+    model = load_pretrained(path).model.to(dtype).eval()
+    return FastSeq2Seq(model) if fast else model
+
+
 def attnkit_engine(model, pad: int):
     from attnkit.generation import generate
 
@@ -120,7 +149,7 @@ def hf_engine(folder: Path, pad: int):
     return go
 
 
-def ct2_local(ct2_dir: Path, compute_type: str, threads: int, vocab: list[str]):
+def ct2_engine(ct2_dir: Path, compute_type: str, threads: int, vocab: list[str]):
     import ctranslate2
 
     tr = ctranslate2.Translator(str(ct2_dir), device="cpu", compute_type=compute_type, inter_threads=1,
@@ -136,36 +165,58 @@ def ct2_local(ct2_dir: Path, compute_type: str, threads: int, vocab: list[str]):
     return go
 
 
-def _ct2_serve(conn, new_tokens: int, *engine_args) -> None:
-    """The worker process: build the CTranslate2 engine, then answer (ids, mask, beams) with its output."""
+def _timed(fn, ids, mask, beams) -> tuple[float, torch.Tensor]:
+    t0 = time.perf_counter()
+    out = fn(ids, mask, beams)
+    return time.perf_counter() - t0, out
+
+
+def _serve(conn, spec: tuple, threads: int, new_tokens: int) -> None:
+    """A worker process: build the engine, then time one call per request (id lists in, seconds and tokens out)."""
     global NEW_TOKENS
     NEW_TOKENS = new_tokens
-    go = ct2_local(*engine_args)
+    if spec[0] == "attnkit" and len(spec) > 6:  # another checkout of attnkit (--compare)
+        sys.path.insert(0, spec[6])
+    fn = build(spec, threads)
     conn.send("ready")
     while (msg := conn.recv()) is not None:
-        conn.send(go(*msg))
+        ids, mask, beams = msg
+        seconds, out = _timed(fn, torch.tensor(ids), torch.tensor(mask), beams)
+        conn.send((seconds, out.tolist()))
 
 
-def ct2_engine(ct2_dir: Path, compute_type: str, threads: int, vocab: list[str]):
-    """CTranslate2 in a process of its own. In one process with torch, a CTranslate2 call slowed every later
-    torch call by up to 1.7x (its bundled OpenMP runtime beside torch's; 0.28 -> 0.48 s for attnkit's
-    batch-1 greedy, measured 2026-11-24); separate processes are also how the two would be deployed. The
-    round trip through the pipe (a few small tensors) is inside the timed call and costs well under 1 ms."""
-    import multiprocessing as mp
+class Worker:
+    """An engine in its own (spawned) process; ``run`` blocks while it decodes, so engines never overlap."""
 
-    parent, child = mp.get_context("spawn").Pipe()
-    proc = mp.get_context("spawn").Process(target=_ct2_serve, args=(child, NEW_TOKENS, ct2_dir, compute_type,
-                                                                    threads, vocab), daemon=True)
-    proc.start()
-    if parent.recv() != "ready":
-        raise RuntimeError("CTranslate2 worker failed to start")
+    def __init__(self, spec: tuple, threads: int):
+        import multiprocessing as mp
 
-    def go(ids, mask, beams):
-        parent.send((ids, mask, beams))
-        return parent.recv()
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, spec, threads, NEW_TOKENS), daemon=True)
+        self.proc.start()
+        if self.conn.recv() != "ready":
+            raise RuntimeError(f"Worker: engine {spec[0]} did not start")
 
-    go.close = lambda: (parent.send(None), proc.join(10))
-    return go
+    def run(self, ids, mask, beams) -> tuple[float, torch.Tensor]:
+        self.conn.send((ids.tolist(), mask.tolist(), beams))
+        seconds, out = self.conn.recv()
+        return seconds, torch.tensor(out)
+
+    def close(self) -> None:
+        self.conn.send(None)
+        self.proc.join(timeout=30)
+
+
+class InProcess:
+    def __init__(self, spec: tuple, threads: int):
+        self.fn = build(spec, threads)
+
+    def run(self, ids, mask, beams) -> tuple[float, torch.Tensor]:
+        return _timed(self.fn, ids, mask, beams)
+
+    def close(self) -> None:
+        pass
 
 
 # -- the bound -------------------------------------------------------------------------------------
@@ -197,51 +248,57 @@ def sources(vocab: int, pad: int, batch: int, seed: int = 0):
     return ids, torch.ones_like(ids)
 
 
-def bench_model(name: str, folder: Path | None, model, args, root: Path) -> list[str]:
-    from attnkit.load import load_pretrained
-    from attnkit.pretrained.fast_seq2seq import FastSeq2Seq
-
+def bench_model(name: str, folder: Path | None, model, args, root: Path, run: Path | None = None) -> list[str]:
+    """Time the engines on ``folder`` (a Marian folder; None: attnkit alone, on the run ``run``)."""
     cfg = model.config
     pad = cfg.pad_token_id
-    engines = {}
-    if folder is not None:
-        engines["attnkit float32"] = attnkit_engine(load_pretrained(folder).decoder, pad)
-        engines["attnkit bfloat16"] = attnkit_engine(load_pretrained(folder, dtype=torch.bfloat16).decoder, pad)
-    else:
-        engines["attnkit float32"] = attnkit_engine(FastSeq2Seq(model), pad)
-        engines["attnkit bfloat16"] = attnkit_engine(FastSeq2Seq(copy.deepcopy(model).to(torch.bfloat16)), pad)
+    source, marian = (folder, True) if folder is not None else (run, False)
+    specs = {"attnkit float32": ("attnkit", str(source), marian, "float32", True, pad),
+             "attnkit bfloat16": ("attnkit", str(source), marian, "bfloat16", True, pad)}
+    for other in args.compare or []:
+        for dt in ("float32", "bfloat16"):
+            specs[f"attnkit {dt} @{other}"] = ("attnkit", str(source), marian, dt, True, pad, str(other.resolve()))
     if args.reference:
-        engines["attnkit reference modules"] = attnkit_engine(model, pad)
+        specs["attnkit reference modules"] = ("attnkit", str(source), marian, "float32", False, pad)
     if folder is not None:
         import ctranslate2
         import transformers
 
-        engines["HF generate"] = hf_engine(folder, pad)
+        specs["HF generate"] = ("hf", str(folder), pad)
         ct2_dir = root / f"ct2-{name}"
         ctranslate2.converters.TransformersConverter(str(folder)).convert(str(ct2_dir), force=True)
         tok = transformers.AutoTokenizer.from_pretrained(folder)
         vocab = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda x: x[1])]
         for ct in ("float32", "int8"):
-            engines[f"CTranslate2 {ct}"] = ct2_engine(ct2_dir, ct, args.threads, vocab)
+            specs[f"CTranslate2 {ct}"] = ("ct2", str(ct2_dir), ct, vocab)
+    if args.engines:
+        specs = {k: v for k, v in specs.items() if k == "attnkit float32" or any(k.startswith(e) for e in args.engines)}
+    engines = {k: (InProcess if args.one_process else Worker)(spec, args.threads) for k, spec in specs.items()}
+    try:
+        return _time_cases(name, engines, cfg, pad, args)
+    finally:
+        for e in engines.values():
+            e.close()
+
+
+def _time_cases(name: str, engines: dict, cfg, pad: int, args) -> list[str]:
     bw = bandwidth(args.threads)
+    where = "all engines in this process" if args.one_process else "each engine in a process of its own"
     lines = [f"### {name}: {cfg.transformer.num_encoder_layers}+{cfg.transformer.num_decoder_layers} layers, "
              f"d_model {cfg.transformer.d_model}, vocabulary {cfg.tgt_vocab_size}",
              f"measured read bandwidth: {bw / 1e9:.1f} GB/s; weights read per step: "
              f"{step_bytes(cfg, 4) / 1e6:.0f} MB in float32, {step_bytes(cfg, 2) / 1e6:.0f} MB in bfloat16, "
-             f"{step_bytes(cfg, 1) / 1e6:.0f} MB in int8"]
+             f"{step_bytes(cfg, 1) / 1e6:.0f} MB in int8; {where}"]
     for case, (batch, beams) in CASES.items():
         if args.cases and case not in args.cases:
             continue
         ids, mask = sources(cfg.src_vocab_size, pad, batch)
-        outs = {k: fn(ids, mask, beams) for k, fn in engines.items()}  # warm-up, and the outputs to compare
+        outs = {k: e.run(ids, mask, beams)[1] for k, e in engines.items()}  # warm-up, and the outputs to compare
         samples = {k: [] for k in engines}
-        names = list(engines)
-        for r in range(args.repeats):
-            for k in names[r % len(names):] + names[:r % len(names)]:  # each repeat starts one engine later
-                time.sleep(args.pause)  # the previous engine's spinning worker threads go idle first
-                t0 = time.perf_counter()
-                engines[k](ids, mask, beams)
-                samples[k].append(time.perf_counter() - t0)
+        repeats = args.repeats_batch1 if (batch == 1 and args.repeats_batch1) else args.repeats
+        for _ in range(repeats):
+            for k, e in engines.items():
+                samples[k].append(e.run(ids, mask, beams)[0])
         med = {k: statistics.median(v) for k, v in samples.items()}
         ref = outs["attnkit float32"]
         rows = []
@@ -254,11 +311,9 @@ def bench_model(name: str, folder: Path | None, model, args, root: Path) -> list
                          _ratio(med, "CTranslate2 int8", k), f"{bound:.0f}", f"{100 * tps / bound:.0f}%",
                          f"{same}/{batch}"])
         lines += ["", f"{case} ({NEW_TOKENS} new tokens, source {SOURCE_LENGTH}, {args.threads} threads, median of "
-                      f"{args.repeats})", "",
+                      f"{repeats})", "",
                   table(["engine", "seconds", "tokens/s", "x HF", "x CT2 f32", "x CT2 int8", "bandwidth bound tok/s",
                          "of bound", "same tokens as attnkit f32"], rows)]
-    for fn in engines.values():
-        getattr(fn, "close", lambda: None)()
     return lines
 
 
@@ -271,16 +326,23 @@ def main() -> None:
     p.add_argument("--run", type=Path, default=None, help="also a trained translation run (attnkit train translate)")
     p.add_argument("--no-base", action="store_true", help="skip the random Transformer-base model")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--pause", type=float, default=0.5,
-                   help="seconds of rest before each timed call, so that one engine's idle-spinning OpenMP "
-                        "threads do not take cores from the next (default 0.5)")
+    p.add_argument("--repeats-batch1", type=int, default=None,
+                   help="repeats of the batch-1 case (noisier: a run is ~1 s); default --repeats")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--new-tokens", type=int, default=64, help="tokens generated per sentence (forced)")
     p.add_argument("--source-length", type=int, default=24)
     p.add_argument("--cases", nargs="*", choices=list(CASES), default=None)
+    p.add_argument("--one-process", action="store_true",
+                   help="time every engine in this process (thread pools side by side) instead of one process each")
+    p.add_argument("--compare", type=Path, nargs="*", default=None,
+                   help="also time attnkit from these checkouts (A/B of a change; each in its own process)")
+    p.add_argument("--engines", nargs="*", default=None,
+                   help="time only the engines whose names start with these (attnkit float32 always runs)")
     p.add_argument("--reference", action="store_true", help="also time attnkit's plain modules (no FastSeq2Seq)")
     p.add_argument("--out", type=Path, default=None, help="append the tables to this Markdown file")
     args = p.parse_args()
+    if args.compare and args.one_process:
+        p.error("--compare needs a process per engine; drop --one-process")
     global NEW_TOKENS, SOURCE_LENGTH
     NEW_TOKENS, SOURCE_LENGTH = args.new_tokens, args.source_length
     torch.set_num_threads(args.threads)
@@ -297,7 +359,7 @@ def main() -> None:
                                         args, root)
         if args.run is not None:
             folder, model = run_folder(args.run, root)
-            lines += [""] + bench_model(f"trained run {args.run.name}", folder, model, args, root)
+            lines += [""] + bench_model(f"trained run {args.run.name}", folder, model, args, root, run=args.run)
     lines.append(f"\nload average at end: {os.getloadavg()[0]:.2f}")
     text = "\n".join(lines)
     print(text)

@@ -21,9 +21,9 @@ def constrain(logp: Tensor, *, step: int, eos_token_id: int, min_new_tokens: int
               suppress: Tensor | None = None) -> Tensor:
     """logp (rows, V) at generated position ``step`` (0 = the first new token) -> (rows, V), banned ids at -inf."""
     if step < min_new_tokens:
-        logp[:, eos_token_id] = NEG_INF
+        logp.select(1, eos_token_id).fill_(NEG_INF)
     if suppress is not None and suppress.numel():
-        logp[:, suppress] = NEG_INF
+        logp.index_fill_(1, suppress, NEG_INF)
     return logp
 
 

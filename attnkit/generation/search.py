@@ -71,32 +71,45 @@ def greedy_or_sample(model, memory, mask, ids: TokenIds, *, max_new_tokens: int,
     lengths = torch.zeros(b, dtype=torch.long, device=dev)
     attention: Tensor | None = None  # (B, T, L, H, S)
     rows = torch.arange(b, device=dev)  # the sentence of each row still in the batch
+    every = True  # rows is still arange(b): plain slices instead of indexing
     done = torch.zeros(b, dtype=torch.bool, device=dev)  # per row: END already generated
+    n_done = 0
     cache = None
     for step in range(max_new_tokens):
-        inp = out[rows, step:step + 1] if (use_cache and cache is not None) else out[rows, :step + 1]
+        if use_cache and cache is not None:
+            inp = out[:, step:step + 1] if every else out[rows, step:step + 1]
+        else:
+            inp = out[:, :step + 1] if every else out[rows, :step + 1]
         logp, cache, attn = _step(model, inp, memory, mask, cache, use_cache, output_attentions)
         logp = constrain(logp, step=step, eos_token_id=ids.eos, min_new_tokens=min_new_tokens, suppress=suppress)
         if do_sample:
             nxt = sample(warp(logp, temperature=temperature, top_k=top_k, top_p=top_p), generator)
         else:
             nxt = logp.argmax(dim=-1)
-        chosen = logp.gather(1, nxt[:, None]).squeeze(1)
-        live = ~done
-        out[rows[live], step + 1] = nxt[live]  # nothing after END: finished rows keep their padding
-        log_probs[rows] += chosen.masked_fill(done, 0.0)
-        lengths[rows] += live.long()
+        chosen = logp.gather(1, nxt[:, None]).view(-1)
+        if n_done == 0 and every:  # no row has ended: the same updates, without indexing
+            out[:, step + 1] = nxt
+            log_probs += chosen
+            lengths += 1
+        else:
+            live = ~done
+            out[rows[live], step + 1] = nxt[live]  # nothing after END: finished rows keep their padding
+            log_probs[rows] += chosen.masked_fill(done, 0.0)
+            lengths[rows] += live.long()
         if attn is not None:
             if attention is None:
                 attention = attn.new_zeros((b, max_new_tokens, *attn.shape[1:]))
-            attention[rows[live], step] = attn[live]
-        done |= nxt == ids.eos
+            attention[rows[~done], step] = attn[~done]
+        ended = nxt == ids.eos
+        if n_done == 0 and not bool(ended.any()):
+            continue  # still no row has ended
+        done |= ended
         n_done = int(done.sum())
         if n_done == len(rows):
             break
         if 4 * n_done >= len(rows):  # drop the finished rows
             keep = (~done).nonzero().squeeze(1)
-            rows, done = rows[keep], done[keep]
+            rows, done, n_done, every = rows[keep], done[keep], 0, False
             memory = memory.index_select(0, keep)
             mask = None if mask is None else mask.index_select(0, keep)
             if use_cache:

@@ -50,7 +50,8 @@ def write_report(out: Path, suite: str | None = None) -> list[dict]:
     suite = suite or "/".join(sorted({str(r.get("suite", "?")) for r in rows}))
     floors_path = out / "baselines.json"
     floors = json.loads(floors_path.read_text(encoding="utf-8")) if floors_path.exists() else None
-    text = [f"# LRA-lite ({suite} suite)", "", "Test accuracy (%); the (rule) rows learn nothing about the sequence:", "",
+    text = [f"# LRA-lite ({suite} suite)", "",
+            "Test accuracy (%); the (rule) rows learn nothing about the sequence:", "",
             accuracy_table(rows, floors), "",
             "Every cell:", "", cells_table(rows), "",
             "Reproduce a cell: the `command` field of its row in results.jsonl.", ""]

@@ -174,9 +174,10 @@ class Seq2SeqModel(nn.Module):
         if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
             got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, Tensor) else type(ids).__name__
             raise ValueError(f"Seq2SeqModel: `{name}` must be a (B, L) integer tensor, got {got}")
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
-            raise ValueError(f"Seq2SeqModel: `{name}` has ids in [{int(ids.min())}, {int(ids.max())}], "
-                             f"outside the vocabulary [0, {vocab})")
+        if ids.numel():
+            lo, hi = (int(v) for v in torch.aminmax(ids))  # one pass (this runs at every decoding step)
+            if lo < 0 or hi >= vocab:
+                raise ValueError(f"Seq2SeqModel: `{name}` has ids in [{lo}, {hi}], outside the vocabulary [0, {vocab})")
 
     def output_logits(self, hidden: Tensor) -> Tensor:
         """Decoder states (..., d) -> logits (..., V)."""

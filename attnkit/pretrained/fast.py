@@ -15,6 +15,7 @@ inference copy only. Where the oneDNN ops are missing it changes nothing.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..functional.attention import attention
@@ -25,6 +26,8 @@ from ..nn.blocks import EncoderLayer, FeedForward
 __all__ = ["PackedLinear", "FusedEncoderLayer", "pack_linears", "fuse_encoder_layers", "onednn_available"]
 
 _OK: bool | None = None
+SMALL_ROWS = 4  # at most this many rows: attnkit's native small_linear kernel (one sequential pass over W)
+_SMALL_ACTS = {"none": 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_tanh": 4}
 # attnkit activation -> oneDNN post-op (attr, algorithm) of ``_linear_pointwise``
 _POST_OPS = {"none": ("none", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh"), "relu": ("relu", ""),
              "silu": ("swish", "")}
@@ -53,6 +56,12 @@ class PackedLinear(nn.Module):
 
     ``activation``: "none", or one of attnkit's activations applied inside the kernel: "gelu" (exact,
     erf), "gelu_tanh", "relu", "silu" (oneDNN's "swish").
+
+    Inputs of at most ``SMALL_ROWS`` rows (a decoding step) go to attnkit's native ``small_linear`` where it
+    runs (AVX-512; in_features a multiple of 16): one sequential pass over a blocked copy of W (made on the first
+    such call: 4 rows interleaved in chunks of 16), with bias, activation and residual in the same pass and
+    a fraction of oneDNN's per-call cost (~2 us against ~10 us); on this 2-core AMD host it streams weights
+    at the bandwidth of a plain sum, about 1.3x faster than oneDNN's packed layout at one row.
     """
 
     def __init__(self, linear: nn.Linear, activation: str = "none"):
@@ -64,22 +73,71 @@ class PackedLinear(nn.Module):
         self.weight = linear.weight.detach()  # kept for code that reads slices of it (e.g. cross-attention)
         self.bias = None if linear.bias is None else linear.bias.detach()
         self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, None)  # oneDNN layout, same dtype
+        self.small = _small_kernel(self.weight)  # the native kernel for a few rows, or None
+        self._act_id = _SMALL_ACTS[activation]
+        attr, algorithm = _POST_OPS[activation]
+        self._post_op = (attr, [], algorithm)
+        self._blocked: Tensor | None = None  # W as the small kernel reads it, made on first use
+        self._small_bias = self.bias
 
     def add(self, x: Tensor, other: Tensor) -> Tensor:
         """x W^T + b + other in one kernel (no activation). x (N, in), other (N, out) -> (N, out)."""
         if self.activation != "none":
             raise ValueError("PackedLinear.add: only for activation 'none'")
+        if (self.small is not None and x.shape[0] <= SMALL_ROWS and self.out_features % 16 == 0 and x.is_contiguous()
+                and other.is_contiguous()):
+            return self.small(x, self._blocked_weight(), self._small_bias, other, 0)
         return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, self.bias, "add")
+
+    def add_norm(self, x: Tensor, other: Tensor, norm_weight: Tensor, norm_bias: Tensor, eps: float) -> Tensor:
+        """LayerNorm(other + x W^T + b) * norm_weight + norm_bias (post-LN's residual and norm; no activation).
+        x (N, in), other (N, out) -> (N, out). At a few rows one native call, the sum kept in float32."""
+        if (self.small is not None and x.shape[0] <= SMALL_ROWS and self.out_features % 16 == 0 and x.is_contiguous()
+                and other.is_contiguous() and self.activation == "none"):
+            return self.small(x, self._blocked_weight(), self._small_bias, other, 0, norm_weight, norm_bias, eps)
+        return torch.layer_norm(self.add(x, other), (self.out_features,), norm_weight, norm_bias, eps)
+
+    def prepare_small(self) -> PackedLinear:
+        """Make the small kernel's copy of W now rather than on the first call of a few rows; returns self."""
+        if self.small is not None:
+            self._blocked_weight()
+        return self
+
+    def _blocked_weight(self) -> Tensor:
+        """W (N, K) -> (N' / 4, K / 16, 4, 16), N' = N rounded up to 16 with zero rows (and ``_small_bias``
+        padded alike): each 4 rows interleaved in chunks of 16, one stream for the kernel."""
+        if self._blocked is None:
+            n, k = self.weight.shape
+            pad = -n % 16
+            w = F.pad(self.weight, (0, 0, 0, pad)) if pad else self.weight
+            self._blocked = w.reshape((n + pad) // 4, 4, k // 16, 16).permute(0, 2, 1, 3).contiguous()
+            self._small_bias = self.bias if self.bias is None or not pad else F.pad(self.bias, (0, pad))
+        return self._blocked
+
+    def rows(self, x: Tensor) -> Tensor:
+        """act(x W^T + b) for x (N, in) -> (N, out), with no reshaping (the decoders' per-step call)."""
+        if self.small is not None and x.shape[0] <= SMALL_ROWS and x.is_contiguous():
+            y = self.small(x, self._blocked_weight(), self._small_bias, None, self._act_id)
+            return y if y.shape[1] == self.out_features else y[:, :self.out_features]  # padding rows dropped
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, *self._post_op)
 
     def forward(self, x: Tensor) -> Tensor:
         lead = x.shape[:-1]
-        flat = x.reshape(-1, self.in_features)  # (..., in) -> (N, in)
-        attr, algorithm = _POST_OPS[self.activation]
-        y = torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, attr, [], algorithm)
-        return y.view(*lead, self.out_features)  # (N, out) -> (..., out)
+        y = self.rows(x.reshape(-1, self.in_features))  # (..., in) -> (N, in) -> (N, out)
+        return y.view(*lead, self.out_features)  # -> (..., out)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, activation={self.activation}"
+
+
+def _small_kernel(weight: Tensor):
+    """The native ``small_linear`` function for this weight, or None where it does not run."""
+    if weight.device.type != "cpu" or weight.dtype not in (torch.float32, torch.bfloat16) or weight.shape[1] % 16:
+        return None
+    from ..functional import native
+
+    kernel = native.kernel()
+    return None if kernel is None else getattr(kernel, "small_linear", None)
 
 
 def _identity(x: Tensor) -> Tensor:

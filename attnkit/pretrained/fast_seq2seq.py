@@ -4,9 +4,11 @@
 ``attnkit.generation.generate`` runs it unchanged. What it does differently (ideas from CTranslate2's
 decoder, written here):
 
-- every linear layer is packed once for oneDNN (``PackedLinear``): the decoder's fused Q, K, V
-  projection, the feed-forward with its activation inside the first kernel, the residual added inside
-  the output projections' kernels, the output layer with ``final_logits_bias`` as its bias;
+- every linear layer is packed once for oneDNN (``PackedLinear``) and for attnkit's ``small_linear``
+  kernel, which takes the steps of up to 4 rows (batch 1 greedy: one sequential pass over each weight):
+  the decoder's fused Q, K, V projection, the feed-forward with its activation inside the first kernel,
+  the residual added inside the output projections' kernels, the output layer with ``final_logits_bias``
+  as its bias;
 - the self-attention keys and values go into preallocated time-major buffers (capacity, B, H, dh),
   written in place at each step (no ``torch.cat`` per step; the capacity doubles when full); attention
   reads the filled part as a strided (B, H, t, dh) view, and moving rows (beams) copies the filled part only;
@@ -15,7 +17,8 @@ decoder, written here):
   beams of a sentence are K queries against its one set of keys (one attention call of Lq = K);
 - one decoding step is one token per row: a longer prefix is fed one token at a time.
 
-Attention still goes through ``attnkit.attention`` (for these shapes its native ``short`` kernel).
+Attention runs attnkit's native ``short`` kernel, called directly (the shapes are this module's own), or
+``attnkit.attention`` where that kernel does not run (other dtypes, head sizes, masks, or > 256 keys).
 The encoder is a packed copy too (``fuse_encoder_layers``). Weights are copied, never trained. With
 ``output_attentions`` or ``use_cache=False`` the step runs on the reference model.
 """
@@ -23,14 +26,17 @@ The encoder is a packed copy too (``fuse_encoder_layers``). Weights are copied, 
 from __future__ import annotations
 
 import copy
+import weakref
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..functional import native
 from ..functional.attention import attention
 from ..functional.masks import Mask, for_heads
+from ..functional.masks.readers import full_parts
 from ..models.seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
 from .fast import PackedLinear, fuse_encoder_layers, onednn_available
 
@@ -50,6 +56,27 @@ class StepCache:
     mask: Mask | None = None  # the memory mask of the cross-attention rows, for heads
     mask_source: Tensor | None = None  # the memory_mask tensor it came from (group 1)
     spare: list[Tensor] | None = None  # the buffers of the cache this one was reordered from, reused next time
+    lens: tuple | None = None  # (mask, its key lengths as the native kernel takes them, or None: not a padding mask)
+    held: _Held | None = None  # every K/V buffer this decoding allocated (shared by its caches)
+
+
+class _Held:
+    """The K/V buffers of one decoding, shared by all its caches. When the last of them is gone, the buffers
+    become their model's pool, from which the next decoding takes buffers of the same shapes: their pages are
+    already mapped (fresh buffers cost a page fault per 4 KB on first write: ~10% of a batch-32 beam-4 run)."""
+
+    def __init__(self, pool: list[Tensor]):
+        self.buffers: dict[int, Tensor] = {}  # id -> buffer, the ones its caches still use
+        weakref.finalize(self, _recycle, pool, self.buffers)
+
+    def drop(self, buffers: list[Tensor] | None) -> None:
+        """Buffers no cache uses any more (outgrown, or of a batch size gone): freed, not pooled."""
+        for t in buffers or ():
+            self.buffers.pop(id(t), None)
+
+
+def _recycle(pool: list[Tensor], buffers: dict[int, Tensor]) -> None:
+    pool[:] = buffers.values()  # one finished decoding's buffers at most: the memory it used at its end
 
 
 class _Layer(nn.Module):
@@ -66,25 +93,46 @@ class _Layer(nn.Module):
         self.cross_out = PackedLinear(layer.cross_attn.out_proj)
         self.ff1 = PackedLinear(layer.ff.linear1, layer.ff.activation)
         self.ff2 = PackedLinear(layer.ff.linear2)
-        self.norms = [layer.self_block.norm, layer.cross_block.norm, layer.ff_block.norm]
+        self.norms = [_Norm(n) for n in (layer.self_block.norm, layer.cross_block.norm, layer.ff_block.norm)]
+
+
+class _Norm:
+    """A norm module called with the least overhead: ``torch.layer_norm`` directly for an affine LayerNorm."""
+
+    def __init__(self, norm: nn.Module):
+        self.module = norm
+        affine = isinstance(norm, nn.LayerNorm) and norm.weight is not None and norm.bias is not None
+        self.args = (tuple(norm.normalized_shape), norm.weight, norm.bias, norm.eps) if affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self.module(x) if self.args is None else torch.layer_norm(x, *self.args)
 
 
 _SHORT_MAX = 256  # keys: the short kernel's range in the automatic choice
 
 
-def _short_runs(dtype: torch.dtype, head_dim: int) -> bool:
-    """Whether the "short" backend's native kernel takes heads of ``head_dim`` in ``dtype`` here."""
-    try:
-        from ..functional.backends.short import kernel_runs
-    except ImportError:  # pragma: no cover - the backend moved: let the automatic choice pick
-        return False
-    return kernel_runs(dtype, head_dim, head_dim)
+def _short_kernel(dtype: torch.dtype, head_dim: int):
+    """The "short" backend's native function where it takes heads of ``head_dim`` in ``dtype`` here, else None
+    (its conditions: ``backends.short``'s doc)."""
+    from ..functional.backends.short import kernel_dtypes
+
+    if dtype not in kernel_dtypes() or head_dim % (32 if dtype == torch.bfloat16 else 16):
+        return None
+    return native.kernel().short_forward
 
 
-def _select_rows(buf: Tensor, index: Tensor, n: int, into: Tensor | None = None) -> Tensor:
-    """A time-major buffer (capacity, B, H, dh) -> (capacity, B', H, dh) with rows ``index`` of its first n steps,
-    written into ``into`` when given (a buffer of that shape that is free to overwrite)."""
-    new = buf.new_empty((buf.shape[0], index.numel(), *buf.shape[2:])) if into is None else into
+def _kernel_lengths(mask: Mask | None) -> Tensor | None:
+    """A key mask -> the key lengths the native kernel takes (empty: no mask), or None for another kind of mask."""
+    parts = full_parts(mask)
+    if parts is None or parts[1] is not None:
+        return None
+    return native.lengths_arg(parts[0])
+
+
+def _select_rows(buf: Tensor, index: Tensor, n: int, into: Tensor) -> Tensor:
+    """A time-major buffer (capacity, B, H, dh) -> ``into`` (capacity, B', H, dh), a buffer free to overwrite,
+    with rows ``index`` of buf's first n steps."""
+    new = into
     if n:
         torch.index_select(buf[:n], 1, index, out=new[:n])
     return new
@@ -123,17 +171,22 @@ class FastSeq2Seq(nn.Module):
         tc = model.config.transformer
         self.num_heads, self.head_dim, self.d_model = tc.num_heads, tc.head_dim, tc.d_model
         self.norm_first = tc.norm_first
-        self.short = _short_runs(model.decoder.layers[0].ff.linear1.weight.dtype, tc.head_dim)
+        self.short = _short_kernel(model.decoder.layers[0].ff.linear1.weight.dtype, tc.head_dim)
+        self.scale = tc.head_dim ** -0.5
+        self._pool: list[Tensor] = []  # K/V buffers of the last finished decoding, for the next (_Held)
+        self._no_lengths = native.lengths_arg(None)
         self.encoder = fuse_encoder_layers(copy.deepcopy(model.encoder)).eval()
         self.src_embed = model.src_embed
         self.embed_scale = model.embed_scale
         self.target_table = (model.target_embedding.weight.detach() * model.embed_scale)  # scaled once
         self.position = model.decoder.position
         self.layers = [_Layer(layer) for layer in model.decoder.layers]
-        self.final_norm = model.decoder.norm
+        self.final_norm = model.decoder.norm if model.decoder.norm is None else _Norm(model.decoder.norm)
         out_weight = model.target_embedding.weight if model.lm_head is None else model.lm_head.weight
         bias = model.final_logits_bias
         self.output = PackedLinear(_linear(out_weight.detach(), None if bias is None else bias.detach()))
+        for lin in [self.output] + [m for layer in self.layers for m in layer.children()]:
+            lin.prepare_small()  # the steps' weights in the small kernel's layout now, not on the first step
 
     # -- the protocol --------------------------------------------------------------------------
     @torch.no_grad()
@@ -165,18 +218,25 @@ class FastSeq2Seq(nn.Module):
         """Row i of the new cache is row ``index[i]`` of the old (beam search moves, finished rows leave).
 
         ``cache`` is spent: its buffers are overwritten by the next call (they are reused, not reallocated).
+        When every cache of a decoding is gone, its buffers go to this model's pool and the next decoding
+        writes into them: copy what you keep of a cache's tensors.
         """
         if isinstance(cache, list):
             return self.reference.reorder_cache(cache, index, cross=cross)
         n, layers = cache.length, len(cache.keys)
         old = cache.keys + cache.values
         shape = (old[0].shape[0], index.numel(), *old[0].shape[2:])
-        spare = cache.spare if cache.spare and cache.spare[0].shape == shape else [None] * len(old)
+        held = cache.held if cache.held is not None else _Held(self._pool)
+        if cache.spare and cache.spare[0].shape == shape:
+            spare = cache.spare
+        else:
+            held.drop(cache.spare)
+            spare = [self._take(held, shape, b) for b in old]
         new = [_select_rows(b, index, n, into) for b, into in zip(old, spare)]
         # the old buffers become the spare set of the next move (no fresh allocation per beam-search step):
         # a cache must not be used after it was passed here
         out = StepCache(new[:layers], new[layers:], n, cache.cross_keys, cache.cross_values, cache.group, cache.mask,
-                        cache.mask_source, spare=old)
+                        cache.mask_source, spare=old, held=held)
         if not cross:  # rows stay within their sentence: the cross-attention rows stay as they are
             return out
         g, rows = cache.group, cache.cross_keys[0].shape[0] * cache.group
@@ -212,18 +272,38 @@ class FastSeq2Seq(nn.Module):
             kv = kv.view(b, s, 2, h, dh).permute(2, 0, 3, 1, 4)  # -> (2, B, H, S, dh)
             ck.append(kv[0])
             cv.append(kv[1])
-        buf = dict(device=memory.device, dtype=memory.dtype)
-        keys = [torch.empty((capacity, b, h, dh), **buf) for _ in self.layers]
-        values = [torch.empty((capacity, b, h, dh), **buf) for _ in self.layers]
-        return StepCache(keys, values, 0, ck, cv)
+        held = _Held(self._pool)
+        keys = [self._take(held, (capacity, b, h, dh), memory) for _ in self.layers]
+        values = [self._take(held, (capacity, b, h, dh), memory) for _ in self.layers]
+        return StepCache(keys, values, 0, ck, cv, held=held)
+
+    def _take(self, held: _Held, shape: tuple, like: Tensor) -> Tensor:
+        """An uninitialised buffer of ``shape`` (like's dtype and device): from the pool when it has one, else new."""
+        shape = torch.Size(shape)
+        buf = None
+        for t in list(self._pool):  # a copy: a decoding that ends meanwhile replaces the pool
+            if t.shape == shape and t.dtype == like.dtype and t.device == like.device:
+                try:
+                    self._pool.remove(t)
+                except ValueError:
+                    continue
+                buf = t
+                break
+        if buf is None:
+            buf = like.new_empty(shape)
+        held.buffers[id(buf)] = buf
+        return buf
 
     def _grow(self, cache: StepCache) -> None:
         cap = cache.keys[0].shape[0]
+        if cache.held is None:
+            cache.held = _Held(self._pool)
         for buffers in (cache.keys, cache.values):
             for i, t in enumerate(buffers):
-                new = t.new_empty((2 * cap, *t.shape[1:]))
+                new = self._take(cache.held, (2 * cap, *t.shape[1:]), t)
                 new[:cap] = t
                 buffers[i] = new
+                cache.held.drop([t])
 
     def _one(self, token: Tensor, cache: StepCache) -> Tensor:
         """One position for every row: token (B,) -> logits (B, V); appends to the cache."""
@@ -231,39 +311,52 @@ class FastSeq2Seq(nn.Module):
         t = cache.length
         if t == cache.keys[0].shape[0]:
             self._grow(cache)
+        if cache.lens is None or cache.lens[0] is not cache.mask:
+            cache.lens = (cache.mask, _kernel_lengths(cache.mask))
         x = F.embedding(token, self.target_table)  # (B, d), already times sqrt(d)
         if self.position is not None:
             x = self.position(x[:, None], t)[:, 0]  # + P[t]
         for i, layer in enumerate(self.layers):
             x = self._layer(layer, x, cache.keys[i], cache.values[i], cache.cross_keys[i], cache.cross_values[i],
-                            cache.mask, cache.group, t, b, h, dh)
+                            cache.mask, cache.lens[1], cache.group, t, b, h, dh)
         cache.length = t + 1
-        x = self.final_norm(x)
-        return self.output(x)  # (B, V), final_logits_bias included
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return self.output.rows(x)  # (B, V), final_logits_bias included
 
     def _layer(self, layer: _Layer, x: Tensor, keys: Tensor, values: Tensor, ck: Tensor, cv: Tensor,
-               mask: Mask | None, group: int, t: int, b: int, h: int, dh: int) -> Tensor:
-        """x (B, d) -> (B, d): masked self-attention over the cache, cross-attention, feed-forward."""
+               mask: Mask | None, lens: Tensor | None, group: int, t: int, b: int, h: int, dh: int) -> Tensor:
+        """x (B, d) -> (B, d): masked self-attention over the cache, cross-attention, feed-forward.
+
+        ``lens``: the memory mask's key lengths for the native kernel (None: its kind needs ``attention``)."""
         n1, n2, n3 = layer.norms
         pre = self.norm_first
-        qkv = layer.qkv(n1(x) if pre else x).view(b, 3, h, dh)  # (B, 3d) -> (B, 3, H, dh)
-        keys[t] = qkv[:, 1]
-        values[t] = qkv[:, 2]
+        qkv = layer.qkv.rows(n1(x) if pre else x).view(b, 3, h, dh)  # (B, 3d) -> (B, 3, H, dh)
+        keys[t].copy_(qkv[:, 1])
+        values[t].copy_(qkv[:, 2])
         k, v = keys[: t + 1].permute(1, 2, 0, 3), values[: t + 1].permute(1, 2, 0, 3)  # (B, H, t+1, dh) views
-        o = attention(qkv[:, 0, :, None], k, v, backend=self._backend(t + 1))  # (B, H, 1, dh)
+        o = self._attend(qkv[:, 0, :, None], k, v, None, self._no_lengths)  # (B, H, 1, dh)
         x = self._residual(layer.self_out, o.reshape(b, h * dh), x, n1)
-        q = layer.cross_q(n2(x) if pre else x)  # (B, d)
+        q = layer.cross_q.rows(n2(x) if pre else x)  # (B, d)
         q = q.view(b // group, group, h, dh).transpose(1, 2)  # -> (B / g, H, g, dh): a sentence's beams
-        o = attention(q, ck, cv, mask, backend=self._backend(ck.shape[2]))  # (B / g, H, g, dh)
+        o = self._attend(q, ck, cv, mask, lens)  # (B / g, H, g, dh)
         x = self._residual(layer.cross_out, o.transpose(1, 2).reshape(b, h * dh), x, n2)
-        f = layer.ff1(n3(x) if pre else x)  # (B, d_ff), activation inside the kernel
+        f = layer.ff1.rows(n3(x) if pre else x)  # (B, d_ff), activation inside the kernel
         return self._residual(layer.ff2, f, x, n3)
 
-    def _backend(self, keys: int) -> str | None:
-        """"short" (attnkit's native kernel for short rows, named to skip the automatic choice) where it runs."""
-        return "short" if self.short and keys <= _SHORT_MAX else None
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, lens: Tensor | None) -> Tensor:
+        """Attention of q (N, H, Lq, dh) over k, v (N, H, Lk, dh): attnkit's native "short" kernel called
+        directly where it runs (the shapes are this module's own, so ``attention``'s checks are skipped), else
+        ``attnkit.attention``. The kernel writes (N, Lq, H, dh) memory, so merging the heads is free."""
+        if self.short is not None and lens is not None and k.shape[2] <= _SHORT_MAX:
+            return self.short(q, k, v, lens, self._no_lengths, self.scale)
+        return attention(q, k, v, mask)
 
-    def _residual(self, linear: PackedLinear, y: Tensor, x: Tensor, norm: nn.Module) -> Tensor:
-        """Post-LN: norm(x + linear(y)); pre-LN: x + linear(y). The sum happens inside the linear kernel."""
-        s = linear.add(y, x)
-        return s if self.norm_first else norm(s)
+    def _residual(self, linear: PackedLinear, y: Tensor, x: Tensor, norm: _Norm) -> Tensor:
+        """Post-LN: norm(x + linear(y)); pre-LN: x + linear(y). The sum happens inside the linear kernel, and
+        with an affine LayerNorm at a few rows the norm too."""
+        if self.norm_first:
+            return linear.add(y, x)
+        if norm.args is not None:
+            return linear.add_norm(y, x, *norm.args[1:])
+        return norm(linear.add(y, x))

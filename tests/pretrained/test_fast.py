@@ -4,11 +4,13 @@ import pytest
 import torch
 from torch import nn
 
+from attnkit.functional import native as native_ext
 from attnkit.functional.norm import add_norm_kernel_runs
 from attnkit.models.bert import BertConfig, BertModel
 from attnkit.nn import TransformerConfig
 from attnkit.nn.blocks import EncoderLayer
 from attnkit.pretrained.fast import (
+    SMALL_ROWS,
     FusedEncoderLayer,
     PackedLinear,
     fuse_encoder_layers,
@@ -32,6 +34,58 @@ def test_packed_linear_matches_linear(dtype, tol):
     assert PackedLinear(lin).weight is not None
     with pytest.raises(ValueError, match="activation"):
         PackedLinear(lin, "tanh")
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 3e-2)])
+@pytest.mark.parametrize("activation", ["none", "relu", "silu", "gelu", "gelu_tanh"])
+def test_a_few_rows_take_the_small_kernel_with_the_same_results(dtype, tol, activation, one_thread):
+    torch.manual_seed(0)
+    lin = nn.Linear(64, 48).to(dtype)
+    packed = PackedLinear(lin, activation)
+    assert (packed.small is not None) == (native_ext.kernel() is not None)
+    fn = {"none": lambda y: y, "relu": torch.relu, "silu": nn.functional.silu, "gelu": nn.functional.gelu,
+          "gelu_tanh": lambda y: nn.functional.gelu(y, approximate="tanh")}[activation]
+    with torch.no_grad():
+        for rows in (1, 2, 3, SMALL_ROWS, SMALL_ROWS + 3):  # the last one goes to oneDNN
+            x = 3 * torch.randn(rows, 64, dtype=dtype)
+            ref = fn(nn.functional.linear(x.double(), lin.weight.double(), lin.bias.double()))
+            torch.testing.assert_close(packed(x).double(), ref, atol=tol, rtol=tol)
+            if activation == "none":
+                other = torch.randn(rows, 48, dtype=dtype)
+                assert (packed._blocked is not None) == (packed.small is not None)  # made on the first call
+                torch.testing.assert_close(packed.add(x, other).double(), ref + other.double(), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 4e-2)])
+@pytest.mark.parametrize("rows", [1, 3, SMALL_ROWS + 1])
+def test_add_norm_is_the_layer_norm_of_the_residual_sum(dtype, tol, rows, one_thread):
+    torch.manual_seed(1)
+    lin, norm = nn.Linear(64, 32).to(dtype), nn.LayerNorm(32).to(dtype)
+    with torch.no_grad():
+        norm.weight.normal_()
+        norm.bias.normal_()
+        x, other = torch.randn(rows, 64, dtype=dtype), 3 * torch.randn(rows, 32, dtype=dtype)
+        s = nn.functional.linear(x.double(), lin.weight.double(), lin.bias.double()) + other.double()
+        ref = nn.functional.layer_norm(s, (32,), norm.weight.double(), norm.bias.double(), 1e-5)
+        got = PackedLinear(lin).add_norm(x, other, norm.weight, norm.bias, 1e-5)
+        assert got.dtype == dtype
+        torch.testing.assert_close(got.double(), ref, atol=tol, rtol=tol)
+
+
+def test_the_small_kernel_pads_outputs_to_16_and_skips_what_it_cannot_run(one_thread):
+    lin = nn.Linear(64, 40)  # 40 outputs: padded to 48 in the kernel's copy, the 8 extra columns dropped
+    packed = PackedLinear(lin).prepare_small()
+    x, other = torch.randn(3, 64), torch.randn(3, 40)
+    with torch.no_grad():
+        torch.testing.assert_close(packed(x), lin(x), atol=2e-5, rtol=2e-5)
+        torch.testing.assert_close(packed.add(x, other), lin(x) + other, atol=2e-5, rtol=2e-5)  # oneDNN's
+    if packed.small is not None:
+        assert packed._blocked.shape == (12, 4, 4, 16) and packed(x).shape == (3, 40)
+    assert PackedLinear(nn.Linear(24, 48)).small is None  # 24 inputs
+    lin = nn.Linear(32, 32)
+    x = torch.randn(8, 32)[::2]  # 4 rows, strided: oneDNN takes it
+    with torch.no_grad():
+        torch.testing.assert_close(PackedLinear(lin)(x), lin(x), atol=1e-5, rtol=1e-5)
 
 
 def test_pack_linears_keeps_outputs():

@@ -124,3 +124,26 @@ def test_beams_share_their_sentence_cross_attention_rows():
     ref = m.decode_step(tok[keep], memory[rows][keep], mask[rows][keep], m.reorder_cache(ref.cache, keep))
     assert out.cache.group == 1
     torch.testing.assert_close(out.logits, ref.logits, atol=2e-5, rtol=1e-5)
+
+
+def test_a_finished_decoding_leaves_its_buffers_to_the_next():
+    m, fast, ids, mask, memory = encoded()
+    tok = torch.randint(3, 30, (3, 1))
+    cache = fast.decode_step(tok, memory, mask, None).cache
+    cache = fast.reorder_cache(cache, torch.tensor([2, 0, 1]))
+    out = fast.decode_step(tok, memory, mask, cache)
+    assert fast._pool == []  # its caches are alive: nothing is pooled
+    kept = {id(t) for t in out.cache.keys + out.cache.values + out.cache.spare}
+    logits = out.logits
+    del cache, out
+    assert {id(t) for t in fast._pool} == kept  # the buffers in use at its end, and no others
+    again = fast.decode_step(tok, memory, mask, None)
+    assert {id(t) for t in again.cache.keys + again.cache.values} <= kept and len(fast._pool) == len(kept) // 2
+    ref = m.decode_step(tok, memory, mask, None).logits
+    torch.testing.assert_close(again.logits, ref, atol=2e-5, rtol=1e-5)
+    # the reused buffers held the other decoding's keys: the results do not depend on them
+    beams = dict(max_new_tokens=40, num_beams=3)
+    first, second = generate(fast, ids, mask, **beams), generate(fast, ids, mask, **beams)
+    assert torch.equal(first.sequences, second.sequences)
+    assert torch.equal(first.sequences, generate(m, ids, mask, **beams).sequences)
+    assert logits.shape == (3, 30)

@@ -29,6 +29,7 @@ SCRIPT = textwrap.dedent('''
     q3, k3, v3 = (t[:, 0].contiguous() for t in qkv(lq=20, lk=20))
     out3, lse3 = torch.randn(2, 20, 16), torch.randn(2, 20)
     x, w = torch.randn(6, 32), torch.randn(32)
+    W = torch.randn(32, 32)
     bad = {
         # window_forward(q, k, v, lengths, left, right, scale)
         "wf meta k": lambda: K.window_forward(q, meta, v, E, 2, 2, 0.25),
@@ -81,6 +82,25 @@ SCRIPT = textwrap.dedent('''
         "an strided": lambda: K.add_norm(x.t().contiguous().t(), x, w, w, 1e-5),
         "an d 8": lambda: K.add_norm(x[:, :8].contiguous(), x[:, :8].contiguous(), w[:8], w[:8], 1e-5),
         "an dtypes": lambda: K.add_norm(x, x.double(), w, w, 1e-5),
+        # small_linear(x, weight, bias, residual, act)
+        "sl meta": lambda: K.small_linear(x.to("meta"), W, None, None, 0),
+        "sl K differs": lambda: K.small_linear(x, W[:, :16].contiguous(), None, None, 0),
+        "sl K 8": lambda: K.small_linear(x[:, :8].contiguous(), W[:, :8].contiguous(), None, None, 0),
+        "sl N 8": lambda: K.small_linear(x, W[:8], None, None, 0),
+        "sl dtypes": lambda: K.small_linear(x, W.bfloat16(), None, None, 0),
+        "sl float64": lambda: K.small_linear(x.double(), W.double(), None, None, 0),
+        "sl bias size": lambda: K.small_linear(x, W, w[:16], None, 0),
+        "sl residual shape": lambda: K.small_linear(x, W, None, x[:3], 0),
+        "sl x strided": lambda: K.small_linear(x.t().contiguous().t(), W, None, None, 0),
+        "sl 3-D": lambda: K.small_linear(x[None], W, None, None, 0),
+        "sl act": lambda: K.small_linear(x, W, None, None, 5),
+        "sl blocked 4 x 8": lambda: K.small_linear(x, W.view(8, 4, 4, 8), None, None, 0),
+        "sl blocked K": lambda: K.small_linear(x, W.view(16, 1, 4, 16), None, None, 0),
+        "sl norm without residual": lambda: K.small_linear(x, W, None, None, 0, w, w, 1e-5),
+        "sl norm with act": lambda: K.small_linear(x, W, None, x, 2, w, w, 1e-5),
+        "sl norm weight only": lambda: K.small_linear(x, W, None, x, 0, w, None, 1e-5),
+        "sl norm size": lambda: K.small_linear(x, W, None, x, 0, w[:16], w[:16], 1e-5),
+        "sl norm dtype": lambda: K.small_linear(x, W, None, x, 0, w.double(), w.double(), 1e-5),
     }
     if not K.cpu_has_bf16():
         bad["sf bfloat16 without AVX512-BF16"] = lambda: K.short_forward(*qkv(d=32, dtype=bf16), E, E, 0.25)
@@ -98,6 +118,9 @@ SCRIPT = textwrap.dedent('''
     K.short_forward(*qkv(lq=7), E, torch.tensor([0, 0, 7]), 0.25)
     K.window_backward(q3, k3, v3, out3, out3, lse3, E, 2, 2, 0.25)
     K.add_norm(x[:0], x[:0], w, w, 1e-5)
+    K.small_linear(x[:0], W, w, x[:0], 2)
+    K.small_linear(x, W.view(8, 4, 2, 16).permute(0, 2, 1, 3).contiguous(), w, None, 2)
+    K.small_linear(x, W, w, x, 0, w, w, 1e-5)
     print("all", len(bad), "rejected")
 ''')
 

@@ -1,10 +1,12 @@
 // The one native extension, attnkit_native, in one translation unit: the checked entry points of the
-// attention kernels (attention_ops.h) and of LayerNorm (norm_ops.h), bound to Python. The kernels
-// release the GIL and run on ATen's threads (at::parallel_for, built with -fopenmp).
+// attention kernels (attention_ops.h), of LayerNorm (norm_ops.h) and of linear layers over a few rows
+// (linear_ops.h), bound to Python. The kernels release the GIL and run on ATen's threads (at::parallel_for,
+// built with -fopenmp).
 
 #include <torch/extension.h>
 
 #include "attention_ops.h"
+#include "linear_ops.h"
 #include "norm_ops.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -14,5 +16,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("window_backward", &window_backward, "its backward (float32, recomputing the weights)", nogil);
   m.def("short_forward", &short_forward, "full attention for short sequences (float32 / bfloat16, AVX-512)", nogil);
   m.def("add_norm", &add_norm, "LayerNorm(x + r) over the last dimension (float32 / bfloat16, AVX-512)", nogil);
+  m.def("small_linear", &small_linear, "act(x W^T + b) + r, or LN(r + x W^T + b), for a few rows of x (float32 / "
+        "bfloat16, AVX-512)", py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("residual"), py::arg("act"),
+        py::arg("ln_weight") = py::none(), py::arg("ln_bias") = py::none(), py::arg("eps") = 1e-5, nogil);
   m.def("cpu_has_bf16", &cpu_has_bf16, "whether this CPU has AVX512-BF16");
 }

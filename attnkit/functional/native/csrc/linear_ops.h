@@ -1,0 +1,100 @@
+// act(x W^T + b) + r for a few rows: the checked entry point of small_linear.h. Included once, by module.cpp.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <type_traits>
+
+#include "add_norm.h"
+#include "simd.h"
+#include "small_linear.h"
+
+// x (M, K), weight (N, K) or blocked (N / 4, K / 16, 4, 16) (small_linear.h), bias (N,) or undefined, residual (M, N) or undefined: contiguous, all float32 or all
+// bfloat16, on the CPU; K and N multiples of 16; act 0 none, 1 ReLU, 2 SiLU, 3 GELU (erf), 4 GELU (tanh).
+namespace attnkit_ops {
+
+// With ln_weight and ln_bias (N,) (act 0, a residual, float32 sums): LN(residual + x W^T + b) * ln_weight + ln_bias.
+inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                               const c10::optional<at::Tensor>& residual, int64_t act,
+                               const c10::optional<at::Tensor>& ln_weight, const c10::optional<at::Tensor>& ln_bias,
+                               double eps) {
+  const char* who = "small_linear";
+  const bool has_b = bias.has_value() && bias->defined(), has_r = residual.has_value() && residual->defined();
+  TORCH_CHECK(x.defined() && weight.defined() && x.device().is_cpu() && weight.device().is_cpu() &&
+                  (!has_b || bias->device().is_cpu()) && (!has_r || residual->device().is_cpu()),
+              who, ": x, weight, bias and residual must be CPU tensors");
+  const auto dt = x.scalar_type();
+  TORCH_CHECK((dt == at::kFloat || dt == at::kBFloat16) && weight.scalar_type() == dt &&
+                  (!has_b || bias->scalar_type() == dt) && (!has_r || residual->scalar_type() == dt),
+              who, ": x, weight, bias and residual must all be float32 or all bfloat16");
+  const bool blocked = weight.dim() == 4;
+  TORCH_CHECK(x.dim() == 2 && (weight.dim() == 2 || (blocked && weight.size(2) == 4 && weight.size(3) == 16)), who,
+              ": x must be (M, K) and weight (N, K), or blocked (N / 4, K / 16, 4, 16)");
+  const int64_t m = x.size(0), k = x.size(1), n = blocked ? 4 * weight.size(0) : weight.size(0);
+  TORCH_CHECK((blocked ? 16 * weight.size(1) : weight.size(1)) == k, who, ": x and weight disagree on K");
+  TORCH_CHECK(k % 16 == 0 && n % 16 == 0, who, ": K and N must be multiples of 16, got K=", k, ", N=", n);
+  TORCH_CHECK(!has_b || (bias->dim() == 1 && bias->size(0) == n && bias->is_contiguous()), who,
+              ": bias must be (N,) and contiguous");
+  TORCH_CHECK(!has_r || (residual->dim() == 2 && residual->size(0) == m && residual->size(1) == n &&
+                         residual->is_contiguous()), who, ": residual must be (M, N) and contiguous");
+  TORCH_CHECK(x.is_contiguous() && weight.is_contiguous(), who, ": x and weight must be contiguous");
+  TORCH_CHECK(act >= 0 && act <= 4, who, ": act must be 0 (none), 1 (ReLU), 2 (SiLU), 3 (GELU) or 4 (GELU tanh)");
+  const bool norm = ln_weight.has_value() && ln_weight->defined();
+  TORCH_CHECK(norm == (ln_bias.has_value() && ln_bias->defined()), who, ": give ln_weight and ln_bias together");
+  if (norm) {
+    for (const auto* t : {&*ln_weight, &*ln_bias})
+      TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == dt && t->dim() == 1 && t->size(0) == n &&
+                      t->is_contiguous(), who, ": ln_weight and ln_bias must be (N,), contiguous, x's dtype, CPU");
+    TORCH_CHECK(act == 0 && has_r, who, ": a LayerNorm follows a residual sum only (act 0, with a residual)");
+  }
+  auto out = at::empty({m, n}, x.options());
+  if (m == 0 || n == 0) return out;
+  auto go = [&](auto tag) {
+    using S = decltype(tag);
+    const S* xp = reinterpret_cast<const S*>(x.data_ptr());
+    std::vector<float> xf(static_cast<size_t>(m * k));  // x widened to float32 once
+    for (int64_t i = 0; i < m * k; ++i) xf[i] = attnkit_simd::to_f(xp[i]);
+    const S* wp = reinterpret_cast<const S*>(weight.data_ptr());
+    const S* bp = has_b ? reinterpret_cast<const S*>(bias->data_ptr()) : nullptr;
+    const S* rp = has_r ? reinterpret_cast<const S*>(residual->data_ptr()) : nullptr;
+    S* op = reinterpret_cast<S*>(out.data_ptr());
+    // columns in blocks of 16: each thread takes whole blocks; a block is 16 rows of W (32 KB at K = 512 float32)
+    const int64_t blocks = n / 16, grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1));
+    std::vector<float> y(norm ? static_cast<size_t>(m * n) : 0);  // float32 sums for the LayerNorm
+    auto cols = [&](auto* dst) {
+      at::parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
+        std::vector<float> sums(static_cast<size_t>(m * (b1 - b0) * 16));
+        if (blocked)
+          attnkit_linear::small_linear_cols<S, std::remove_pointer_t<decltype(dst)>, true>(
+              xf.data(), wp, bp, rp, dst, m, n, k, b0 * 16, b1 * 16, act, sums.data());
+        else
+          attnkit_linear::small_linear_cols<S, std::remove_pointer_t<decltype(dst)>, false>(
+              xf.data(), wp, bp, rp, dst, m, n, k, b0 * 16, b1 * 16, act, sums.data());
+      });
+    };
+    if (!norm) {
+      cols(op);
+      return;
+    }
+    cols(y.data());
+    const S* gp = reinterpret_cast<const S*>(ln_weight->data_ptr());
+    const S* hp = reinterpret_cast<const S*>(ln_bias->data_ptr());
+    for (int64_t i = 0; i < m; ++i) {  // a few rows: on this thread
+      float mean, rstd;
+      attnkit_linear::row_mean_rstd(y.data() + i * n, n, static_cast<float>(eps), mean, rstd);
+      attnkit_norm::row_out<S>(y.data() + i * n, gp, hp, op + i * n, n, mean, rstd);
+    }
+  };
+  if (dt == at::kFloat)
+    go(float{});
+  else
+    go(uint16_t{});
+  return out;
+}
+
+}  // namespace attnkit_ops
