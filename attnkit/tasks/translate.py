@@ -129,6 +129,9 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     bpe_path = out / BPE_FILE
     if getattr(args, "resume", False) and bpe_path.exists():
         subwords = Subwords.load(bpe_path)  # the vocabulary the checkpoints were trained with
+    elif args.decoder == "nat" and getattr(args, "init", None) is not None:
+        subwords = translate_nat.init_subwords(args.init)  # the starting run's: its embedding rows are these
+        subwords.save(bpe_path)
     else:
         subwords = learn_bpe(train.src + train.tgt, args.vocab_size)  # the training split only
         subwords.save(bpe_path)
@@ -145,8 +148,11 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
         cfg = translate_nat.config(args, fields)
         meta = {"model": cfg.to_dict(), **meta, **translate_nat.nat_meta(args, note)}
         dev_pairs = list(zip(dev.src, dev.tgt)) if dev else None
-        return translate_nat.make_task(NAME, cfg, subwords, list(zip(train.src, tgt)), dev_pairs, args.max_length,
+        task = translate_nat.make_task(NAME, cfg, subwords, list(zip(train.src, tgt)), dev_pairs, args.max_length,
                                        meta, seed)
+        if getattr(args, "init", None) is not None and not (getattr(args, "resume", False) and bpe_path.exists()):
+            translate_nat.initialise(task.model, args.init)  # (a resumed run loads its own checkpoint instead)
+        return task
     cfg = Seq2SeqConfig(**fields)
     torch.manual_seed(seed)
     model = Seq2SeqModel(cfg)

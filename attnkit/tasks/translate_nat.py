@@ -22,7 +22,7 @@ from ..data.bpe import EOS_ID, PAD_ID, UNK_ID
 from ..generation.mask_predict import NATOutput, mask_predict
 from ..models.nat import LENGTH_STRATEGIES, NATConfig, NATModel, length_classes, random_mask, row_lengths_for
 from ..train import Task
-from ..train.checkpoint import load_weights
+from ..train.checkpoint import CheckpointError, load_meta, load_weights
 from .translator import Translator
 
 NAT_OPTIONS = ("iterations", "length_candidates", "suppress_tokens")
@@ -38,6 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(sequence-level knowledge distillation; cached in OUT/distill; default: none, the "
                         "corpus's own references)")
     g.add_argument("--distill-beam", type=int, default=5, help="nat: the teacher's beam size (default 5)")
+    g.add_argument("--init", type=Path, default=None, metavar="RUN",
+                   help="nat: start from this autoregressive run's best weights and vocabulary (embeddings, "
+                        "encoder, decoder; the length classifier starts fresh), as Guo et al. (2020) initialise "
+                        "NAT from the autoregressive model; the shapes must match (default: random weights)")
     g.add_argument("--length", choices=LENGTH_STRATEGIES, default="classifier",
                    help="nat: classifier (default): the output length from a classifier on the encoder output; "
                         "end: a long row, cut at the first END")
@@ -52,6 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def check_arguments(args) -> None:
     if args.teacher is not None and args.decoder != "nat":
         raise ValueError("train translate: --teacher (sequence-level distillation) is for --decoder nat")
+    if getattr(args, "init", None) is not None and args.decoder != "nat":
+        raise ValueError("train translate: --init (start from an autoregressive run's weights) is for --decoder nat")
     if args.decoder != "nat":
         return
     for name in ("iterations", "length_candidates", "distill_beam"):
@@ -71,6 +77,33 @@ def targets(args, train, out: Path) -> tuple[list[str], dict | None]:
           f"{'from the cache ' + note['file'] if note['cached'] else 'decoded in ' + str(note['seconds']) + ' s'}",
           file=sys.stderr, flush=True)
     return lines, note
+
+
+def _init_run(run: Path) -> tuple[Path, dict]:
+    """--init: the run's best checkpoint folder and meta; a clear error unless it is an autoregressive translation."""
+    folder, meta = load_meta(Path(run), which="best")
+    if meta.get("task") != "translate" or meta.get("decoder", "ar") != "ar":
+        kind = meta.get("task") if meta.get("task") != "translate" else "non-autoregressive translation"
+        raise CheckpointError(f"--init: {folder} is a {kind} run; give an autoregressive translation run")
+    return folder, meta
+
+
+def init_subwords(run: Path):
+    """--init: the starting run's BPE vocabulary (its embedding rows are those subwords)."""
+    from .translate import subwords_for
+
+    folder, meta = _init_run(run)
+    return subwords_for(folder, meta)
+
+
+def initialise(model: NATModel, run: Path) -> dict:
+    """--init: the AR run's weights into ``model`` (all of them must fit; the length head keeps its random
+    start) -> a note for the run's meta."""
+    folder, meta = _init_run(run)
+    fresh = load_weights(folder, model, missing_ok=("length_head.",))
+    print(f"initialised from {folder} ({len(fresh)} tensors of the length classifier start fresh)",
+          file=sys.stderr, flush=True)
+    return {"run": str(run), "checkpoint": folder.name, "step": meta.get("step")}
 
 
 def config(args, seq2seq_fields: dict) -> NATConfig:
@@ -131,7 +164,7 @@ def make_task(name: str, cfg: NATConfig, subwords, train_pairs, dev_pairs, max_l
 
 def nat_meta(args, note: dict | None) -> dict:
     candidates = args.length_candidates if args.length == "classifier" else 1
-    return {"decoder": "nat", "teacher": note,
+    return {"decoder": "nat", "teacher": note, "init": None if getattr(args, "init", None) is None else str(args.init),
             "nat_decoding": {"iterations": args.iterations, "length_candidates": candidates}}
 
 
@@ -171,8 +204,18 @@ class NATTranslator(Translator):
         return {**self.defaults, "suppress_tokens": [UNK_ID], **kwargs}
 
     def generate(self, input_ids, attention_mask=None, **kwargs) -> NATOutput:
-        """``attnkit.generation.mask_predict`` on this model."""
-        return mask_predict(self.model, input_ids, attention_mask, **self.options(kwargs))
+        """``attnkit.generation.mask_predict`` on this model (its inference copy, ``decoder``)."""
+        return mask_predict(self.decoder, input_ids, attention_mask, **self.options(kwargs))
+
+    @property
+    def decoder(self):
+        """What ``mask_predict`` runs: ``pretrained.fast_nat.FastNAT`` (made on first use, same outputs to float
+        rounding) where it supports the model, else the model itself."""
+        if self._decoder is None:
+            from ..pretrained.fast_nat import FastNAT
+
+            self._decoder = FastNAT(self.model) if FastNAT.supports(self.model) else self.model
+        return self._decoder
 
     def describe(self, kwargs: dict) -> str:
         kw = self.options(kwargs)

@@ -271,16 +271,21 @@ def _read_safetensors(path: Path) -> dict:
         raise CheckpointError(f"checkpoint: {path} cannot be read ({_one_line(e)})") from None
 
 
-def load_weights(folder: str | os.PathLike, model: nn.Module) -> None:
+def load_weights(folder: str | os.PathLike, model: nn.Module, *, missing_ok: tuple[str, ...] = ()) -> list[str]:
+    """The folder's weights into ``model``, verified; every tensor must fit. ``missing_ok``: name prefixes of
+    the model's parameters the folder may lack (they keep their values). Returns the names left as they were."""
     folder = Path(folder)
     state = _read_safetensors(verified(folder, WEIGHTS))
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as e:
         raise CheckpointError(f"checkpoint: weights in {folder} do not fit the model: {_one_line(e)}") from None
-    if missing or unexpected:
-        raise CheckpointError(f"checkpoint: weights in {folder} do not fit the model: missing {missing[:5]}, "
-                              f"unexpected {unexpected[:5]}")
+    missing = list(missing)
+    bad = [m for m in missing if not m.startswith(missing_ok)] if missing_ok else missing
+    if bad or unexpected:
+        raise CheckpointError(f"checkpoint: weights in {folder} do not fit the model: missing {bad[:5]}, "
+                              f"unexpected {list(unexpected)[:5]}")
+    return missing
 
 
 def load_trainer_state(folder: str | os.PathLike) -> dict:

@@ -149,3 +149,36 @@ def test_a_resumed_nat_run_equals_an_uninterrupted_one(tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert not torch.equal(a["length_head.weight"], load_file(str(tmp_path / "b" / "ckpt-00000003" /
                                                                    "model.safetensors"))["length_head.weight"])
+
+
+def test_init_starts_from_the_autoregressive_run(tmp_path, capsys):
+    """--init: the NAT model's embeddings, encoder and decoder start as the AR run's best weights (the length
+    head fresh), with its vocabulary; the wrong kind of run or a shape that does not fit is one clear line."""
+    from safetensors.torch import load_file
+
+    c = write_corpus(tmp_path / "corpus", n_train=60, n_dev=6)
+    data = ["--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]), "--dev-src", str(c["dev_src"]),
+            "--dev-tgt", str(c["dev_tgt"])]
+    ar, nat = tmp_path / "ar", tmp_path / "nat"
+    assert main(["train", "translate", *data, *TINY, "--max-steps", "4", "--out", str(ar)]) == 0
+    nat_args = ["train", "translate", *data, *TINY, "--decoder", "nat", "--iterations", "1", "--init", str(ar)]
+    # one step of a learning rate warming up over 10^7 steps (1e-10): the weights move by about that
+    assert main([*nat_args, "--max-steps", "1", "--warmup-steps", "10000000", "--out", str(nat)]) == 0
+    assert "initialised from" in capsys.readouterr().err
+    start = load_file(str(ar / json.loads((ar / "best.json").read_text())["path"] / "model.safetensors"))
+    after = load_file(str(nat / "ckpt-00000001" / "model.safetensors"))
+    assert set(after) - set(start) == {"length_head.weight", "length_head.bias"}
+    assert all(torch.allclose(after[k], start[k], rtol=0, atol=1e-8) for k in start)
+    assert not torch.allclose(after["length_head.bias"], torch.zeros(()))  # the head: a random start
+    assert (nat / "bpe.json").read_bytes() == (ar / "bpe.json").read_bytes()
+    meta = json.loads((nat / "ckpt-00000001" / "meta.json").read_text())
+    assert meta["init"] == str(ar)
+    for argv, match in (
+            ([*nat_args[:-1], str(nat), "--max-steps", "1", "--out", str(tmp_path / "x")],
+             "--init: .* is a non-autoregressive translation run"),
+            ([*nat_args, "--d-ff", "48", "--max-steps", "1", "--out", str(tmp_path / "y")], "do not fit the model"),
+            (["train", "translate", *data, *TINY, "--init", str(ar), "--max-steps", "1", "--out", str(tmp_path / "z")],
+             "--init .* is for --decoder nat")):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert re.search(match, err) and len(err.strip().splitlines()) == 1, (argv, err)

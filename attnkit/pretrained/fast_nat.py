@@ -1,0 +1,119 @@
+"""An inference copy of a ``NATModel`` for ``mask_predict``: same protocol, same outputs to float rounding.
+
+A non-autoregressive pass is one decoder call over every target position at once, so the decoding
+loop of ``FastSeq2Seq`` does not apply; its packed weights do. ``FastNAT(model)`` reuses them
+(``FastSeq2Seq``'s packed encoder, fused Q, K, V projection, feed-forward with the activation inside the
+kernel, residual inside the output projections' kernels, packed output layer) and runs
+``decode_parallel`` as a flat loop over the layers: unmasked self-attention over the row (only
+padding hidden), cross-attention to keys and values projected once per decoding (kept in the cache
+that Mask-Predict's iterations pass back), the feed-forward. Attention goes through
+``attnkit.attention``. The length classifier is the model's own (one small matrix product).
+
+With ``output_attentions`` the pass runs on the reference model.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..functional.attention import attention
+from ..functional.masks import for_heads, padding
+from ..models.nat import NATModel
+from ..models.seq2seq import memory_mask_from
+from ..nn import LayerCache
+from ..nn.transformer import DecoderOutput
+from .fast_seq2seq import FastSeq2Seq
+
+__all__ = ["FastNAT"]
+
+
+class FastNAT(nn.Module):
+    """Inference copy of a ``NATModel`` (see the module doc); ``model`` itself is left as it is."""
+
+    @staticmethod
+    def supports(model) -> bool:
+        """A ``NATModel`` that ``FastSeq2Seq`` supports (biases, packed attention, input positions, oneDNN)."""
+        return isinstance(model, NATModel) and FastSeq2Seq.supports(model)
+
+    def __init__(self, model: NATModel):
+        super().__init__()
+        if not self.supports(model):
+            raise ValueError("FastNAT: needs a NATModel that FastSeq2Seq supports (biases, packed attention, "
+                             "sinusoidal / learned / no input positions, a ReLU / GELU / SiLU feed-forward, oneDNN)")
+        self.reference = model.eval()
+        self.config = model.config
+        self.base = FastSeq2Seq(model)
+        self.length_head = model.length_head
+
+    # -- the mask_predict protocol -------------------------------------------------------------
+    def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        return self.base.encode(input_ids, attention_mask)
+
+    def length_candidates(self, memory: Tensor, attention_mask: Tensor | None = None, k: int = 1) -> Tensor:
+        return self.reference.length_candidates(memory, attention_mask, k)
+
+    def row_lengths(self, attention_mask: Tensor | None, memory: Tensor) -> Tensor:
+        return self.reference.row_lengths(attention_mask, memory)
+
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        """hidden (..., d) -> logits (..., V) through the packed output layer."""
+        return self.base.output(hidden)
+
+    @torch.no_grad()
+    def decode_parallel(self, tokens: Tensor, memory: Tensor, memory_mask: Tensor | None = None,
+                        lengths: Tensor | None = None, *, cache: list[LayerCache] | None = None,
+                        use_cache: bool = False, output_attentions: bool = False) -> DecoderOutput:
+        """``NATModel.decode_parallel``: tokens (B, T), memory (B, S, d), lengths (B,) -> hidden (B, T, d).
+
+        ``cache``: per layer ``LayerCache(None, (keys, values))`` of the cross-attention, (B, H, S, dh) each,
+        as this method returns with ``use_cache``."""
+        if output_attentions:
+            return self.reference.decode_parallel(tokens, memory, memory_mask, lengths, cache=cache,
+                                                  use_cache=use_cache, output_attentions=True)
+        ref, base = self.reference, self.base
+        ref._check_ids(tokens, "tokens", self.config.tgt_vocab_size)
+        b, t = tokens.shape
+        d, h, dh = base.d_model, base.num_heads, base.head_dim
+        if memory.dim() != 3 or memory.shape[0] != b:
+            raise ValueError(f"FastNAT: `memory` must have shape ({b}, S, d), got {tuple(memory.shape)}")
+        self_mask = None
+        if lengths is not None:
+            if lengths.shape != (b,) or (lengths.numel() and int(lengths.max()) > t):
+                raise ValueError(f"FastNAT: `lengths` must be ({b},) values <= {t}, got {tuple(lengths.shape)}")
+            if bool((lengths < t).any()):
+                self_mask = for_heads(padding(lengths))
+        cross_mask = for_heads(memory_mask_from(memory_mask, memory.shape[1]))
+        if cache is None:
+            cache = self._cross_cache(memory)
+        x = F.embedding(tokens, base.target_table)  # (B, T, d), already times sqrt(d)
+        if base.position is not None:
+            x = base.position(x, 0)
+        x = x.reshape(b * t, d)  # (B, T, d) -> (B*T, d)
+        pre = base.norm_first
+        for layer, c in zip(base.layers, cache):
+            n1, n2, n3 = layer.norms
+            qkv = layer.qkv.rows(n1(x) if pre else x).view(b, t, 3, h, dh)  # (B*T, 3d) -> (B, T, 3, H, dh)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, dh)
+            o = attention(q, k, v, self_mask)  # unmasked: every position sees every other (padding hidden)
+            x = base._residual(layer.self_out, o.transpose(1, 2).reshape(b * t, d), x, n1)  # (B*T, d)
+            q = layer.cross_q.rows(n2(x) if pre else x).view(b, t, h, dh).transpose(1, 2)  # -> (B, H, T, dh)
+            o = attention(q, c.cross_kv[0], c.cross_kv[1], cross_mask)  # (B, H, T, dh)
+            x = base._residual(layer.cross_out, o.transpose(1, 2).reshape(b * t, d), x, n2)
+            x = base._residual(layer.ff2, layer.ff1.rows(n3(x) if pre else x), x, n3)  # activation in ff1
+        if base.final_norm is not None:
+            x = base.final_norm(x)
+        return DecoderOutput(x.view(b, t, d), None, None, cache if use_cache else None)
+
+    def _cross_cache(self, memory: Tensor) -> list[LayerCache]:
+        """memory (B, S, d) -> per layer LayerCache(None, (keys, values)), each (B, H, S, dh): projected once."""
+        base = self.base
+        b, s = memory.shape[:2]
+        flat = memory.reshape(b * s, base.d_model)  # (B, S, d) -> (B*S, d)
+        out = []
+        for layer in base.layers:
+            kv = F.linear(flat, layer.cross_kv_weight, layer.cross_kv_bias)  # (B*S, 2d)
+            kv = kv.view(b, s, 2, base.num_heads, base.head_dim).permute(2, 0, 3, 1, 4)  # -> (2, B, H, S, dh)
+            out.append(LayerCache(None, (kv[0], kv[1])))
+        return out

@@ -1,0 +1,80 @@
+"""FastNAT (the inference copy NAT runs decode with) against the reference NATModel: the same hidden states and
+logits for padded sources and rows, pre-LN and post-LN, both length strategies, and the same Mask-Predict output."""
+
+import pytest
+import torch
+
+from attnkit.generation import mask_predict
+from attnkit.models.nat import NATConfig, NATModel
+from attnkit.nn import TransformerConfig
+from attnkit.pretrained.fast import onednn_available
+from attnkit.pretrained.fast_nat import FastNAT
+
+pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
+              pytest.mark.usefixtures("one_thread")]
+
+
+def model(norm_first: bool, length="classifier", activation="relu", positional="sinusoidal", seed=0):
+    tc = TransformerConfig(d_model=32, num_heads=2, d_ff=48, num_encoder_layers=2, num_decoder_layers=2, dropout=0.0,
+                           norm_first=norm_first, activation=activation, positional=positional, max_len=64)
+    cfg = NATConfig(30, 30, tc, share_embeddings=True, max_positions=64, length=length, max_length_offset=4)
+    torch.manual_seed(seed)
+    m = NATModel(cfg).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 2:
+                p.normal_(std=0.4)
+    return m
+
+
+def source():
+    ids = torch.randint(4, 30, (3, 7))
+    mask = torch.ones_like(ids)
+    ids[1, 4:], mask[1, 4:] = 0, 0
+    ids[2, 2:], mask[2, 2:] = 0, 0
+    return ids, mask
+
+
+@pytest.mark.parametrize("norm_first,activation,positional", [(True, "relu", "sinusoidal"), (False, "gelu", "learned"),
+                                                              (True, "silu", "none")])
+def test_a_parallel_pass_gives_the_reference_hidden_states(norm_first, activation, positional):
+    m = model(norm_first, activation=activation, positional=positional)
+    fast = FastNAT(m)
+    ids, mask = source()
+    memory = m.encode(ids, mask)
+    torch.testing.assert_close(fast.encode(ids, mask), memory, atol=1e-5, rtol=1e-5)
+    tokens = torch.randint(3, 30, (3, 9))
+    lengths = torch.tensor([9, 5, 1])  # padded rows: positions past a row's length are hidden from the others
+    out = fast.decode_parallel(tokens, memory, mask, lengths, use_cache=True)
+    with torch.no_grad():
+        ref = m.decode_parallel(tokens, memory, mask, lengths).last_hidden_state
+    keep = torch.arange(9)[None] < lengths[:, None]
+    torch.testing.assert_close(out.last_hidden_state[keep], ref[keep], atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(fast.output_logits(out.last_hidden_state[keep]), m.output_logits(ref[keep]),
+                               atol=5e-5, rtol=1e-5)
+    again = fast.decode_parallel(tokens, memory, mask, lengths, cache=out.cache)  # the cross keys from the cache
+    torch.testing.assert_close(again.last_hidden_state, out.last_hidden_state, atol=0, rtol=0)
+    one = fast.decode_parallel(tokens[:1], memory[:1], mask[:1])  # batch 1, no lengths: no mask at all
+    torch.testing.assert_close(one.last_hidden_state[0], out.last_hidden_state[0], atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("length,iterations,k", [("classifier", 1, 1), ("classifier", 4, 3), ("end", 3, 1)])
+def test_mask_predict_gives_the_reference_translation(length, iterations, k):
+    m = model(True, length=length)
+    ids, mask = source()
+    ref = mask_predict(m, ids, mask, iterations=iterations, length_candidates=k)
+    out = mask_predict(FastNAT(m), ids, mask, iterations=iterations, length_candidates=k)
+    assert torch.equal(out.sequences, ref.sequences) and torch.equal(out.lengths, ref.lengths)
+    torch.testing.assert_close(out.sequences_scores, ref.sequences_scores, atol=1e-5, rtol=1e-5)
+
+
+def test_unsupported_models_are_refused():
+    from attnkit.models.seq2seq import Seq2SeqConfig, Seq2SeqModel
+
+    ar = Seq2SeqModel(Seq2SeqConfig(30, 30, TransformerConfig(d_model=32, num_heads=2, d_ff=48)))
+    assert not FastNAT.supports(ar)
+    with pytest.raises(ValueError, match="FastNAT: needs a NATModel"):
+        FastNAT(ar)
+    m = model(True)
+    with pytest.raises(ValueError, match="`lengths` must be"):
+        FastNAT(m).decode_parallel(torch.randint(3, 30, (1, 4)), torch.zeros(1, 3, 32), lengths=torch.tensor([5]))
