@@ -14,7 +14,7 @@ from .dispatch import choose
 from .masks import Mask, as_mask, check_device
 from .scores import NORMALIZERS, additive_scores, dot_scores
 
-__all__ = ["attention", "explain", "Intermediates", "check_inputs"]
+__all__ = ["attention", "step_kernel", "explain", "Intermediates", "check_inputs"]
 
 
 def _shape(t: Tensor) -> tuple[int, ...]:
@@ -124,6 +124,26 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | Tensor | None = None
             raise ValueError(f"attention: {reason}")
     out, weights = chosen.fn(q, k, v, mask, bias, scale, dropout_p, return_weights)
     return (out, weights) if return_weights else out
+
+
+def step_kernel(backend: str, q: Tensor, k: Tensor, v: Tensor, mask: Mask | Tensor | None = None):
+    """The one other door, for a loop that calls one backend thousands of times with inputs like these (a
+    decoder's steps, where ``attention``'s checks would cost more than the kernel): the checks of
+    ``attention(q, k, v, mask, backend=backend)`` and the backend's own conditions run here, once, on example
+    inputs, and the backend's raw kernel is returned (its signature: the backend's ``step`` doc). Later calls
+    skip the Python checks; the caller keeps the dtype, device, head sizes and mask kind of the example (the
+    native kernel still checks shapes, dtypes and devices, and raises rather than crash). Raises ValueError
+    where the backend cannot take the example, or has no raw kernel.
+    """
+    mask = as_mask(mask)
+    check_inputs(q, k, v, mask, None)
+    chosen = get_backend(backend)
+    if chosen.step is None:
+        raise ValueError(f"attention: backend {backend!r} has no step kernel")
+    reason = chosen.why_not(Call.of(q, k, v, mask))
+    if reason is not None:
+        raise ValueError(f"attention: {reason}")
+    return chosen.step()
 
 
 class Intermediates(NamedTuple):

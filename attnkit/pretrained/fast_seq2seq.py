@@ -17,8 +17,10 @@ decoder, written here):
   beams of a sentence are K queries against its one set of keys (one attention call of Lq = K);
 - one decoding step is one token per row: a longer prefix is fed one token at a time.
 
-Attention runs attnkit's native ``short`` kernel, called directly (the shapes are this module's own), or
-``attnkit.attention`` where that kernel does not run (other dtypes, head sizes, masks, or > 256 keys).
+Attention runs the ``short`` backend's kernel, taken once through ``attnkit.functional.attention.step_kernel``
+(``attention``'s checks done on example inputs; the shapes are this module's own), or ``attnkit.attention``
+where that backend does not run (other dtypes, head sizes, masks, or more keys than the automatic choice
+gives it).
 The encoder is a packed copy too (``fuse_encoder_layers``). Weights are copied, never trained. With
 ``output_attentions`` or ``use_cache=False`` the step runs on the reference model.
 """
@@ -34,8 +36,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..functional import native
-from ..functional.attention import attention
-from ..functional.masks import Mask, for_heads
+from ..functional.attention import attention, step_kernel
+from ..functional.dispatch import SHORT_MAX_LEN
+from ..functional.masks import Mask, for_heads, padding
 from ..functional.masks.readers import full_parts
 from ..models.seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
 from .fast import PackedLinear, fuse_encoder_layers, onednn_available
@@ -108,17 +111,15 @@ class _Norm:
         return self.module(x) if self.args is None else torch.layer_norm(x, *self.args)
 
 
-_SHORT_MAX = 256  # keys: the short kernel's range in the automatic choice
-
-
 def _short_kernel(dtype: torch.dtype, head_dim: int):
-    """The "short" backend's native function where it takes heads of ``head_dim`` in ``dtype`` here, else None
-    (its conditions: ``backends.short``'s doc)."""
-    from ..functional.backends.short import kernel_dtypes
-
-    if dtype not in kernel_dtypes() or head_dim % (32 if dtype == torch.bfloat16 else 16):
+    """The "short" backend's raw kernel for one-query steps of ``head_dim`` heads in ``dtype``
+    (``attention.step_kernel``, checked on example inputs of that kind), or None where that backend does not run."""
+    example = torch.zeros(1, 1, 1, head_dim, dtype=dtype)  # (B, H, L, dh)
+    try:
+        with torch.no_grad():
+            return step_kernel("short", example, example, example, for_heads(padding(torch.ones(1, dtype=torch.long))))
+    except ValueError:
         return None
-    return native.kernel().short_forward
 
 
 def _kernel_lengths(mask: Mask | None) -> Tensor | None:
@@ -345,10 +346,10 @@ class FastSeq2Seq(nn.Module):
         return self._residual(layer.ff2, f, x, n3)
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, lens: Tensor | None) -> Tensor:
-        """Attention of q (N, H, Lq, dh) over k, v (N, H, Lk, dh): attnkit's native "short" kernel called
-        directly where it runs (the shapes are this module's own, so ``attention``'s checks are skipped), else
-        ``attnkit.attention``. The kernel writes (N, Lq, H, dh) memory, so merging the heads is free."""
-        if self.short is not None and lens is not None and k.shape[2] <= _SHORT_MAX:
+        """Attention of q (N, H, Lq, dh) over k, v (N, H, Lk, dh): the "short" backend's kernel where the automatic
+        choice would run it (``step_kernel``: the shapes are this module's own, so ``attention``'s checks ran once),
+        else ``attnkit.attention``. The kernel writes (N, Lq, H, dh) memory, so merging the heads is free."""
+        if self.short is not None and lens is not None and k.shape[2] <= SHORT_MAX_LEN:
             return self.short(q, k, v, lens, self._no_lengths, self.scale)
         return attention(q, k, v, mask)
 

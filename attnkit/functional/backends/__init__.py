@@ -72,6 +72,7 @@ class Backend:
     native: bool = False  # runs attnkit's native kernel (``attnkit.functional.native``), so needs it built
     masks: str = "any"  # the masks it takes, in words
     refuse: Callable[[Call], str | None] | None = None
+    step: Callable[[], Callable] | None = None  # -> its raw kernel for repeated calls (``attention.step_kernel``)
 
     def dtypes_here(self) -> tuple[torch.dtype, ...] | None:
         """The dtypes it takes on this machine (None: every floating dtype)."""

@@ -76,7 +76,13 @@ def short_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, sc
     return out.reshape(*q.shape[:-1], v.shape[-1]), None
 
 
+def step() -> object:
+    """The raw kernel for ``attention.step_kernel``: ``fn(q, k, v, key_lengths, segment_offsets, scale)``, q, k, v
+    (B, H, L, d) strided views, ``native.lengths_arg`` lengths -> (B, H, Lq, dv) in (B, Lq, H, dv) memory."""
+    return native.kernel().short_forward
+
+
 register_backend(Backend(
     "short", short_attention, "native CPU kernel: full attention over short sequences, whole (sequence, head)s",
     grad=False, dropout=False, bias=False, dtypes=kernel_dtypes, devices=("cpu",), native=True,
-    masks="none, padding, segments", refuse=refuse))
+    masks="none, padding, segments", refuse=refuse, step=step))

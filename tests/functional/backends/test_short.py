@@ -166,3 +166,25 @@ def test_automatic_for_inference_up_to_the_measured_length(bf16_kernel):
         long = torch.randn(1, 1, dispatch.SHORT_MAX_LEN + 1, 32, dtype=torch.bfloat16)
         assert select_backend(long, long, long, None, None, False) != "short"
     assert select_backend(q, q, q, None, None, False) != "short"  # autograd on
+
+
+def test_step_kernel_is_the_backend_checked_once(native_kernel):
+    """attention.step_kernel: the checks of attention(..., backend="short") on an example, then the raw kernel,
+    which gives attention's output on later inputs of that kind; a backend that cannot take the example, or has
+    no raw kernel, raises like attention would."""
+    from attnkit.functional import native
+    from attnkit.functional.attention import step_kernel
+
+    q, k, v = _inputs(2, 3, 1, 20, 32, 32, torch.float32, 0)
+    lengths = torch.tensor([20, 7])
+    with torch.no_grad():
+        fn = step_kernel("short", q, k, v, M.padding(lengths))
+        out = fn(q, k, v, native.lengths_arg(lengths), native.lengths_arg(None), 32 ** -0.5)
+        want = attnkit.attention(q, k, v, M.padding(lengths), backend="math")
+    torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="backend 'math' has no step kernel"):
+        step_kernel("math", q, k, v)
+    with pytest.raises(ValueError, match="backend 'short' takes .*got float64"):
+        step_kernel("short", q.double(), k.double(), v.double())
+    with pytest.raises(ValueError, match="`k` must be a floating tensor"):
+        step_kernel("short", q, k.long(), v)
