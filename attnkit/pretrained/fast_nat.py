@@ -6,7 +6,8 @@ loop of ``FastSeq2Seq`` does not apply; its packed weights do. ``FastNAT(model)`
 kernel, residual inside the output projections' kernels, packed output layer) and runs
 ``decode_parallel`` as a flat loop over the layers: unmasked self-attention over the row (only
 padding hidden), cross-attention to keys and values projected once per decoding (kept in the cache
-that Mask-Predict's iterations pass back), the feed-forward. Attention goes through
+that Mask-Predict's iterations pass back), the feed-forward. Attention is ``FastSeq2Seq``'s: the
+"short" backend's kernel (``attention.step_kernel``) where the automatic choice would run it, else
 ``attnkit.attention``. The length classifier is the model's own (one small matrix product).
 
 With ``output_attentions`` the pass runs on the reference model.
@@ -18,13 +19,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..functional.attention import attention
 from ..functional.masks import for_heads, padding
 from ..models.nat import NATModel
 from ..models.seq2seq import memory_mask_from
 from ..nn import LayerCache
 from ..nn.transformer import DecoderOutput
-from .fast_seq2seq import FastSeq2Seq
+from .fast_seq2seq import FastSeq2Seq, _kernel_lengths
 
 __all__ = ["FastNAT"]
 
@@ -78,13 +78,15 @@ class FastNAT(nn.Module):
         d, h, dh = base.d_model, base.num_heads, base.head_dim
         if memory.dim() != 3 or memory.shape[0] != b:
             raise ValueError(f"FastNAT: `memory` must have shape ({b}, S, d), got {tuple(memory.shape)}")
-        self_mask = None
+        self_mask, self_lens = None, base._no_lengths
         if lengths is not None:
             if lengths.shape != (b,) or (lengths.numel() and int(lengths.max()) > t):
                 raise ValueError(f"FastNAT: `lengths` must be ({b},) values <= {t}, got {tuple(lengths.shape)}")
             if bool((lengths < t).any()):
                 self_mask = for_heads(padding(lengths))
+                self_lens = _kernel_lengths(self_mask)
         cross_mask = for_heads(memory_mask_from(memory_mask, memory.shape[1]))
+        cross_lens = _kernel_lengths(cross_mask)
         if cache is None:
             cache = self._cross_cache(memory)
         x = F.embedding(tokens, base.target_table)  # (B, T, d), already times sqrt(d)
@@ -96,10 +98,10 @@ class FastNAT(nn.Module):
             n1, n2, n3 = layer.norms
             qkv = layer.qkv.rows(n1(x) if pre else x).view(b, t, 3, h, dh)  # (B*T, 3d) -> (B, T, 3, H, dh)
             q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, dh)
-            o = attention(q, k, v, self_mask)  # unmasked: every position sees every other (padding hidden)
+            o = base._attend(q, k, v, self_mask, self_lens)  # unmasked: each position sees all (padding hidden)
             x = base._residual(layer.self_out, o.transpose(1, 2).reshape(b * t, d), x, n1)  # (B*T, d)
             q = layer.cross_q.rows(n2(x) if pre else x).view(b, t, h, dh).transpose(1, 2)  # -> (B, H, T, dh)
-            o = attention(q, c.cross_kv[0], c.cross_kv[1], cross_mask)  # (B, H, T, dh)
+            o = base._attend(q, c.cross_kv[0], c.cross_kv[1], cross_mask, cross_lens)  # (B, H, T, dh)
             x = base._residual(layer.cross_out, o.transpose(1, 2).reshape(b * t, d), x, n2)
             x = base._residual(layer.ff2, layer.ff1.rows(n3(x) if pre else x), x, n3)  # activation in ff1
         if base.final_norm is not None:
