@@ -40,8 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--distill-beam", type=int, default=5, help="nat: the teacher's beam size (default 5)")
     g.add_argument("--init", type=Path, default=None, metavar="RUN",
                    help="nat: start from this autoregressive run's best weights and vocabulary (embeddings, "
-                        "encoder, decoder; the length classifier starts fresh), as Guo et al. (2020) initialise "
-                        "NAT from the autoregressive model; the shapes must match (default: random weights)")
+                        "encoder, decoder; the length classifier starts fresh), as Guo et al. (2020) start NAT "
+                        "from a trained autoregressive model; the shapes must match (default: random weights)")
     g.add_argument("--length", choices=LENGTH_STRATEGIES, default="classifier",
                    help="nat: classifier (default): the output length from a classifier on the encoder output; "
                         "end: a long row, cut at the first END")
