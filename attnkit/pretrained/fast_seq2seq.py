@@ -282,12 +282,13 @@ class FastSeq2Seq(nn.Module):
         """An uninitialised buffer of ``shape`` (like's dtype and device): from the pool when it has one, else new."""
         shape = torch.Size(shape)
         buf = None
-        for t in list(self._pool):  # a copy: a decoding that ends meanwhile replaces the pool
+        pool = self._pool
+        for t in list(pool):  # a copy: a decoding that ends meanwhile replaces the pool
             if t.shape == shape and t.dtype == like.dtype and t.device == like.device:
-                try:
-                    self._pool.remove(t)
-                except ValueError:
+                at = next((j for j, u in enumerate(pool) if u is t), None)  # by identity: == is elementwise
+                if at is None:
                     continue
+                del pool[at]
                 buf = t
                 break
         if buf is None:

@@ -147,3 +147,13 @@ def test_a_finished_decoding_leaves_its_buffers_to_the_next():
     assert torch.equal(first.sequences, second.sequences)
     assert torch.equal(first.sequences, generate(m, ids, mask, **beams).sequences)
     assert logits.shape == (3, 30)
+
+
+def test_buffers_of_another_batch_size_in_the_pool_are_passed_over():
+    # a batch whose sentences end at different steps leaves buffers of several batch sizes; a later
+    # decoding of one sentence must find its own (a tensor in the pool is never compared with ==)
+    m, fast, ids, mask, memory = encoded()
+    generate(fast, ids, mask, max_new_tokens=40)
+    fast._pool[:] = [memory.new_empty(32, 3, 2, 16), *fast._pool, *(memory.new_empty(32, 1, 2, 16) for _ in range(4))]
+    one = generate(fast, ids[:1], mask[:1], max_new_tokens=40).sequences
+    assert torch.equal(one, generate(m, ids[:1], mask[:1], max_new_tokens=40).sequences)
