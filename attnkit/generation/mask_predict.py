@@ -106,9 +106,8 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         if out.cache is not None:  # keep the projected memory for the next iterations, not the row
             cache = [LayerCache(None, c.cross_kv) for c in out.cache]
         logits = model.output_logits(out.last_hidden_state[masked]).to(fdt)  # (M, V): the masked positions only
-        lse = logits.logsumexp(dim=-1)  # (M,)
-        best, pred = logits.index_fill_(1, bad, NEG_INF).max(dim=-1)  # (M,) the best allowed token
-        best = best - lse  # its log-probability
+        logp = logits.log_softmax(dim=-1)  # (M, V), normalised over every token
+        best, pred = logp.index_fill_(1, bad, NEG_INF).max(dim=-1)  # (M,) the best allowed token, its log-prob
         tokens = tokens.masked_scatter(masked, pred)
         logp_tok = logp_tok.masked_scatter(masked, best)
         if it == iterations - 1:

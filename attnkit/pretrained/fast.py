@@ -164,26 +164,30 @@ def pack_linears(model: nn.Module) -> nn.Module:
 
 
 class FusedEncoderLayer(nn.Module):
-    """Inference form of a post-LN ``EncoderLayer`` (BERT's), same maths, fewer kernels. (B, L, d) -> (B, L, d).
+    """Inference form of an ``EncoderLayer``, same maths, fewer kernels. (B, L, d) -> (B, L, d).
 
-    x1 = LN(x + W^o attention(x W^{qkv}))   (residual and LN in one native kernel, else the residual
-    x2 = LN(x1 + W2 gelu(x1 W1))              inside the W^o / W2 kernels; GELU inside the W1 kernel)
+    post-LN (BERT's):                           pre-LN:
+    x1 = LN(x + W^o attention(x W^{qkv}))       x1 = x + W^o attention(LN(x) W^{qkv})
+    x2 = LN(x1 + W2 gelu(x1 W1))                x2 = x1 + W2 gelu(LN(x1) W1)
+
+    The residual runs inside the W^o / W2 kernels (post-LN: with the LN, in one native kernel where it
+    runs), the activation inside the W1 kernel.
 
     Attention goes through ``attnkit.attention`` like everywhere else. Weights are not returned.
     """
 
     @staticmethod
     def supports(layer: nn.Module) -> bool:
-        """A post-LN ``EncoderLayer`` with packed self-attention, no positional module in attention,
-        and a feed-forward of plain linear layers whose activation oneDNN applies (GELU, ReLU, SiLU)."""
-        return (isinstance(layer, EncoderLayer) and not layer.attn_block.norm_first and layer.self_attn.packed
+        """An ``EncoderLayer`` with packed self-attention, no positional module in attention, and a
+        feed-forward of plain linear layers whose activation oneDNN applies (GELU, ReLU, SiLU)."""
+        return (isinstance(layer, EncoderLayer) and layer.self_attn.packed
                 and layer.self_attn.position is None and layer.ff.activation in _POST_OPS
                 and isinstance(layer.ff.linear1, nn.Linear))
 
     def __init__(self, layer: EncoderLayer):
         super().__init__()
         if not self.supports(layer):
-            raise ValueError("FusedEncoderLayer: needs a post-LN EncoderLayer with packed self-attention, no "
+            raise ValueError("FusedEncoderLayer: needs an EncoderLayer with packed self-attention, no "
                              "positional module in attention, and a GELU, ReLU or SiLU feed-forward")
         mha, ff = layer.self_attn, layer.ff
         self.num_heads, self.head_dim = mha.num_heads, mha.head_dim
@@ -192,12 +196,15 @@ class FusedEncoderLayer(nn.Module):
         self.linear1 = PackedLinear(ff.linear1, ff.activation)  # the activation runs in the kernel
         self.linear2 = PackedLinear(ff.linear2)
         self.norm1, self.norm2 = layer.attn_block.norm, layer.ff_block.norm
+        self.norm_first = layer.attn_block.norm_first
         affine = all(isinstance(n, nn.LayerNorm) and n.weight is not None and n.bias is not None
                      for n in (self.norm1, self.norm2))
         self.native_norm = affine and add_norm_kernel_runs(self.out_proj.weight.dtype, self.out_proj.out_features)
 
     def _add_norm(self, linear: PackedLinear, x: Tensor, residual: Tensor, norm: nn.LayerNorm) -> Tensor:
-        """norm(residual + linear(x)). x (N, in), residual (N, d) -> (N, d)."""
+        """post-LN: norm(residual + linear(x)); pre-LN: residual + linear(x). x (N, in), residual (N, d) -> (N, d)."""
+        if self.norm_first:
+            return linear.add(x, residual)
         if self.native_norm:
             return add_layer_norm(linear(x), residual, norm.weight, norm.bias, norm.eps)
         return norm(linear.add(x, residual))
@@ -208,12 +215,14 @@ class FusedEncoderLayer(nn.Module):
             raise ValueError("FusedEncoderLayer: cannot return attention weights; use the reference model")
         b, l, d = x.shape
         flat = x.reshape(b * l, d)  # (B, L, d) -> (B*L, d)
-        qkv = self.in_proj(flat).view(b, l, 3, self.num_heads, self.head_dim)  # (B*L, 3d) -> (B, L, 3, H, dh)
+        pre = self.norm_first
+        qkv = self.in_proj(self.norm1(flat) if pre else flat)  # (B*L, 3d)
+        qkv = qkv.view(b, l, 3, self.num_heads, self.head_dim)  # -> (B, L, 3, H, dh)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, L, dh)
         o = attention(q, k, v, for_heads(mask), backend=backend)  # (B, H, L, dh)
         o = o.transpose(1, 2).reshape(b * l, d)  # (B, H, L, dh) -> (B*L, d)
         h = self._add_norm(self.out_proj, o, flat, self.norm1)  # (B*L, d)
-        f = self.linear1(h)  # (B*L, d_ff), activation applied in the kernel
+        f = self.linear1(self.norm2(h) if pre else h)  # (B*L, d_ff), activation applied in the kernel
         out = self._add_norm(self.linear2, f, h, self.norm2)  # (B*L, d)
         return out.view(b, l, d), None
 

@@ -110,12 +110,5 @@ class FastNAT(nn.Module):
 
     def _cross_cache(self, memory: Tensor) -> list[LayerCache]:
         """memory (B, S, d) -> per layer LayerCache(None, (keys, values)), each (B, H, S, dh): projected once."""
-        base = self.base
-        b, s = memory.shape[:2]
-        flat = memory.reshape(b * s, base.d_model)  # (B, S, d) -> (B*S, d)
-        out = []
-        for layer in base.layers:
-            kv = F.linear(flat, layer.cross_kv_weight, layer.cross_kv_bias)  # (B*S, 2d)
-            kv = kv.view(b, s, 2, base.num_heads, base.head_dim).permute(2, 0, 3, 1, 4)  # -> (2, B, H, S, dh)
-            out.append(LayerCache(None, (kv[0], kv[1])))
-        return out
+        keys, values = self.base.cross_keys_values(memory)
+        return [LayerCache(None, kv) for kv in zip(keys, values)]

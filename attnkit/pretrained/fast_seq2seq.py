@@ -92,7 +92,7 @@ class _Layer(nn.Module):
         self.self_out = PackedLinear(layer.self_attn.out_proj)
         w, b = layer.cross_attn.in_proj.weight.detach(), layer.cross_attn.in_proj.bias
         self.cross_q = PackedLinear(_linear(w[:d], None if b is None else b[:d]))
-        self.cross_kv_weight, self.cross_kv_bias = w[d:], None if b is None else b[d:].detach()  # used once
+        self.cross_kv_weight, self.cross_kv_bias = w[d:], None if b is None else b[d:].detach()  # in .cross_kv
         self.cross_out = PackedLinear(layer.cross_attn.out_proj)
         self.ff1 = PackedLinear(layer.ff.linear1, layer.ff.activation)
         self.ff2 = PackedLinear(layer.ff.linear2)
@@ -186,6 +186,10 @@ class FastSeq2Seq(nn.Module):
         out_weight = model.target_embedding.weight if model.lm_head is None else model.lm_head.weight
         bias = model.final_logits_bias
         self.output = PackedLinear(_linear(out_weight.detach(), None if bias is None else bias.detach()))
+        # every layer's cross-attention K, V projection in one matrix: the memory is projected in one call
+        kv_bias = [layer.cross_kv_bias for layer in self.layers]
+        self.cross_kv = PackedLinear(_linear(torch.cat([layer.cross_kv_weight for layer in self.layers]),
+                                             None if kv_bias[0] is None else torch.cat(kv_bias)))
         for lin in [self.output] + [m for layer in self.layers for m in layer.children()]:
             lin.prepare_small()  # the steps' weights in the small kernel's layout now, not on the first step
 
@@ -264,15 +268,18 @@ class FastSeq2Seq(nn.Module):
         return out
 
     # -- internals -----------------------------------------------------------------------------
+    def cross_keys_values(self, memory: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+        """memory (B, S, d) -> per layer the cross-attention keys and values, (B, H, S, dh) views of one
+        projection of the memory by every layer's K, V weights at once."""
+        b, s = memory.shape[:2]
+        n, h, dh = len(self.layers), self.num_heads, self.head_dim
+        kv = self.cross_kv.rows(memory.reshape(b * s, self.d_model))  # (B*S, d) -> (B*S, layers 2d)
+        kv = kv.view(b, s, n, 2, h, dh).permute(2, 3, 0, 4, 1, 5)  # -> (layers, 2, B, H, S, dh)
+        return list(kv[:, 0].unbind(0)), list(kv[:, 1].unbind(0))
+
     def _new_cache(self, memory: Tensor, b: int, capacity: int = 32) -> StepCache:
-        s, h, dh = memory.shape[1], self.num_heads, self.head_dim
-        flat = memory.reshape(b * s, self.d_model)  # (B, S, d) -> (B*S, d)
-        ck, cv = [], []
-        for layer in self.layers:
-            kv = F.linear(flat, layer.cross_kv_weight, layer.cross_kv_bias)  # (B*S, 2d)
-            kv = kv.view(b, s, 2, h, dh).permute(2, 0, 3, 1, 4)  # -> (2, B, H, S, dh)
-            ck.append(kv[0])
-            cv.append(kv[1])
+        h, dh = self.num_heads, self.head_dim
+        ck, cv = self.cross_keys_values(memory)
         held = _Held(self._pool)
         keys = [self._take(held, (capacity, b, h, dh), memory) for _ in self.layers]
         values = [self._take(held, (capacity, b, h, dh), memory) for _ in self.layers]

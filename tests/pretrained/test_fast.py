@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from attnkit.functional import native as native_ext
+from attnkit.functional.masks import padding
 from attnkit.functional.norm import add_norm_kernel_runs
 from attnkit.models.bert import BertConfig, BertModel
 from attnkit.nn import TransformerConfig
@@ -135,11 +136,21 @@ def test_residual_add_post_op():
         PackedLinear(lin, "gelu").add(x, other)
 
 
-def test_fused_layer_refuses_pre_ln():
-    cfg = TransformerConfig(d_model=16, num_heads=4, d_ff=32, norm_first=True, activation="gelu")
-    with pytest.raises(ValueError, match="post-LN"):
-        FusedEncoderLayer(EncoderLayer(cfg))
-    relu = EncoderLayer(TransformerConfig(d_model=16, num_heads=4, d_ff=32))
-    x = torch.randn(2, 7, 16)
+@pytest.mark.parametrize("norm_first,activation", [(False, "relu"), (True, "gelu"), (True, "relu")])
+def test_fused_layer_keeps_pre_and_post_ln_outputs(norm_first, activation):
+    torch.manual_seed(0)
+    layer = EncoderLayer(TransformerConfig(d_model=16, num_heads=4, d_ff=32, norm_first=norm_first,
+                                           activation=activation)).eval()
+    fused = FusedEncoderLayer(layer)
+    assert fused.norm_first == norm_first
+    x, mask = torch.randn(2, 7, 16), padding(torch.tensor([7, 3]))
     with torch.no_grad():
-        torch.testing.assert_close(FusedEncoderLayer(relu.eval())(x)[0], relu(x)[0], atol=1e-5, rtol=1e-5)
+        for m in (None, mask):
+            torch.testing.assert_close(fused(x, m)[0], layer(x, m)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_fused_layer_refuses_positions_inside_attention():
+    rope = EncoderLayer(TransformerConfig(d_model=16, num_heads=4, d_ff=32, positional="rope"))
+    assert not FusedEncoderLayer.supports(rope)
+    with pytest.raises(ValueError, match="positional"):
+        FusedEncoderLayer(rope)
