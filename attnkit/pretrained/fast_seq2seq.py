@@ -15,7 +15,10 @@ decoder, written here):
 - the cross-attention keys and values are projected once, on the first step, and kept; when the rows
   become beams (``reorder_cache`` with each row repeated K times) they are not copied K times: the K
   beams of a sentence are K queries against its one set of keys (one attention call of Lq = K);
-- one decoding step is one token per row: a longer prefix is fed one token at a time.
+- one decoding step is one token per row: a longer prefix is fed one token at a time;
+- at up to 4 rows each decoder layer of a step is one native call (``decoder_layer_step``: the same
+  small_linear and short-attention kernels, called from C++): the Python sequence of ``_layer``, its
+  reference, costs about 15 dispatches per layer, 5% of a batch-1 step of Transformer-base.
 
 Attention runs the ``short`` backend's kernel, taken once through ``attnkit.functional.attention.step_kernel``
 (``attention``'s checks done on example inputs; the shapes are this module's own), or ``attnkit.attention``
@@ -41,7 +44,7 @@ from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import Mask, for_heads, padding
 from ..functional.masks.readers import full_parts
 from ..models.seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
-from .fast import PackedLinear, fuse_encoder_layers, onednn_available
+from .fast import SMALL_ROWS, PackedLinear, fuse_encoder_layers, onednn_available
 
 __all__ = ["FastSeq2Seq", "StepCache"]
 
@@ -97,6 +100,19 @@ class _Layer(nn.Module):
         self.ff1 = PackedLinear(layer.ff.linear1, layer.ff.activation)
         self.ff2 = PackedLinear(layer.ff.linear2)
         self.norms = [_Norm(n) for n in (layer.self_block.norm, layer.cross_block.norm, layer.ff_block.norm)]
+        self.step_weights: list[Tensor] | None = None  # set by FastSeq2Seq where the native layer step runs
+
+    def native_weights(self) -> list[Tensor] | None:
+        """The 18 tensors of ``decoder_layer_step`` (blocked W and b of the six linear layers, then the three
+        norms' weight and bias), or None where that kernel cannot take this layer (a linear without the small
+        kernel, a bias or outputs in multiples of 16; a norm that is not an affine LayerNorm, or norms of
+        different eps)."""
+        lins = (self.qkv, self.self_out, self.cross_q, self.cross_out, self.ff1, self.ff2)
+        if any(m.small is None or m.bias is None or m.out_features % 16 for m in lins):
+            return None
+        if any(n.args is None for n in self.norms) or len({n.args[3] for n in self.norms}) != 1:
+            return None  # (the kernel takes one eps)
+        return [t for m in lins for t in (m._blocked_weight(), m.bias)] + [t for n in self.norms for t in n.args[1:3]]
 
 
 class _Norm:
@@ -192,6 +208,15 @@ class FastSeq2Seq(nn.Module):
                                              None if kv_bias[0] is None else torch.cat(kv_bias)))
         for lin in [self.output] + [m for layer in self.layers for m in layer.children()]:
             lin.prepare_small()  # the steps' weights in the small kernel's layout now, not on the first step
+        # one native call per layer and step where every layer fits it (else the Python sequence of _layer)
+        step = None if self.short is None else getattr(native.kernel(), "decoder_layer_step", None)
+        weights = [layer.native_weights() for layer in self.layers] if step is not None else [None]
+        if all(w is not None for w in weights):
+            for layer, w in zip(self.layers, weights):
+                layer.step_weights = w
+            self._native_step = step
+        else:
+            self._native_step = None
 
     # -- the protocol --------------------------------------------------------------------------
     @torch.no_grad()
@@ -338,6 +363,10 @@ class FastSeq2Seq(nn.Module):
         """x (B, d) -> (B, d): masked self-attention over the cache, cross-attention, feed-forward.
 
         ``lens``: the memory mask's key lengths for the native kernel (None: its kind needs ``attention``)."""
+        if (self._native_step is not None and b <= SMALL_ROWS and lens is not None and t < SHORT_MAX_LEN
+                and ck.shape[2] <= SHORT_MAX_LEN and x.is_contiguous()):  # where _attend runs the short kernel
+            return self._native_step(x, layer.step_weights, keys, values, t, ck, cv, lens, group, self.norm_first,
+                                     layer.ff1._act_id, layer.norms[0].args[3], self.scale)
         n1, n2, n3 = layer.norms
         pre = self.norm_first
         qkv = layer.qkv.rows(n1(x) if pre else x).view(b, 3, h, dh)  # (B, 3d) -> (B, 3, H, dh)

@@ -5,6 +5,7 @@ K/V buffers grow), multi-token prefixes, bfloat16 weights."""
 import pytest
 import torch
 
+from attnkit.functional import native
 from attnkit.generation import generate
 from attnkit.models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from attnkit.nn import TransformerConfig
@@ -15,9 +16,10 @@ pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built wit
               pytest.mark.usefixtures("one_thread")]
 
 
-def model(norm_first: bool, activation="silu", positional="sinusoidal", dtype=torch.float32, seed=0):
-    tc = TransformerConfig(d_model=32, num_heads=2, d_ff=48, num_encoder_layers=2, num_decoder_layers=2, dropout=0.0,
-                           norm_first=norm_first, activation=activation, positional=positional, max_len=128)
+def model(norm_first: bool, activation="silu", positional="sinusoidal", dtype=torch.float32, seed=0, d_model=32):
+    tc = TransformerConfig(d_model=d_model, num_heads=2, d_ff=48, num_encoder_layers=2, num_decoder_layers=2,
+                           dropout=0.0, norm_first=norm_first, activation=activation, positional=positional,
+                           max_len=128)
     cfg = Seq2SeqConfig(30, 30, tc, pad_token_id=0, bos_token_id=1, eos_token_id=2, final_logits_bias=True,
                         max_positions=128)
     torch.manual_seed(seed)
@@ -157,3 +159,53 @@ def test_buffers_of_another_batch_size_in_the_pool_are_passed_over():
     fast._pool[:] = [memory.new_empty(32, 3, 2, 16), *fast._pool, *(memory.new_empty(32, 1, 2, 16) for _ in range(4))]
     one = generate(fast, ids[:1], mask[:1], max_new_tokens=40).sequences
     assert torch.equal(one, generate(m, ids[:1], mask[:1], max_new_tokens=40).sequences)
+
+
+@pytest.mark.parametrize("norm_first,activation", [(False, "silu"), (True, "gelu")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, activation, dtype):
+    """Steps of up to 4 rows run each decoder layer in one native call (decoder_layer_step); the Python
+    sequence of small_linear / short kernels is its reference. Two sentences x 2 beams (rows sharing their
+    sentence's memory), one source padded, buffers that grow."""
+    if dtype == torch.bfloat16 and not native.kernel().cpu_has_bf16():
+        pytest.skip("bfloat16 attention kernel needs AVX512-BF16")
+    m = model(norm_first, activation, dtype=dtype, d_model=64)  # heads of 32: the bfloat16 kernel's multiple
+    fast, slow = FastSeq2Seq(m), FastSeq2Seq(m)
+    assert fast._native_step is not None
+    slow._native_step = None
+    ids, mask = source()
+    ids, mask = ids[1:], mask[1:]  # (2, 7), both padded
+    memory = fast.encode(ids, mask)
+    tok0 = torch.randint(3, 30, (2, 1))
+    out_a, out_b = fast.decode_step(tok0, memory, mask, None), slow.decode_step(tok0, memory, mask, None)
+    index = torch.tensor([0, 0, 1, 1])  # every sentence into 2 beams: group 2
+    torch.testing.assert_close(out_a.logits, out_b.logits, atol=2e-5, rtol=1e-5) if dtype == torch.float32 else None
+    cache_a, cache_b = fast.reorder_cache(out_a.cache, index), slow.reorder_cache(out_b.cache, index)
+    assert cache_a.group == 2
+    tol = dict(atol=2e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=0.05, rtol=0.02)
+    for _ in range(36):  # past the first buffer's 32 steps
+        tok = torch.randint(3, 30, (4, 1))
+        out_a, out_b = fast.decode_step(tok, memory, mask, cache_a), slow.decode_step(tok, memory, mask, cache_b)
+        cache_a, cache_b = out_a.cache, out_b.cache
+        torch.testing.assert_close(out_a.logits, out_b.logits, **tol)
+    assert out_a.logits.abs().max() > 0.1
+
+
+def test_the_native_layer_step_is_not_used_where_its_conditions_fail():
+    m = model(False)
+    fast = FastSeq2Seq(m)
+    calls = []
+    step = fast._native_step
+
+    def counted(*args):
+        calls.append(args[0].shape[0])
+        return step(*args)
+
+    fast._native_step = counted
+    ids, mask = source()
+    generate(fast, ids, mask, min_new_tokens=3, max_new_tokens=3)  # 3 rows: every layer of every step
+    assert calls == [3] * (3 * len(fast.layers))
+    calls.clear()
+    # 2 beams: the first step has 3 rows (beams expand after it), the next ones 6: the Python sequence
+    generate(fast, ids, mask, min_new_tokens=3, max_new_tokens=3, num_beams=2)
+    assert calls == [3] * len(fast.layers)

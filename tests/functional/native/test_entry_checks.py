@@ -30,7 +30,49 @@ SCRIPT = textwrap.dedent('''
     out3, lse3 = torch.randn(2, 20, 16), torch.randn(2, 20)
     x, w = torch.randn(6, 32), torch.randn(32)
     W = torch.randn(32, 32)
+
+    def blk(n, kk):  # a weight (n, kk) in small_linear's blocked layout
+        return torch.randn(n, kk).view(n // 4, 4, kk // 16, 16).permute(0, 2, 1, 3).contiguous()
+
+    DW = [blk(96, 32), torch.randn(96), blk(32, 32), torch.randn(32), blk(32, 32), torch.randn(32),
+          blk(32, 32), torch.randn(32), blk(64, 32), torch.randn(64), blk(32, 64), torch.randn(32)]
+    DW += [torch.ones(32), torch.zeros(32)] * 3
+    KB, CK, XS = torch.zeros(8, 2, 2, 16), torch.randn(2, 2, 5, 16), torch.randn(2, 32)
+
+    def dls(x=XS, w=DW, keys=KB, values=None, t=0, ck=CK, cv=None, lens=E, group=1, pre=False, act=2):
+        values = keys.clone() if values is None else values
+        return K.decoder_layer_step(x, w, keys.clone(), values, t, ck, ck if cv is None else cv, lens, group, pre,
+                                    act, 1e-5, 0.25)
+
+    def swap(i, t, *more):  # DW with w[i] = t (and w[i + 1] = more[0], ...)
+        w = list(DW)
+        w[i:i + 1 + len(more)] = [t, *more]
+        return w
+
     bad = {
+        # decoder_layer_step(x, w, keys, values, t, cross_keys, cross_values, cross_lengths, group, ...)
+        "dls w 17": lambda: dls(w=DW[:17]),
+        "dls t capacity": lambda: dls(t=8),
+        "dls t < 0": lambda: dls(t=-1),
+        "dls group 3": lambda: dls(group=3),
+        "dls keys batch": lambda: dls(keys=torch.zeros(8, 3, 2, 16)),
+        "dls keys strided": lambda: dls(keys=torch.zeros(8, 2, 16, 2).transpose(2, 3)),
+        "dls values shape": lambda: dls(values=torch.zeros(4, 2, 2, 16)),
+        "dls cross batch": lambda: dls(ck=torch.randn(1, 2, 5, 16)),
+        "dls cross values": lambda: dls(cv=torch.randn(2, 2, 4, 16)),
+        "dls unblocked": lambda: dls(w=swap(0, torch.randn(96, 32))),
+        "dls qkv outputs": lambda: dls(w=swap(0, blk(64, 32), torch.randn(64))),
+        "dls keys meta": lambda: dls(keys=torch.zeros(8, 2, 2, 16, device="meta")),
+        "dls ff2 inputs": lambda: dls(w=swap(10, blk(32, 32))),
+        "dls bias 0-d": lambda: dls(w=swap(1, torch.tensor(1.0))),
+        "dls bias float64": lambda: dls(w=swap(3, torch.randn(32).double())),
+        "dls norm size": lambda: dls(w=swap(12, torch.ones(16))),
+        "dls norm size pre-LN": lambda: dls(w=swap(16, torch.ones(16)), pre=True),
+        "dls x meta": lambda: dls(x=XS.to("meta")),
+        "dls x float64": lambda: dls(x=XS.double()),
+        "dls x 3-D": lambda: dls(x=XS[None]),
+        "dls lengths size": lambda: dls(lens=torch.tensor([1, 2, 3])),
+        "dls act": lambda: dls(act=9),
         # window_forward(q, k, v, lengths, left, right, scale)
         "wf meta k": lambda: K.window_forward(q, meta, v, E, 2, 2, 0.25),
         "wf all meta": lambda: K.window_forward(*qkv(device="meta"), E, 2, 2, 0.25),
@@ -121,6 +163,9 @@ SCRIPT = textwrap.dedent('''
     K.small_linear(x[:0], W, w, x[:0], 2)
     K.small_linear(x, W.view(8, 4, 2, 16).permute(0, 2, 1, 3).contiguous(), w, None, 2)
     K.small_linear(x, W, w, x, 0, w, w, 1e-5)
+    assert dls().shape == (2, 32) and dls(pre=True, t=3).shape == (2, 32)
+    assert dls(group=2, ck=CK[:1], lens=torch.tensor([3])).shape == (2, 32)
+    assert dls(x=XS[:0], keys=KB[:, :0], ck=CK[:0]).shape == (0, 32)
     print("all", len(bad), "rejected")
 ''')
 

@@ -1,13 +1,14 @@
 // The one native extension, attnkit_native, in one translation unit: the checked entry points of the
 // attention kernels (attention_ops.h), of LayerNorm (norm_ops.h) and of linear layers over a few rows
-// (linear_ops.h), bound to Python. The kernels release the GIL and run on ATen's threads (at::parallel_for,
-// built with -fopenmp).
+// (linear_ops.h), and a decoder layer's step made of them (decoder_step.h), bound to Python. The kernels
+// release the GIL and run on ATen's threads (at::parallel_for, built with -fopenmp).
 
 #include <torch/extension.h>
 
 #include "attention_ops.h"
 #include "linear_ops.h"
 #include "norm_ops.h"
+#include "decoder_step.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace attnkit_ops;
@@ -19,5 +20,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("small_linear", &small_linear, "act(x W^T + b) + r, or LN(r + x W^T + b), for a few rows of x (float32 / "
         "bfloat16, AVX-512)", py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("residual"), py::arg("act"),
         py::arg("ln_weight") = py::none(), py::arg("ln_bias") = py::none(), py::arg("eps") = 1e-5, nogil);
+  m.def("decoder_layer_step", &decoder_layer_step, "one decoder layer for one new position of every row "
+        "(FastSeq2Seq's step: small_linear and short_forward in one call)", py::arg("x"), py::arg("w"),
+        py::arg("keys"), py::arg("values"), py::arg("t"), py::arg("cross_keys"), py::arg("cross_values"),
+        py::arg("cross_lengths"), py::arg("group"), py::arg("norm_first"), py::arg("act"), py::arg("eps"),
+        py::arg("scale"), nogil);
   m.def("cpu_has_bf16", &cpu_has_bf16, "whether this CPU has AVX512-BF16");
 }
