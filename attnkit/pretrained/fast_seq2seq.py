@@ -210,13 +210,11 @@ class FastSeq2Seq(nn.Module):
             lin.prepare_small()  # the steps' weights in the small kernel's layout now, not on the first step
         # one native call per layer and step where every layer fits it (else the Python sequence of _layer)
         step = None if self.short is None else getattr(native.kernel(), "decoder_layer_step", None)
-        weights = [layer.native_weights() for layer in self.layers] if step is not None else [None]
-        if all(w is not None for w in weights):
+        weights = [layer.native_weights() for layer in self.layers] if step is not None else []
+        self._native_step = step if weights and all(w is not None for w in weights) else None
+        if self._native_step is not None:
             for layer, w in zip(self.layers, weights):
                 layer.step_weights = w
-            self._native_step = step
-        else:
-            self._native_step = None
 
     # -- the protocol --------------------------------------------------------------------------
     @torch.no_grad()
