@@ -8,7 +8,9 @@ kernel, residual inside the output projections' kernels, packed output layer) an
 padding hidden), cross-attention to keys and values projected once per decoding (kept in the cache
 that Mask-Predict's iterations pass back), the feed-forward. Attention is ``FastSeq2Seq``'s: the
 "short" backend's kernel (``attention.step_kernel``) where the automatic choice would run it, else
-``attnkit.attention``. The length classifier is the model's own (one small matrix product).
+``attnkit.attention``. At up to ``LAYER_ROWS`` positions (B * T) where that kernel runs, each layer is
+one native call (``layer_forward``: the same kernels, no Python between them); the loop is its
+reference and the path for more rows. The length classifier is the model's own (one small matrix product).
 
 With ``output_attentions`` the pass runs on the reference model.
 """
@@ -19,12 +21,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..functional import native
+from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import for_heads, padding
 from ..models.nat import NATModel
 from ..models.seq2seq import memory_mask_from
 from ..nn import LayerCache
 from ..nn.transformer import DecoderOutput
-from .fast_seq2seq import FastSeq2Seq, _kernel_lengths
+from .fast import LAYER_ROWS, kernel_lengths, native_layer_weights
+from .fast_seq2seq import FastSeq2Seq
 
 __all__ = ["FastNAT"]
 
@@ -46,6 +51,11 @@ class FastNAT(nn.Module):
         self.config = model.config
         self.base = FastSeq2Seq(model)
         self.length_head = model.length_head
+        # each layer in one native call where the decoder-layer step runs (the same kernels), W in panels
+        layer = getattr(native.kernel(), "layer_forward", None) if self.base._native_step is not None else None
+        self.layer_weights = [native_layer_weights(list(lay.linears()), [n.module for n in lay.norms], panels=True)
+                              for lay in self.base.layers] if layer else []
+        self._native_layer = layer if self.layer_weights and None not in self.layer_weights else None
 
     # -- the mask_predict protocol -------------------------------------------------------------
     def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
@@ -75,7 +85,7 @@ class FastNAT(nn.Module):
         ref, base = self.reference, self.base
         ref._check_ids(tokens, "tokens", self.config.tgt_vocab_size)
         b, t = tokens.shape
-        d, h, dh = base.d_model, base.num_heads, base.head_dim
+        d = base.d_model
         if memory.dim() != 3 or memory.shape[0] != b:
             raise ValueError(f"FastNAT: `memory` must have shape ({b}, S, d), got {tuple(memory.shape)}")
         self_mask, self_lens = None, base._no_lengths
@@ -84,15 +94,32 @@ class FastNAT(nn.Module):
                 raise ValueError(f"FastNAT: `lengths` must be ({b},) values <= {t}, got {tuple(lengths.shape)}")
             if bool((lengths < t).any()):
                 self_mask = for_heads(padding(lengths))
-                self_lens = _kernel_lengths(self_mask)
+                self_lens = kernel_lengths(self_mask)
         cross_mask = for_heads(memory_mask_from(memory_mask, memory.shape[1]))
-        cross_lens = _kernel_lengths(cross_mask)
+        cross_lens = kernel_lengths(cross_mask)
         if cache is None:
             cache = self._cross_cache(memory)
         x = F.embedding(tokens, base.target_table)  # (B, T, d), already times sqrt(d)
         if base.position is not None:
             x = base.position(x, 0)
-        x = x.reshape(b * t, d)  # (B, T, d) -> (B*T, d)
+        if (self._native_layer is not None and b * t <= LAYER_ROWS and self_lens is not None and cross_lens is not None
+                and t <= SHORT_MAX_LEN and memory.shape[1] <= SHORT_MAX_LEN and x.is_contiguous()):
+            for layer, w, c in zip(base.layers, self.layer_weights, cache):  # where _attend runs the short kernel
+                x = self._native_layer(x, w, base.num_heads, self_lens, c.cross_kv[0], c.cross_kv[1],
+                                       cross_lens, base.norm_first, layer.ff1._act_id, layer.norms[0].args[3],
+                                       base.scale)
+            x = x.reshape(b * t, d)  # (B, T, d) -> (B*T, d)
+        else:
+            x = self._layers(x.reshape(b * t, d), b, t, cache, self_mask, self_lens, cross_mask, cross_lens)
+        if base.final_norm is not None:
+            x = base.final_norm(x)
+        return DecoderOutput(x.view(b, t, d), None, None, cache if use_cache else None)
+
+    def _layers(self, x: Tensor, b: int, t: int, cache: list[LayerCache], self_mask, self_lens, cross_mask,
+                cross_lens) -> Tensor:
+        """The layers as a Python sequence (the reference of the native path): x (B*T, d) -> (B*T, d)."""
+        base = self.base
+        d, h, dh = base.d_model, base.num_heads, base.head_dim
         pre = base.norm_first
         for layer, c in zip(base.layers, cache):
             n1, n2, n3 = layer.norms
@@ -104,9 +131,7 @@ class FastNAT(nn.Module):
             o = base._attend(q, c.cross_kv[0], c.cross_kv[1], cross_mask, cross_lens)  # (B, H, T, dh)
             x = base._residual(layer.cross_out, o.transpose(1, 2).reshape(b * t, d), x, n2)
             x = base._residual(layer.ff2, layer.ff1.rows(n3(x) if pre else x), x, n3)  # activation in ff1
-        if base.final_norm is not None:
-            x = base.final_norm(x)
-        return DecoderOutput(x.view(b, t, d), None, None, cache if use_cache else None)
+        return x
 
     def _cross_cache(self, memory: Tensor) -> list[LayerCache]:
         """memory (B, S, d) -> per layer LayerCache(None, (keys, values)), each (B, H, S, dh): projected once."""

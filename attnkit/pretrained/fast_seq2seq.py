@@ -39,12 +39,19 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..functional import native
-from ..functional.attention import attention, step_kernel
+from ..functional.attention import attention
 from ..functional.dispatch import SHORT_MAX_LEN
-from ..functional.masks import Mask, for_heads, padding
-from ..functional.masks.readers import full_parts
+from ..functional.masks import Mask, for_heads
 from ..models.seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
-from .fast import SMALL_ROWS, PackedLinear, fuse_encoder_layers, onednn_available
+from .fast import (
+    SMALL_ROWS,
+    PackedLinear,
+    fuse_encoder_layers,
+    kernel_lengths,
+    native_layer_weights,
+    onednn_available,
+    short_kernel,
+)
 
 __all__ = ["FastSeq2Seq", "StepCache"]
 
@@ -103,16 +110,14 @@ class _Layer(nn.Module):
         self.step_weights: list[Tensor] | None = None  # set by FastSeq2Seq where the native layer step runs
 
     def native_weights(self) -> list[Tensor] | None:
-        """The 18 tensors of ``decoder_layer_step`` (blocked W and b of the six linear layers, then the three
-        norms' weight and bias), or None where that kernel cannot take this layer (a linear without the small
-        kernel, a bias or outputs in multiples of 16; a norm that is not an affine LayerNorm, or norms of
-        different eps)."""
-        lins = (self.qkv, self.self_out, self.cross_q, self.cross_out, self.ff1, self.ff2)
-        if any(m.small is None or m.bias is None or m.out_features % 16 for m in lins):
-            return None
-        if any(n.args is None for n in self.norms) or len({n.args[3] for n in self.norms}) != 1:
-            return None  # (the kernel takes one eps)
-        return [t for m in lins for t in (m._blocked_weight(), m.bias)] + [t for n in self.norms for t in n.args[1:3]]
+        """The 18 tensors of ``decoder_layer_step`` and ``layer_forward`` (blocked W and b of the six linear
+        layers, then the three norms' weight and bias), or None where they cannot take this layer
+        (``fast.native_layer_weights``)."""
+        return native_layer_weights(list(self.linears()), [n.module for n in self.norms])
+
+    def linears(self) -> tuple[PackedLinear, ...]:
+        """The six linear layers in the native kernels' order."""
+        return self.qkv, self.self_out, self.cross_q, self.cross_out, self.ff1, self.ff2
 
 
 class _Norm:
@@ -125,25 +130,6 @@ class _Norm:
 
     def __call__(self, x: Tensor) -> Tensor:
         return self.module(x) if self.args is None else torch.layer_norm(x, *self.args)
-
-
-def _short_kernel(dtype: torch.dtype, head_dim: int):
-    """The "short" backend's raw kernel for one-query steps of ``head_dim`` heads in ``dtype``
-    (``attention.step_kernel``, checked on example inputs of that kind), or None where that backend does not run."""
-    example = torch.zeros(1, 1, 1, head_dim, dtype=dtype)  # (B, H, L, dh)
-    try:
-        with torch.no_grad():
-            return step_kernel("short", example, example, example, for_heads(padding(torch.ones(1, dtype=torch.long))))
-    except ValueError:
-        return None
-
-
-def _kernel_lengths(mask: Mask | None) -> Tensor | None:
-    """A key mask -> the key lengths the native kernel takes (empty: no mask), or None for another kind of mask."""
-    parts = full_parts(mask)
-    if parts is None or parts[1] is not None:
-        return None
-    return native.lengths_arg(parts[0])
 
 
 def _select_rows(buf: Tensor, index: Tensor, n: int, into: Tensor) -> Tensor:
@@ -188,7 +174,7 @@ class FastSeq2Seq(nn.Module):
         tc = model.config.transformer
         self.num_heads, self.head_dim, self.d_model = tc.num_heads, tc.head_dim, tc.d_model
         self.norm_first = tc.norm_first
-        self.short = _short_kernel(model.decoder.layers[0].ff.linear1.weight.dtype, tc.head_dim)
+        self.short = short_kernel(model.decoder.layers[0].ff.linear1.weight.dtype, tc.head_dim)
         self.scale = tc.head_dim ** -0.5
         self._pool: list[Tensor] = []  # K/V buffers of the last finished decoding, for the next (_Held)
         self._no_lengths = native.lengths_arg(None)
@@ -344,7 +330,7 @@ class FastSeq2Seq(nn.Module):
         if t == cache.keys[0].shape[0]:
             self._grow(cache)
         if cache.lens is None or cache.lens[0] is not cache.mask:
-            cache.lens = (cache.mask, _kernel_lengths(cache.mask))
+            cache.lens = (cache.mask, kernel_lengths(cache.mask))
         x = F.embedding(token, self.target_table)  # (B, d), already times sqrt(d)
         if self.position is not None:
             x = self.position(x[:, None], t)[:, 0]  # + P[t]

@@ -35,7 +35,9 @@ def test_packed_equals_padded(minilm, dtype, monkeypatch):
         monkeypatch.setattr(minilm, "packs", lambda dtype=None: False)
         padded = minilm.encode(TEXTS, batch_size=5, dtype=dtype)
     assert packed.shape == (len(TEXTS), 384)
-    assert F.cosine_similarity(packed, padded).min() > 0.99999
+    # the short batches run each layer natively (layer_forward): in bfloat16 another rounding, as far from
+    # float32 as the packed path (about 5e-5 of cosine distance on these texts)
+    assert F.cosine_similarity(packed, padded).min() > (0.99999 if dtype == torch.float32 else 0.9999)
 
 
 def test_heads_the_kernel_cannot_take_are_padded(tmp_path):

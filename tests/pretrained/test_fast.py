@@ -2,15 +2,18 @@ import copy
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 from attnkit.functional import native as native_ext
-from attnkit.functional.masks import padding
+from attnkit.functional.masks import padding, segments
 from attnkit.functional.norm import add_norm_kernel_runs
 from attnkit.models.bert import BertConfig, BertModel
 from attnkit.nn import TransformerConfig
 from attnkit.nn.blocks import EncoderLayer
 from attnkit.pretrained.fast import (
+    LAYER_ROWS,
     SMALL_ROWS,
     FusedEncoderLayer,
     PackedLinear,
@@ -47,7 +50,8 @@ def test_a_few_rows_take_the_small_kernel_with_the_same_results(dtype, tol, acti
     fn = {"none": lambda y: y, "relu": torch.relu, "silu": nn.functional.silu, "gelu": nn.functional.gelu,
           "gelu_tanh": lambda y: nn.functional.gelu(y, approximate="tanh")}[activation]
     with torch.no_grad():
-        for rows in (1, 2, 3, SMALL_ROWS, SMALL_ROWS + 3):  # the last one goes to oneDNN
+        # blocked up to SMALL_ROWS, panels up to LAYER_ROWS, then oneDNN
+        for rows in (1, 2, 3, SMALL_ROWS, SMALL_ROWS + 3, LAYER_ROWS, LAYER_ROWS + 1):
             x = 3 * torch.randn(rows, 64, dtype=dtype)
             ref = fn(nn.functional.linear(x.double(), lin.weight.double(), lin.bias.double()))
             torch.testing.assert_close(packed(x).double(), ref, atol=tol, rtol=tol)
@@ -55,10 +59,33 @@ def test_a_few_rows_take_the_small_kernel_with_the_same_results(dtype, tol, acti
                 other = torch.randn(rows, 48, dtype=dtype)
                 assert (packed._blocked is not None) == (packed.small is not None)  # made on the first call
                 torch.testing.assert_close(packed.add(x, other).double(), ref + other.double(), atol=tol, rtol=tol)
+        assert (packed._panels is not None) == (packed.small is not None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(0, LAYER_ROWS + 2), k=st.sampled_from([16, 48, 96]), n=st.sampled_from([16, 40, 80]),
+       bf16=st.booleans(), act=st.sampled_from(["none", "relu", "gelu"]), nan_row=st.booleans())
+def test_every_row_count_gives_the_reference(rows, k, n, bf16, act, nan_row):
+    """Blocked, panels and oneDNN against float64 F.linear; a NaN in one row of x stays in that row."""
+    torch.manual_seed(rows * 7 + k + n)
+    dtype, tol = (torch.bfloat16, 4e-2) if bf16 else (torch.float32, 3e-5)
+    lin = nn.Linear(k, n).to(dtype)
+    packed = PackedLinear(lin, act)
+    fn = {"none": lambda y: y, "relu": torch.relu, "gelu": nn.functional.gelu}[act]
+    x = 2 * torch.randn(rows, k, dtype=dtype)
+    if nan_row and rows:
+        x[rows // 2, k // 3] = float("nan")
+    with torch.no_grad():
+        got = packed(x).double()
+        ref = fn(nn.functional.linear(x.double(), lin.weight.double(), lin.bias.double()))
+        assert got.shape == (rows, n)
+        torch.testing.assert_close(got, ref, atol=tol, rtol=tol, equal_nan=True)
+        if nan_row and rows:
+            assert got[rows // 2].isnan().all() and not got[: rows // 2].isnan().any()
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 4e-2)])
-@pytest.mark.parametrize("rows", [1, 3, SMALL_ROWS + 1])
+@pytest.mark.parametrize("rows", [1, 3, SMALL_ROWS + 1, LAYER_ROWS + 1])
 def test_add_norm_is_the_layer_norm_of_the_residual_sum(dtype, tol, rows, one_thread):
     torch.manual_seed(1)
     lin, norm = nn.Linear(64, 32).to(dtype), nn.LayerNorm(32).to(dtype)
@@ -154,3 +181,52 @@ def test_fused_layer_refuses_positions_inside_attention():
     assert not FusedEncoderLayer.supports(rope)
     with pytest.raises(ValueError, match="positional"):
         FusedEncoderLayer(rope)
+
+
+def _counting(layer: FusedEncoderLayer) -> list:
+    """Count the calls of the layer's native kernel (layer_forward)."""
+    calls, kernel = [], layer._native_layer
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return kernel(*args)
+
+    layer._native_layer = counted
+    return calls
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 5e-2)])
+@pytest.mark.parametrize("norm_first,activation", [(False, "gelu"), (True, "relu"), (True, "silu")])
+def test_the_native_layer_gives_the_python_sequence(dtype, tol, norm_first, activation):
+    """At up to LAYER_ROWS positions under padding (or none) the layer is one native call: the same outputs as
+    the Python sequence (its reference), padded rows included."""
+    torch.manual_seed(2)
+    layer = EncoderLayer(TransformerConfig(d_model=64, num_heads=2, d_ff=64, norm_first=norm_first,
+                                           activation=activation)).eval().to(dtype)
+    fused = FusedEncoderLayer(layer)
+    if fused._native_layer is None:
+        pytest.skip("the native layer does not run here")
+    reference = copy.copy(fused)
+    reference._native_layer = None  # the Python sequence
+    calls = _counting(fused)
+    x = torch.randn(2, 7, 64, dtype=dtype)
+    with torch.no_grad():
+        for mask in (None, padding(torch.tensor([7, 3]))):
+            torch.testing.assert_close(fused(x, mask)[0].float(), reference(x, mask)[0].float(), atol=tol, rtol=tol)
+    assert len(calls) == 2
+
+
+def test_the_native_layer_is_not_used_where_its_conditions_fail():
+    layer = EncoderLayer(TransformerConfig(d_model=32, num_heads=2, d_ff=64)).eval()
+    fused = FusedEncoderLayer(layer)
+    if fused._native_layer is None:
+        pytest.skip("the native layer does not run here")
+    calls = _counting(fused)
+    x = torch.randn(1, LAYER_ROWS, 32)
+    with torch.no_grad():
+        fused(x)  # 16 rows: native
+        fused(torch.randn(1, LAYER_ROWS + 1, 32))  # 17 rows
+        fused(x, backend="math")  # a backend named: it runs
+        fused(x, segments([10, 6]))  # packed sequences: the short kernel's offsets, not a layer's lengths
+    fused(x)  # autograd on
+    assert calls == [x.shape]

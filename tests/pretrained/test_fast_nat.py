@@ -1,13 +1,15 @@
 """FastNAT (the inference copy NAT runs decode with) against the reference NATModel: the same hidden states and
 logits for padded sources and rows, pre-LN and post-LN, both length strategies, and the same Mask-Predict output."""
 
+import copy
+
 import pytest
 import torch
 
 from attnkit.generation import mask_predict
 from attnkit.models.nat import NATConfig, NATModel
 from attnkit.nn import TransformerConfig
-from attnkit.pretrained.fast import onednn_available
+from attnkit.pretrained.fast import LAYER_ROWS, onednn_available
 from attnkit.pretrained.fast_nat import FastNAT
 
 pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
@@ -56,6 +58,30 @@ def test_a_parallel_pass_gives_the_reference_hidden_states(norm_first, activatio
     torch.testing.assert_close(again.last_hidden_state, out.last_hidden_state, atol=0, rtol=0)
     one = fast.decode_parallel(tokens[:1], memory[:1], mask[:1])  # batch 1, no lengths: no mask at all
     torch.testing.assert_close(one.last_hidden_state[0], out.last_hidden_state[0], atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first,activation", [(True, "relu"), (False, "gelu")])
+def test_the_native_layers_give_the_python_sequence(norm_first, activation):
+    """At up to LAYER_ROWS positions each decoder layer is one native call (layer_forward): the same hidden
+    states as the Python sequence (``_layers``, its reference), padded rows and sources included."""
+    m = model(norm_first, activation=activation)
+    fast = FastNAT(m)
+    if fast._native_layer is None:
+        pytest.skip("the native layer does not run here")
+    reference = copy.copy(fast)
+    reference._native_layer = None
+    calls, kernel = [], fast._native_layer
+    fast._native_layer = lambda *a: calls.append(a[0].shape) or kernel(*a)
+    ids, mask = source()
+    memory = fast.encode(ids, mask)
+    tokens, lengths = torch.randint(3, 30, (2, 6)), torch.tensor([6, 4])  # 12 rows; row 1's source is padded
+    got = fast.decode_parallel(tokens, memory[1:], mask[1:], lengths).last_hidden_state
+    ref = reference.decode_parallel(tokens, memory[1:], mask[1:], lengths).last_hidden_state
+    keep = torch.arange(6)[None] < lengths[:, None]
+    torch.testing.assert_close(got[keep], ref[keep], atol=2e-5, rtol=1e-5)
+    assert calls == [(2, 6, 32)] * 2  # two layers
+    fast.decode_parallel(torch.randint(3, 30, (3, LAYER_ROWS // 3 + 1)), memory, mask)  # 18 rows: Python
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize("length,iterations,k", [("classifier", 1, 1), ("classifier", 4, 3), ("end", 3, 1)])

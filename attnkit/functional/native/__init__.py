@@ -6,7 +6,9 @@ loads and stores), ``window_attention.h`` (attention over a key window: backends
 ``add_norm.h`` (LayerNorm of a residual sum: ``functional.norm``), ``small_linear.h`` (linear layers
 over a few rows: ``pretrained.fast``), their checked entry points ``attention_ops.h``, ``norm_ops.h`` and
 ``linear_ops.h`` (every device, dtype, shape, stride and length a kernel relies on is a TORCH_CHECK
-there), ``decoder_step.h`` (a decoder layer's step made of those entry points: ``FastSeq2Seq``), and
+there), ``decoder_step.h`` (a decoder layer's step made of those entry points: ``FastSeq2Seq``),
+``layer_forward.h`` (an encoder or non-autoregressive decoder layer over a few short rows:
+``FusedEncoderLayer``, ``FastNAT``), and
 ``module.cpp``, the one translation unit, which binds them (torch's headers cost most of the build, so
 they are parsed once).
 

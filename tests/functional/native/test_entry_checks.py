@@ -44,10 +44,21 @@ SCRIPT = textwrap.dedent('''
         return K.decoder_layer_step(x, w, keys.clone(), values, t, ck, ck if cv is None else cv, lens, group, pre,
                                     act, 1e-5, 0.25)
 
-    def swap(i, t, *more):  # DW with w[i] = t (and w[i + 1] = more[0], ...)
-        w = list(DW)
+    def swap(i, t, *more, base=DW):  # DW (or base) with w[i] = t (and w[i + 1] = more[0], ...)
+        w = list(base)
         w[i:i + 1 + len(more)] = [t, *more]
         return w
+
+    def pan(n, kk):  # a weight (n, kk) in small_linear's panels (n / 16, kk, 16)
+        return torch.randn(n, kk).view(n // 16, 16, kk).transpose(1, 2).contiguous()
+
+    # an encoder layer (12 tensors: qkv, out, ff1, ff2, two norms) in panels, d 32, 2 heads
+    EW = [pan(96, 32), torch.randn(96), pan(32, 32), torch.randn(32), pan(64, 32), torch.randn(64),
+          pan(32, 64), torch.randn(32)] + [torch.ones(32), torch.zeros(32)] * 2
+    XL = torch.randn(2, 5, 32)
+
+    def lf(x=XL, w=EW, heads=2, lens=E, ck=None, cv=None, clens=E, pre=False, act=1):
+        return K.layer_forward(x, w, heads, lens, ck, cv, clens, pre, act, 1e-5, 0.25)
 
     bad = {
         # decoder_layer_step(x, w, keys, values, t, cross_keys, cross_values, cross_lengths, group, ...)
@@ -73,6 +84,29 @@ SCRIPT = textwrap.dedent('''
         "dls x 3-D": lambda: dls(x=XS[None]),
         "dls lengths size": lambda: dls(lens=torch.tensor([1, 2, 3])),
         "dls act": lambda: dls(act=9),
+        # layer_forward(x, w, num_heads, lengths, cross_keys, cross_values, cross_lengths, norm_first, act, ...)
+        "lf w 13": lambda: lf(w=EW + [torch.ones(32)]),
+        "lf x 2-D": lambda: lf(x=XL[0]),
+        "lf x strided": lambda: lf(x=XL.transpose(0, 1).contiguous().transpose(0, 1)),
+        "lf x meta": lambda: lf(x=XL.to("meta")),
+        "lf x float64": lambda: lf(x=XL.double()),
+        "lf heads 3": lambda: lf(heads=3),
+        "lf heads 0": lambda: lf(heads=0),
+        "lf unpacked": lambda: lf(w=swap(0, torch.randn(96, 32), base=EW)),
+        "lf qkv outputs": lambda: lf(w=swap(0, pan(64, 32), torch.randn(64), base=EW)),
+        "lf out outputs": lambda: lf(w=swap(2, pan(48, 32), torch.randn(48), base=EW)),
+        "lf ff2 inputs": lambda: lf(w=swap(6, pan(32, 32), base=EW)),
+        "lf bias size": lambda: lf(w=swap(3, torch.randn(16), base=EW)),
+        "lf bias float64": lambda: lf(w=swap(5, torch.randn(64).double(), base=EW)),
+        "lf norm size": lambda: lf(w=swap(8, torch.ones(16), base=EW)),
+        "lf lengths size": lambda: lf(lens=torch.tensor([1, 2, 3])),
+        "lf lengths int32": lambda: lf(lens=torch.tensor([1, 2], dtype=torch.int32)),
+        "lf act": lambda: lf(act=9),
+        "lf cross keys with 12": lambda: lf(ck=CK, cv=CK),
+        "lf no cross keys with 18": lambda: lf(w=DW),
+        "lf cross batch": lambda: lf(w=DW, ck=torch.randn(1, 2, 5, 16), cv=torch.randn(1, 2, 5, 16)),
+        "lf cross values": lambda: lf(w=DW, ck=CK, cv=torch.randn(2, 2, 4, 16)),
+        "lf cross lengths": lambda: lf(w=DW, ck=CK, cv=CK, clens=torch.tensor([9])),
         # window_forward(q, k, v, lengths, left, right, scale)
         "wf meta k": lambda: K.window_forward(q, meta, v, E, 2, 2, 0.25),
         "wf all meta": lambda: K.window_forward(*qkv(device="meta"), E, 2, 2, 0.25),
@@ -143,6 +177,9 @@ SCRIPT = textwrap.dedent('''
         "sl norm weight only": lambda: K.small_linear(x, W, None, x, 0, w, None, 1e-5),
         "sl norm size": lambda: K.small_linear(x, W, None, x, 0, w[:16], w[:16], 1e-5),
         "sl norm dtype": lambda: K.small_linear(x, W, None, x, 0, w.double(), w.double(), 1e-5),
+        "sl panels 8 wide": lambda: K.small_linear(x, W.view(4, 32, 8), None, None, 0),
+        "sl panels K": lambda: K.small_linear(x, torch.randn(2, 16, 16), None, None, 0),
+        "sl panels strided": lambda: K.small_linear(x, torch.randn(2, 16, 32).transpose(1, 2), None, None, 0),
     }
     if not K.cpu_has_bf16():
         bad["sf bfloat16 without AVX512-BF16"] = lambda: K.short_forward(*qkv(d=32, dtype=bf16), E, E, 0.25)
@@ -166,6 +203,12 @@ SCRIPT = textwrap.dedent('''
     assert dls().shape == (2, 32) and dls(pre=True, t=3).shape == (2, 32)
     assert dls(group=2, ck=CK[:1], lens=torch.tensor([3])).shape == (2, 32)
     assert dls(x=XS[:0], keys=KB[:, :0], ck=CK[:0]).shape == (0, 32)
+    K.small_linear(x, pan(32, 32), w, x, 0, w, w, 1e-5)
+    K.small_linear(x[:0], pan(32, 32), w, None, 1)
+    assert lf().shape == (2, 5, 32) and lf(pre=True, lens=torch.tensor([5, 2])).shape == (2, 5, 32)
+    assert lf(w=DW, ck=CK, cv=CK, clens=torch.tensor([5, 3])).shape == (2, 5, 32)  # blocked weights too
+    assert lf(x=XL[:0], w=DW, ck=CK[:0], cv=CK[:0]).shape == (0, 5, 32)
+    assert lf(x=XL[:, :0]).shape == (2, 0, 32)
     print("all", len(bad), "rejected")
 ''')
 

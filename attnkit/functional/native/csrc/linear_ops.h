@@ -12,9 +12,11 @@
 
 #include "add_norm.h"
 #include "simd.h"
+#include "panel_linear.h"
 #include "small_linear.h"
 
-// x (M, K), weight (N, K) or blocked (N / 4, K / 16, 4, 16) (small_linear.h), bias (N,) or undefined, residual (M, N) or undefined: contiguous, all float32 or all
+// x (M, K), weight (N, K), blocked (N / 4, K / 16, 4, 16) (small_linear.h) or in panels (N / 16, K, 16)
+// (panel_linear.h: for more than a few rows), bias (N,) or undefined, residual (M, N) or undefined: contiguous, all float32 or all
 // bfloat16, on the CPU; K and N multiples of 16; act 0 none, 1 ReLU, 2 SiLU, 3 GELU (erf), 4 GELU (tanh).
 namespace attnkit_ops {
 
@@ -32,10 +34,12 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
   TORCH_CHECK((dt == at::kFloat || dt == at::kBFloat16) && weight.scalar_type() == dt &&
                   (!has_b || bias->scalar_type() == dt) && (!has_r || residual->scalar_type() == dt),
               who, ": x, weight, bias and residual must all be float32 or all bfloat16");
-  const bool blocked = weight.dim() == 4;
-  TORCH_CHECK(x.dim() == 2 && (weight.dim() == 2 || (blocked && weight.size(2) == 4 && weight.size(3) == 16)), who,
-              ": x must be (M, K) and weight (N, K), or blocked (N / 4, K / 16, 4, 16)");
-  const int64_t m = x.size(0), k = x.size(1), n = blocked ? 4 * weight.size(0) : weight.size(0);
+  const bool blocked = weight.dim() == 4, panels = weight.dim() == 3;
+  TORCH_CHECK(x.dim() == 2 && (weight.dim() == 2 || (blocked && weight.size(2) == 4 && weight.size(3) == 16) ||
+                               (panels && weight.size(2) == 16)), who,
+              ": x must be (M, K) and weight (N, K), blocked (N / 4, K / 16, 4, 16) or in panels (N / 16, K, 16)");
+  const int64_t m = x.size(0), k = x.size(1);
+  const int64_t n = blocked ? 4 * weight.size(0) : panels ? 16 * weight.size(0) : weight.size(0);
   TORCH_CHECK((blocked ? 16 * weight.size(1) : weight.size(1)) == k, who, ": x and weight disagree on K");
   TORCH_CHECK(k % 16 == 0 && n % 16 == 0, who, ": K and N must be multiples of 16, got K=", k, ", N=", n);
   TORCH_CHECK(!has_b || (bias->dim() == 1 && bias->size(0) == n && bias->is_contiguous()), who,
@@ -57,24 +61,33 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
   auto go = [&](auto tag) {
     using S = decltype(tag);
     const S* xp = reinterpret_cast<const S*>(x.data_ptr());
-    std::vector<float> xf(static_cast<size_t>(m * k));  // x widened to float32 once
-    for (int64_t i = 0; i < m * k; ++i) xf[i] = attnkit_simd::to_f(xp[i]);
+    std::vector<float> xf(static_cast<size_t>(m * k));  // x widened to float32 once; for panels transposed (K, M)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < k; ++j) xf[panels ? j * m + i : i * k + j] = attnkit_simd::to_f(xp[i * k + j]);
     const S* wp = reinterpret_cast<const S*>(weight.data_ptr());
     const S* bp = has_b ? reinterpret_cast<const S*>(bias->data_ptr()) : nullptr;
     const S* rp = has_r ? reinterpret_cast<const S*>(residual->data_ptr()) : nullptr;
     S* op = reinterpret_cast<S*>(out.data_ptr());
-    // columns in blocks of 16: each thread takes whole blocks; a block is 16 rows of W (32 KB at K = 512 float32)
-    const int64_t blocks = n / 16, grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1));
+    // columns in blocks of 16: each thread takes whole blocks; a block is 16 rows of W (32 KB at K = 512
+    // float32); with panels at least ~64K multiply-adds a thread (a dozen rows: a few panels)
+    const int64_t blocks = n / 16;
+    const int64_t grain = panels ? std::max<int64_t>(2, 65536 / std::max<int64_t>(16 * k * m, 1)) / 2 * 2
+                                 : std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1));
     std::vector<float> y(norm ? static_cast<size_t>(m * n) : 0);  // float32 sums for the LayerNorm
     auto cols = [&](auto* dst) {
+      using O = std::remove_pointer_t<decltype(dst)>;
       at::parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
         std::vector<float> sums(static_cast<size_t>(m * (b1 - b0) * 16));
-        if (blocked)
-          attnkit_linear::small_linear_cols<S, std::remove_pointer_t<decltype(dst)>, true>(
-              xf.data(), wp, bp, rp, dst, m, n, k, b0 * 16, b1 * 16, act, sums.data());
-        else
-          attnkit_linear::small_linear_cols<S, std::remove_pointer_t<decltype(dst)>, false>(
-              xf.data(), wp, bp, rp, dst, m, n, k, b0 * 16, b1 * 16, act, sums.data());
+        if (panels) {
+          attnkit_linear::panel_sums<S>(xf.data(), wp, m, k, b0 * 16, b1 * 16, sums.data());
+          attnkit_linear::epilogue<S, O>(sums.data(), bp, rp, dst, m, n, b0 * 16, b1 * 16, act);
+        } else if (blocked) {
+          attnkit_linear::small_linear_cols<S, O, true>(xf.data(), wp, bp, rp, dst, m, n, k, b0 * 16, b1 * 16, act,
+                                                        sums.data());
+        } else {
+          attnkit_linear::small_linear_cols<S, O, false>(xf.data(), wp, bp, rp, dst, m, n, k, b0 * 16, b1 * 16, act,
+                                                         sums.data());
+        }
       });
     };
     if (!norm) {

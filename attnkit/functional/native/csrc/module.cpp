@@ -1,6 +1,7 @@
 // The one native extension, attnkit_native, in one translation unit: the checked entry points of the
 // attention kernels (attention_ops.h), of LayerNorm (norm_ops.h) and of linear layers over a few rows
-// (linear_ops.h), and a decoder layer's step made of them (decoder_step.h), bound to Python. The kernels
+// (linear_ops.h), and layers made of them: a decoder layer's step (decoder_step.h) and an encoder or
+// non-autoregressive decoder layer over whole rows (layer_forward.h), bound to Python. The kernels
 // release the GIL and run on ATen's threads (at::parallel_for, built with -fopenmp).
 
 #include <torch/extension.h>
@@ -9,6 +10,7 @@
 #include "linear_ops.h"
 #include "norm_ops.h"
 #include "decoder_step.h"
+#include "layer_forward.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace attnkit_ops;
@@ -25,5 +27,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("keys"), py::arg("values"), py::arg("t"), py::arg("cross_keys"), py::arg("cross_values"),
         py::arg("cross_lengths"), py::arg("group"), py::arg("norm_first"), py::arg("act"), py::arg("eps"),
         py::arg("scale"), nogil);
+  m.def("layer_forward", &layer_forward, "one encoder layer, or non-autoregressive decoder layer, over every "
+        "position of a few short rows (small_linear and short_forward in one call)", py::arg("x"), py::arg("w"),
+        py::arg("num_heads"), py::arg("lengths"), py::arg("cross_keys"), py::arg("cross_values"),
+        py::arg("cross_lengths"), py::arg("norm_first"), py::arg("act"), py::arg("eps"), py::arg("scale"), nogil);
   m.def("cpu_has_bf16", &cpu_has_bf16, "whether this CPU has AVX512-BF16");
 }

@@ -59,8 +59,8 @@ inline __m512 erf_ps(__m512 z) {
 inline __m512 activate(__m512 y, int64_t act) {
   const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
   switch (act) {
-    case kRelu:
-      return _mm512_max_ps(y, _mm512_setzero_ps());
+    case kRelu:  // max returns its second operand when one is NaN: NaN stays NaN, as torch.relu
+      return _mm512_max_ps(_mm512_setzero_ps(), y);
     case kSilu:
       return _mm512_mul_ps(y, sigmoid_ps(y));
     case kGelu:
@@ -124,16 +124,13 @@ inline void rows_of_w(const S* w, const float* xf, int64_t m_rows, int64_t k, fl
   }
 }
 
-// Outputs [n_begin, n_end) of every row: sums (M, n_end - n_begin) float32 scratch, then the epilogue.
-// n_end - n_begin is a multiple of 16 (the entry point splits N so), k a multiple of 16.
-// (width is a multiple of 16, so of the 4 rows of a block.)
+// The epilogue of outputs [n_begin, n_end) of every row, from their float32 sums (M, n_end - n_begin):
+// bias, activation, residual, one rounding to O. (Also panel_linear.h's.)
 // O: S, or float (the sums stay float32 for a LayerNorm after them).
-template <typename S, typename O, bool Blocked>
-inline void small_linear_cols(const float* xf, const S* w, const S* bias, const S* res, O* out, int64_t m_rows,
-                              int64_t n, int64_t k, int64_t n_begin, int64_t n_end, int64_t act, float* sums) {
+template <typename S, typename O>
+inline void epilogue(const float* sums, const S* bias, const S* res, O* out, int64_t m_rows, int64_t n,
+                     int64_t n_begin, int64_t n_end, int64_t act) {
   const int64_t width = n_end - n_begin;
-  for (int64_t c = 0; c < width; c += 4)
-    rows_of_w<S, 4, Blocked>(w + (n_begin + c) * k, xf, m_rows, k, sums + c, width);
   for (int64_t m = 0; m < m_rows; ++m)
     for (int64_t j = 0; j < width; j += 16) {
       const int64_t col = n_begin + j;
@@ -143,6 +140,18 @@ inline void small_linear_cols(const float* xf, const S* w, const S* bias, const 
       if (res != nullptr) y = _mm512_add_ps(y, load16(res + m * n + col));
       store16(out + m * n + col, y);
     }
+}
+
+// Outputs [n_begin, n_end) of every row: sums (M, n_end - n_begin) float32 scratch, then the epilogue.
+// n_end - n_begin is a multiple of 16 (the entry point splits N so), k a multiple of 16.
+// (width is a multiple of 16, so of the 4 rows of a block.)
+template <typename S, typename O, bool Blocked>
+inline void small_linear_cols(const float* xf, const S* w, const S* bias, const S* res, O* out, int64_t m_rows,
+                              int64_t n, int64_t k, int64_t n_begin, int64_t n_end, int64_t act, float* sums) {
+  const int64_t width = n_end - n_begin;
+  for (int64_t c = 0; c < width; c += 4)
+    rows_of_w<S, 4, Blocked>(w + (n_begin + c) * k, xf, m_rows, k, sums + c, width);
+  epilogue<S, O>(sums, bias, res, out, m_rows, n, n_begin, n_end, act);
 }
 
 // mean and 1 / sqrt(var + eps) of a float32 row of d (a multiple of 16) values, two passes (as add_norm.h).
