@@ -230,3 +230,25 @@ def test_the_native_layer_is_not_used_where_its_conditions_fail():
         fused(x, segments([10, 6]))  # packed sequences: the short kernel's offsets, not a layer's lengths
     fused(x)  # autograd on
     assert calls == [x.shape]
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 4e-2)])
+@pytest.mark.parametrize("rows", [1, 3, SMALL_ROWS + 3])
+def test_the_small_kernel_normalises_its_input(dtype, tol, rows):
+    """small_linear with x_norm_weight / x_norm_bias: LN(x) W^T + b (a pre-LN layer's norm in the kernel),
+    blocked and in panels."""
+    kernel = native_ext.kernel()
+    if kernel is None:
+        pytest.skip("native kernel unavailable")
+    torch.manual_seed(rows)
+    lin, norm = nn.Linear(64, 48).to(dtype), nn.LayerNorm(64).to(dtype)
+    with torch.no_grad():
+        norm.weight.normal_()
+        norm.bias.normal_()
+        x = 5 + 3 * torch.randn(rows, 64, dtype=dtype)  # an offset the norm removes
+        h = nn.functional.layer_norm(x.double(), (64,), norm.weight.double(), norm.bias.double(), 1e-5)
+        ref = nn.functional.linear(h, lin.weight.double(), lin.bias.double())
+        packed = PackedLinear(lin)
+        got = kernel.small_linear(x, packed.small_weight(rows), lin.bias, None, 0, None, None, 1e-5, norm.weight,
+                                  norm.bias)
+        torch.testing.assert_close(got.double(), ref, atol=tol, rtol=tol)

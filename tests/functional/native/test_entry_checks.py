@@ -177,6 +177,10 @@ SCRIPT = textwrap.dedent('''
         "sl norm weight only": lambda: K.small_linear(x, W, None, x, 0, w, None, 1e-5),
         "sl norm size": lambda: K.small_linear(x, W, None, x, 0, w[:16], w[:16], 1e-5),
         "sl norm dtype": lambda: K.small_linear(x, W, None, x, 0, w.double(), w.double(), 1e-5),
+        "sl x norm size": lambda: K.small_linear(x, W, None, None, 0, None, None, 1e-5, w[:16], w[:16]),
+        "sl x norm weight only": lambda: K.small_linear(x, W, None, None, 0, None, None, 1e-5, w, None),
+        "sl x norm dtype": lambda: K.small_linear(x, W, None, None, 0, None, None, 1e-5, w.double(), w.double()),
+        "sl x norm meta": lambda: K.small_linear(x, W, None, None, 0, None, None, 1e-5, w.to("meta"), w),
         "sl panels 8 wide": lambda: K.small_linear(x, W.view(4, 32, 8), None, None, 0),
         "sl panels K": lambda: K.small_linear(x, torch.randn(2, 16, 16), None, None, 0),
         "sl panels strided": lambda: K.small_linear(x, torch.randn(2, 16, 32).transpose(1, 2), None, None, 0),
@@ -204,6 +208,8 @@ SCRIPT = textwrap.dedent('''
     assert dls(group=2, ck=CK[:1], lens=torch.tensor([3])).shape == (2, 32)
     assert dls(x=XS[:0], keys=KB[:, :0], ck=CK[:0]).shape == (0, 32)
     K.small_linear(x, pan(32, 32), w, x, 0, w, w, 1e-5)
+    y = K.small_linear(x, pan(32, 32), None, None, 0, None, None, 1e-5, w, torch.zeros(32))  # LN(x) W^T
+    assert torch.isfinite(y).all() and y.shape == (6, 32)
     K.small_linear(x[:0], pan(32, 32), w, None, 1)
     assert lf().shape == (2, 5, 32) and lf(pre=True, lens=torch.tensor([5, 2])).shape == (2, 5, 32)
     assert lf(w=DW, ck=CK, cv=CK, clens=torch.tensor([5, 3])).shape == (2, 5, 32)  # blocked weights too

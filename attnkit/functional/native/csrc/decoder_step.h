@@ -50,8 +50,10 @@ inline at::Tensor decoder_layer_step(const at::Tensor& x, const std::vector<at::
   TORCH_CHECK(w[10].size(1) * 16 == 4 * w[8].size(0), who, ": ff2's inputs must be ff1's outputs");
 
   const c10::optional<at::Tensor> none;
-  const auto norm = [&](const at::Tensor& y, int i) {  // LayerNorm i (0, 1, 2) of a pre-LN layer
-    return at::layer_norm(y, {d}, w[12 + 2 * i], w[13 + 2 * i], eps);
+  // act(y W^T + b) for linear lin; pre-LN: of LayerNorm i (0, 1, 2) of y, inside the same kernel
+  const auto project = [&](const at::Tensor& y, int lin, int i, int64_t a) {
+    if (!norm_first) return small_linear(y, w[2 * lin], w[2 * lin + 1], none, a, none, none, eps);
+    return small_linear(y, w[2 * lin], w[2 * lin + 1], none, a, none, none, eps, w[12 + 2 * i], w[13 + 2 * i]);
   };
   // out = residual + y W^T + b, post-LN then LayerNorm i
   const auto residual = [&](const at::Tensor& y, int lin, const at::Tensor& res, int i) {
@@ -61,7 +63,7 @@ inline at::Tensor decoder_layer_step(const at::Tensor& x, const std::vector<at::
   const at::Tensor no_lengths = at::empty({0}, keys.options().dtype(at::kLong));
 
   // self-attention over the cache, this position appended
-  auto qkv = small_linear(norm_first ? norm(x, 0) : x, w[0], w[1], none, 0, none, none, eps).view({b, 3, h, dh});
+  auto qkv = project(x, 0, 0, 0).view({b, 3, h, dh});
   keys.select(0, t).copy_(qkv.select(1, 1));
   values.select(0, t).copy_(qkv.select(1, 2));
   auto k = keys.narrow(0, 0, t + 1).permute({1, 2, 0, 3});  // (B, H, t+1, dh)
@@ -70,13 +72,13 @@ inline at::Tensor decoder_layer_step(const at::Tensor& x, const std::vector<at::
   auto y = residual(o.reshape({b, d}).contiguous(), 1, x, 0);  // (B, d)
 
   // cross-attention: a sentence's beams are the queries of its memory
-  auto q = small_linear(norm_first ? norm(y, 1) : y, w[4], w[5], none, 0, none, none, eps);
+  auto q = project(y, 2, 1, 0);
   q = q.view({b / group, group, h, dh}).transpose(1, 2);  // (B / g, H, g, dh)
   o = short_forward(q, cross_keys, cross_values, cross_lengths, no_lengths, scale);  // (B / g, H, g, dh)
   y = residual(o.transpose(1, 2).reshape({b, d}).contiguous(), 3, y, 1);
 
   // feed-forward, the activation inside ff1's kernel
-  auto f = small_linear(norm_first ? norm(y, 2) : y, w[8], w[9], none, act, none, none, eps);
+  auto f = project(y, 4, 2, act);
   return residual(f, 5, y, 2);
 }
 

@@ -66,8 +66,10 @@ inline at::Tensor layer_forward(const at::Tensor& x, const std::vector<at::Tenso
   const c10::optional<at::Tensor> none;
   const at::Tensor no_offsets = at::empty({0}, x.options().dtype(at::kLong));
   const int64_t n = b * t;
-  const auto norm = [&](const at::Tensor& y, int i) {  // LayerNorm i of a pre-LN layer
-    return at::layer_norm(y, {d}, w[norms + 2 * i], w[norms + 2 * i + 1], eps);
+  // act(y W^T + b) for linear l; pre-LN: of LayerNorm i of y, inside the same kernel
+  const auto project = [&](const at::Tensor& y, int l, int i, int64_t a) {
+    if (!norm_first) return small_linear(y, w[2 * l], w[2 * l + 1], none, a, none, none, eps);
+    return small_linear(y, w[2 * l], w[2 * l + 1], none, a, none, none, eps, w[norms + 2 * i], w[norms + 2 * i + 1]);
   };
   // residual + y W^T + b; post-LN then LayerNorm i
   const auto residual = [&](const at::Tensor& y, int l, const at::Tensor& res, int i) {
@@ -80,13 +82,13 @@ inline at::Tensor layer_forward(const at::Tensor& x, const std::vector<at::Tenso
 
   const at::Tensor flat = x.view({n, d});  // (B, T, d) -> (B*T, d)
   // self-attention: every position of a row sees the row's first lengths[b] positions
-  auto qkv = small_linear(norm_first ? norm(flat, 0) : flat, w[0], w[1], none, 0, none, none, eps);
+  auto qkv = project(flat, 0, 0, 0);
   qkv = qkv.view({b, t, 3, h, dh}).permute({2, 0, 3, 1, 4});  // (B*T, 3d) -> (3, B, H, T, dh)
   auto o = short_forward(qkv[0], qkv[1], qkv[2], lengths, no_offsets, scale);  // (B, H, T, dh)
   auto y = residual(heads_merged(o), 1, flat, 0);  // (B*T, d)
 
   if (cross) {  // every position of a row against its memory
-    auto q = small_linear(norm_first ? norm(y, 1) : y, w[4], w[5], none, 0, none, none, eps);
+    auto q = project(y, 2, 1, 0);
     q = q.view({b, t, h, dh}).transpose(1, 2);  // (B*T, d) -> (B, H, T, dh)
     o = short_forward(q, *cross_keys, *cross_values, cross_lengths, no_offsets, scale);  // (B, H, T, dh)
     y = residual(heads_merged(o), 3, y, 1);
@@ -94,7 +96,7 @@ inline at::Tensor layer_forward(const at::Tensor& x, const std::vector<at::Tenso
 
   // feed-forward, the activation inside ff1's kernel
   const int last = lin / 2 - 1;  // the feed-forward's norm: LN2 of an encoder layer, LN3 of a decoder layer
-  auto f = small_linear(norm_first ? norm(y, last) : y, w[ff1], w[ff1 + 1], none, act, none, none, eps);
+  auto f = project(y, ff1 / 2, last, act);
   return residual(f, ff2 / 2, y, last).view({b, t, d});
 }
 

@@ -21,10 +21,12 @@
 namespace attnkit_ops {
 
 // With ln_weight and ln_bias (N,) (act 0, a residual, float32 sums): LN(residual + x W^T + b) * ln_weight + ln_bias.
+// With x_norm_weight and x_norm_bias (K,): x is first LN(x) * x_norm_weight + x_norm_bias, in float32 (pre-LN).
 inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
                                const c10::optional<at::Tensor>& residual, int64_t act,
                                const c10::optional<at::Tensor>& ln_weight, const c10::optional<at::Tensor>& ln_bias,
-                               double eps) {
+                               double eps, const c10::optional<at::Tensor>& x_norm_weight = c10::nullopt,
+                               const c10::optional<at::Tensor>& x_norm_bias = c10::nullopt) {
   const char* who = "small_linear";
   const bool has_b = bias.has_value() && bias->defined(), has_r = residual.has_value() && residual->defined();
   TORCH_CHECK(x.defined() && weight.defined() && x.device().is_cpu() && weight.device().is_cpu() &&
@@ -56,14 +58,22 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
                       t->is_contiguous(), who, ": ln_weight and ln_bias must be (N,), contiguous, x's dtype, CPU");
     TORCH_CHECK(act == 0 && has_r, who, ": a LayerNorm follows a residual sum only (act 0, with a residual)");
   }
+  const bool x_norm = x_norm_weight.has_value() && x_norm_weight->defined();
+  TORCH_CHECK(x_norm == (x_norm_bias.has_value() && x_norm_bias->defined()), who,
+              ": give x_norm_weight and x_norm_bias together");
+  if (x_norm)
+    for (const auto* t : {&*x_norm_weight, &*x_norm_bias})
+      TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == dt && t->dim() == 1 && t->size(0) == k &&
+                      t->is_contiguous(), who, ": x_norm_weight and x_norm_bias must be (K,), contiguous, x's dtype, CPU");
   auto out = at::empty({m, n}, x.options());
   if (m == 0 || n == 0) return out;
   auto go = [&](auto tag) {
     using S = decltype(tag);
     const S* xp = reinterpret_cast<const S*>(x.data_ptr());
-    std::vector<float> xf(static_cast<size_t>(m * k));  // x widened to float32 once; for panels transposed (K, M)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < k; ++j) xf[panels ? j * m + i : i * k + j] = attnkit_simd::to_f(xp[i * k + j]);
+    std::vector<float> xf(static_cast<size_t>(m * k));  // x widened to float32 once (and normalised)
+    const S* xg = x_norm ? reinterpret_cast<const S*>(x_norm_weight->data_ptr()) : nullptr;
+    const S* xh = x_norm ? reinterpret_cast<const S*>(x_norm_bias->data_ptr()) : nullptr;
+    attnkit_linear::widen_rows<S>(xp, m, k, xg, xh, static_cast<float>(eps), xf.data());
     const S* wp = reinterpret_cast<const S*>(weight.data_ptr());
     const S* bp = has_b ? reinterpret_cast<const S*>(bias->data_ptr()) : nullptr;
     const S* rp = has_r ? reinterpret_cast<const S*>(residual->data_ptr()) : nullptr;

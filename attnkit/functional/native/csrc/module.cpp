@@ -21,7 +21,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("add_norm", &add_norm, "LayerNorm(x + r) over the last dimension (float32 / bfloat16, AVX-512)", nogil);
   m.def("small_linear", &small_linear, "act(x W^T + b) + r, or LN(r + x W^T + b), for a few rows of x (float32 / "
         "bfloat16, AVX-512)", py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("residual"), py::arg("act"),
-        py::arg("ln_weight") = py::none(), py::arg("ln_bias") = py::none(), py::arg("eps") = 1e-5, nogil);
+        py::arg("ln_weight") = py::none(), py::arg("ln_bias") = py::none(), py::arg("eps") = 1e-5,
+        py::arg("x_norm_weight") = py::none(), py::arg("x_norm_bias") = py::none(), nogil);
   m.def("decoder_layer_step", &decoder_layer_step, "one decoder layer for one new position of every row "
         "(FastSeq2Seq's step: small_linear and short_forward in one call)", py::arg("x"), py::arg("w"),
         py::arg("keys"), py::arg("values"), py::arg("t"), py::arg("cross_keys"), py::arg("cross_values"),

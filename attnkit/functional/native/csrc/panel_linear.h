@@ -7,7 +7,7 @@
 // columns, (N / 16, K, 16): W^T's rows, 16 outputs wide. For each k, the 16 outputs of NP panels take
 // one load each, and every row of x broadcasts its element k against them: MR rows x NP panels of 16
 // float32 sums stay in registers (up to 12 x 2 = 24 of the 32) and no horizontal sum is needed. x is
-// widened to float32 and transposed once, (K, M), so that a step's MR broadcasts share a cache line.
+// float32 rows (widened once): a tile's MR rows are MR streams, each cache line of them used 16 steps.
 // The rows are taken in near-equal tiles of at most 12; each tile rereads its panels from L1 or L2. The
 // first tile prefetches its panels kPrefetchRows rows of K ahead: weights a sentence's pass streams from
 // L3 or memory (no other kernel runs between a model's layers to keep them in L2).
@@ -26,11 +26,11 @@ constexpr int kPanel = 16;     // outputs per panel
 constexpr int kMaxTile = 12;   // rows of x per register tile (x 2 panels = 24 accumulators)
 constexpr int kPrefetchRows = 64;  // rows of a panel prefetched ahead (4 KB of float32)
 
-// sums[m * ldo + 16 p + c] = sum_j xt[j * ldx + m] * W[panel p, j, c] for m < MR, p < NP: one register tile.
-// xt: x transposed, float32 (K, ldx) from row 0 of the tile; w: the first panel; panel_stride = 16 K.
+// sums[m * ldo + 16 p + c] = sum_j xf[m * k + j] * W[panel p, j, c] for m < MR, p < NP: one register tile.
+// xf: float32 rows of K from row 0 of the tile; w: the first panel; panel_stride = 16 K.
 // Prefetch: the first tile of rows prefetches W ahead (past the panels' end: the next panels').
 template <typename S, int MR, int NP, bool Prefetch>
-inline void panel_tile(const float* xt, int64_t ldx, const S* w, int64_t k, float* sums, int64_t ldo) {
+inline void panel_tile(const float* xf, const S* w, int64_t k, float* sums, int64_t ldo) {
   const int64_t panel_stride = k * kPanel;
   constexpr int kRowsPerLine = 64 / (kPanel * sizeof(S));  // float32: 1, bfloat16: 2
   __m512 acc[MR][NP];
@@ -42,9 +42,8 @@ inline void panel_tile(const float* xt, int64_t ldx, const S* w, int64_t k, floa
         _mm_prefetch(reinterpret_cast<const char*>(w + p * panel_stride + (j + kPrefetchRows) * kPanel), _MM_HINT_T0);
     __m512 wv[NP];
     for (int p = 0; p < NP; ++p) wv[p] = attnkit_simd::load16(w + p * panel_stride + j * kPanel);
-    const float* xj = xt + j * ldx;
     for (int m = 0; m < MR; ++m) {
-      const __m512 xb = _mm512_set1_ps(xj[m]);
+      const __m512 xb = _mm512_set1_ps(xf[m * k + j]);
       for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_fmadd_ps(xb, wv[p], acc[m][p]);
     }
   }
@@ -54,10 +53,10 @@ inline void panel_tile(const float* xt, int64_t ldx, const S* w, int64_t k, floa
 
 // A tile of mr (1 .. kMaxTile) rows, the register count fixed at compile time.
 template <typename S, int NP, bool Prefetch>
-inline void panel_rows(int mr, const float* xt, int64_t ldx, const S* w, int64_t k, float* sums, int64_t ldo) {
+inline void panel_rows(int mr, const float* xf, const S* w, int64_t k, float* sums, int64_t ldo) {
   switch (mr) {
 #define ATTNKIT_PANEL_CASE(R) \
-  case R: panel_tile<S, R, NP, Prefetch>(xt, ldx, w, k, sums, ldo); break;
+  case R: panel_tile<S, R, NP, Prefetch>(xf, w, k, sums, ldo); break;
     ATTNKIT_PANEL_CASE(1) ATTNKIT_PANEL_CASE(2) ATTNKIT_PANEL_CASE(3) ATTNKIT_PANEL_CASE(4)
     ATTNKIT_PANEL_CASE(5) ATTNKIT_PANEL_CASE(6) ATTNKIT_PANEL_CASE(7) ATTNKIT_PANEL_CASE(8)
     ATTNKIT_PANEL_CASE(9) ATTNKIT_PANEL_CASE(10) ATTNKIT_PANEL_CASE(11) ATTNKIT_PANEL_CASE(12)
@@ -67,9 +66,9 @@ inline void panel_rows(int mr, const float* xt, int64_t ldx, const S* w, int64_t
 }
 
 // sums (M, n_end - n_begin) = x W^T for outputs [n_begin, n_end) (multiples of 16) of every row.
-// xt: float32 (K, M), w: (N / 16, K, 16).
+// xf: float32 (M, K), w: (N / 16, K, 16).
 template <typename S>
-inline void panel_sums(const float* xt, const S* w, int64_t m_rows, int64_t k, int64_t n_begin, int64_t n_end,
+inline void panel_sums(const float* xf, const S* w, int64_t m_rows, int64_t k, int64_t n_begin, int64_t n_end,
                        float* sums) {
   const int64_t width = n_end - n_begin;
   const int64_t tiles = (m_rows + kMaxTile - 1) / kMaxTile;
@@ -81,11 +80,11 @@ inline void panel_sums(const float* xt, const S* w, int64_t m_rows, int64_t k, i
       const int mr = static_cast<int>(m1 - m0);
       float* out = sums + m0 * width + c;
       if (two && i == 0)
-        panel_rows<S, 2, true>(mr, xt + m0, m_rows, wc, k, out, width);
+        panel_rows<S, 2, true>(mr, xf + m0 * k, wc, k, out, width);
       else if (two)
-        panel_rows<S, 2, false>(mr, xt + m0, m_rows, wc, k, out, width);
+        panel_rows<S, 2, false>(mr, xf + m0 * k, wc, k, out, width);
       else
-        panel_rows<S, 1, true>(mr, xt + m0, m_rows, wc, k, out, width);
+        panel_rows<S, 1, true>(mr, xf + m0 * k, wc, k, out, width);
       m0 = m1;
     }
   }

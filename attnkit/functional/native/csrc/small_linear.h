@@ -168,4 +168,21 @@ inline void row_mean_rstd(const float* y, int64_t d, float eps, float& mean, flo
   rstd = 1.0f / std::sqrt(_mm512_reduce_add_ps(s) / static_cast<float>(d) + eps);
 }
 
+// xf (M, K) = x in float32; with g and h (K,): LN(x) * g + h per row, mean and variance as row_mean_rstd.
+template <typename S>
+inline void widen_rows(const S* x, int64_t m, int64_t k, const S* g, const S* h, float eps, float* xf) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* y = xf + i * k;
+    for (int64_t j = 0; j < k; j += 16) _mm512_storeu_ps(y + j, load16(x + i * k + j));
+    if (g == nullptr) continue;
+    float mean, rstd;
+    row_mean_rstd(y, k, eps, mean, rstd);
+    const __m512 mv = _mm512_set1_ps(mean), rv = _mm512_set1_ps(rstd);
+    for (int64_t j = 0; j < k; j += 16) {
+      const __m512 t = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(y + j), mv), rv);
+      _mm512_storeu_ps(y + j, _mm512_fmadd_ps(t, load16(g + j), load16(h + j)));
+    }
+  }
+}
+
 }  // namespace attnkit_linear
