@@ -62,10 +62,9 @@ def _suppressed(cfg, extra, device) -> Tensor:
     ids = {cfg.pad_token_id, cfg.mask_id, *(extra or [])}
     if cfg.length == "classifier":
         ids.add(cfg.eos_token_id)
-    bad = torch.as_tensor(sorted(ids), dtype=torch.long, device=device)
-    if int(bad.min()) < 0 or int(bad.max()) >= cfg.tgt_vocab_size:
+    if not all(isinstance(i, int) and 0 <= i < cfg.tgt_vocab_size for i in ids):
         raise ValueError(f"mask_predict: `suppress_tokens` must be token ids in [0, {cfg.tgt_vocab_size}), got {extra}")
-    return bad
+    return torch.tensor(sorted(ids), dtype=torch.long, device=device)
 
 
 @torch.no_grad()
@@ -88,28 +87,35 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
     else:
         cands = model.row_lengths(attention_mask, memory)[:, None]  # (B, 1)
     k = cands.shape[1]
-    rows = torch.arange(b, device=dev).repeat_interleave(k)  # (B k,) source row of each candidate
     lengths = cands.reshape(-1)  # (R,), R = B k
     width = int(lengths.max()) if lengths.numel() else 0
-    memory = memory.index_select(0, rows)  # (R, S, d)
-    mask = None if attention_mask is None else attention_mask.index_select(0, rows)
+    if k > 1:  # every candidate a row of its own
+        rows = torch.arange(b, device=dev).repeat_interleave(k)  # (R,) source row of each candidate
+        memory = memory.index_select(0, rows)  # (R, S, d)
+        attention_mask = None if attention_mask is None else attention_mask.index_select(0, rows)
     real = keep_positions(lengths, width)  # (R, T) True = a position of the row
-    tokens = torch.full((rows.shape[0], width), cfg.mask_id, dtype=torch.long, device=dev)
+    tokens = torch.full((lengths.shape[0], width), cfg.mask_id, dtype=torch.long, device=dev)
     tokens = tokens.masked_fill(~real, cfg.pad_token_id)
     fdt = torch.promote_types(memory.dtype, torch.float32)  # scores in float32, or float64 for float64 models
-    logp_tok = torch.zeros(rows.shape[0], width, device=dev, dtype=fdt)  # (R, T) log-probability of each token
-    masked = real.clone()
+    logp_tok = torch.zeros(lengths.shape[0], width, device=dev, dtype=fdt)  # (R, T) log-probability of each token
+    masked = real
+    every = lengths.numel() == 1 or bool((lengths == width).all())  # no padding: the first pass writes all (R, T)
     bad = _suppressed(cfg, suppress_tokens, dev)
     cache = None
     for it in range(iterations):
-        out = model.decode_parallel(tokens, memory, mask, lengths, cache=cache, use_cache=iterations > 1)
+        out = model.decode_parallel(tokens, memory, attention_mask, lengths, cache=cache, use_cache=iterations > 1)
         if out.cache is not None:  # keep the projected memory for the next iterations, not the row
             cache = [LayerCache(None, c.cross_kv) for c in out.cache]
-        logits = model.output_logits(out.last_hidden_state[masked]).to(fdt)  # (M, V): the masked positions only
-        logp = logits.log_softmax(dim=-1)  # (M, V), normalised over every token
+        hidden = out.last_hidden_state
+        whole = it == 0 and every  # every position is masked: no gather, no scatter
+        logits = model.output_logits(hidden.reshape(-1, hidden.shape[-1]) if whole else hidden[masked]).to(fdt)
+        logp = logits.log_softmax(dim=-1)  # (M, V), M masked positions, normalised over every token
         best, pred = logp.index_fill_(1, bad, NEG_INF).max(dim=-1)  # (M,) the best allowed token, its log-prob
-        tokens = tokens.masked_scatter(masked, pred)
-        logp_tok = logp_tok.masked_scatter(masked, best)
+        if whole:
+            tokens, logp_tok = pred.view_as(tokens), best.view_as(logp_tok)
+        else:
+            tokens = tokens.masked_scatter(masked, pred)
+            logp_tok = logp_tok.masked_scatter(masked, best)
         if it == iterations - 1:
             break
         n = (lengths * (iterations - 1 - it)) // iterations  # (R,) how many to predict again
@@ -118,9 +124,9 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         masked = (rank < n[:, None]) & real
         tokens = tokens.masked_fill(masked, cfg.mask_id)
     scores = (logp_tok * real).sum(1) / lengths.clamp(min=1)  # (R,) mean log-probability
-    pick = scores.view(b, k).argmax(dim=1)  # (B,)
-    chosen = torch.arange(b, device=dev) * k + pick  # (B,) row of each sentence's winner
-    tokens, lengths = tokens[chosen], lengths[chosen]  # (B, T), (B,)
+    if k > 1:  # each sentence's best candidate
+        chosen = torch.arange(b, device=dev) * k + scores.view(b, k).argmax(dim=1)  # (B,) its row
+        tokens, lengths, scores = tokens[chosen], lengths[chosen], scores[chosen]  # (B, T), (B,), (B,)
     if cfg.length == "end":  # keep what comes before the first END
         is_end = (tokens == cfg.eos_token_id) & keep_positions(lengths, width)
         first = torch.where(is_end.any(1), is_end.float().argmax(1), lengths)  # (B,)
@@ -131,4 +137,4 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
     body = torch.cat((body, torch.full((b, 1), cfg.pad_token_id, dtype=torch.long, device=dev)), dim=1)
     body[torch.arange(b, device=dev), lengths] = cfg.eos_token_id  # END after the last token
     start = torch.full((b, 1), cfg.start_token_id, dtype=torch.long, device=dev)
-    return NATOutput(torch.cat((start, body), dim=1), scores[chosen], lengths + 1, cands)
+    return NATOutput(torch.cat((start, body), dim=1), scores, lengths + 1, cands)
