@@ -2,7 +2,9 @@
 // FastSeq2Seq._layer runs from Python (attnkit/pretrained/fast_seq2seq.py), with no Python between its
 // kernels. At batch 1 a step's arithmetic is a pass over the weights; the Python sequence's dispatches
 // around its six matrix-vector products and two attention kernels (about 15 per layer) cost about 5% of
-// a Transformer-base step. Included once, by module.cpp, after linear_ops.h and attention_ops.h.
+// a Transformer-base step. A pre-LN layer's norms run inside the linear kernels that follow them
+// (small_linear's x_norm_weight, x_norm_bias: the normalised row stays float32). Included once, by
+// module.cpp, after linear_ops.h and attention_ops.h.
 //
 //   post-LN (norm_first false)                     pre-LN (norm_first true)
 //   q, k, v = x W_qkv + b                          q, k, v = LN1(x) W_qkv + b

@@ -11,6 +11,7 @@
 //   [x = LN2(x + cross(x W_cq + b) W_co + b)]      [x = x + cross(LN2(x) W_cq + b) W_co + b]
 //   x = LNf(x + act(x W_1 + b) W_2 + b)            x = x + act(LNf(x) W_1 + b) W_2 + b
 //
+// A pre-LN layer's norms run inside the linear kernels that follow them (as in decoder_step.h).
 // Self-attention is unmasked apart from padding: position i of row b sees the first lengths[b] positions
 // (lengths empty: all T). The bracketed cross-attention runs when w holds 18 tensors.
 // x (B, T, d); w: W, b of qkv, self_out, [cross_q, cross_out,] ff1, ff2, W in one of small_linear's
