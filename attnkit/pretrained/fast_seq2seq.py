@@ -6,7 +6,7 @@ decoder, written here):
 
 - every linear layer is packed once for oneDNN (``PackedLinear``) and for attnkit's ``small_linear``
   kernel, which takes the steps of up to 4 rows (batch 1 greedy: one sequential pass over each weight)
-  and, with W in panels, products of up to 16 rows (a beam of 5, a short source):
+  and, with W in panels, products of up to 32 rows (a beam of 5, a sentence):
   the decoder's fused Q, K, V projection, the feed-forward with its activation inside the first kernel,
   the residual added inside the output projections' kernels, the output layer with ``final_logits_bias``
   as its bias;

@@ -224,10 +224,10 @@ def test_the_native_layer_is_not_used_where_its_conditions_fail():
     calls = _counting(fused)
     x = torch.randn(1, LAYER_ROWS, 32)
     with torch.no_grad():
-        fused(x)  # 16 rows: native
-        fused(torch.randn(1, LAYER_ROWS + 1, 32))  # 17 rows
+        fused(x)  # LAYER_ROWS rows: native
+        fused(torch.randn(1, LAYER_ROWS + 1, 32))  # one row more
         fused(x, backend="math")  # a backend named: it runs
-        fused(x, segments([10, 6]))  # packed sequences: the short kernel's offsets, not a layer's lengths
+        fused(x, segments([LAYER_ROWS - 6, 6]))  # packed sequences: the short kernel's offsets, not a layer's lengths
     fused(x)  # autograd on
     assert calls == [x.shape]
 

@@ -80,7 +80,7 @@ def test_the_native_layers_give_the_python_sequence(norm_first, activation):
     keep = torch.arange(6)[None] < lengths[:, None]
     torch.testing.assert_close(got[keep], ref[keep], atol=2e-5, rtol=1e-5)
     assert calls == [(2, 6, 32)] * 2  # two layers
-    fast.decode_parallel(torch.randint(3, 30, (3, LAYER_ROWS // 3 + 1)), memory, mask)  # 18 rows: Python
+    fast.decode_parallel(torch.randint(3, 30, (3, LAYER_ROWS // 3 + 1)), memory, mask)  # > LAYER_ROWS: Python
     assert len(calls) == 2
 
 

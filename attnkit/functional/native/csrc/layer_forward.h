@@ -1,7 +1,7 @@
 // One Transformer layer over every position of a few short rows, in one call: an encoder layer, or a
 // non-autoregressive decoder layer (the same with cross-attention). The sequences that
 // FusedEncoderLayer.forward (attnkit/pretrained/fast.py) and FastNAT.decode_parallel (fast_nat.py) run
-// from Python, with no Python between their kernels. At a sentence or two (up to 16 rows) each kernel
+// from Python, with no Python between their kernels. At a sentence (up to 32 rows) each kernel
 // takes a few microseconds, and the dispatches around them cost as much again. Included once, by
 // module.cpp, after linear_ops.h and attention_ops.h.
 //
