@@ -25,8 +25,8 @@ import torch
 from torch import Tensor
 
 from ..functional.masks import keep_positions
+from ..functional.tokens import best_tokens
 from ..nn import LayerCache
-from .logits import NEG_INF
 
 __all__ = ["mask_predict", "NATOutput"]
 
@@ -109,8 +109,7 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         hidden = out.last_hidden_state
         whole = it == 0 and every  # every position is masked: no gather, no scatter
         logits = model.output_logits(hidden.reshape(-1, hidden.shape[-1]) if whole else hidden[masked]).to(fdt)
-        logp = logits.log_softmax(dim=-1)  # (M, V), M masked positions, normalised over every token
-        best, pred = logp.index_fill_(1, bad, NEG_INF).max(dim=-1)  # (M,) the best allowed token, its log-prob
+        best, pred = best_tokens(logits, bad)  # (M,) M masked positions: the best allowed token, its log-prob
         if whole:
             tokens, logp_tok = pred.view_as(tokens), best.view_as(logp_tok)
         else:

@@ -181,6 +181,16 @@ SCRIPT = textwrap.dedent('''
         "sl x norm weight only": lambda: K.small_linear(x, W, None, None, 0, None, None, 1e-5, w, None),
         "sl x norm dtype": lambda: K.small_linear(x, W, None, None, 0, None, None, 1e-5, w.double(), w.double()),
         "sl x norm meta": lambda: K.small_linear(x, W, None, None, 0, None, None, 1e-5, w.to("meta"), w),
+        # best_tokens(logits, suppressed)
+        "bt float64": lambda: K.best_tokens(torch.randn(3, 40).double(), E),
+        "bt 3-D": lambda: K.best_tokens(torch.randn(2, 3, 40), E),
+        "bt strided": lambda: K.best_tokens(torch.randn(40, 3).t(), E),
+        "bt meta": lambda: K.best_tokens(torch.randn(3, 40, device="meta"), E),
+        "bt suppressed int32": lambda: K.best_tokens(torch.randn(3, 40), torch.tensor([1], dtype=torch.int32)),
+        "bt suppressed range": lambda: K.best_tokens(torch.randn(3, 40), torch.tensor([40])),
+        "bt suppressed negative": lambda: K.best_tokens(torch.randn(3, 40), torch.tensor([-1])),
+        "bt suppressed unsorted": lambda: K.best_tokens(torch.randn(3, 40), torch.tensor([5, 2])),
+        "bt suppressed repeated": lambda: K.best_tokens(torch.randn(3, 40), torch.tensor([2, 2])),
         "sl panels 8 wide": lambda: K.small_linear(x, W.view(4, 32, 8), None, None, 0),
         "sl panels K": lambda: K.small_linear(x, torch.randn(2, 16, 16), None, None, 0),
         "sl panels strided": lambda: K.small_linear(x, torch.randn(2, 16, 32).transpose(1, 2), None, None, 0),
@@ -208,6 +218,8 @@ SCRIPT = textwrap.dedent('''
     assert dls(group=2, ck=CK[:1], lens=torch.tensor([3])).shape == (2, 32)
     assert dls(x=XS[:0], keys=KB[:, :0], ck=CK[:0]).shape == (0, 32)
     K.small_linear(x, pan(32, 32), w, x, 0, w, w, 1e-5)
+    assert K.best_tokens(torch.randn(0, 40), E)[1].shape == (0,)
+    assert K.best_tokens(torch.randn(2, 0), E)[1].tolist() == [-1, -1]  # V = 0: undecided, the reference's
     y = K.small_linear(x, pan(32, 32), None, None, 0, None, None, 1e-5, w, torch.zeros(32))  # LN(x) W^T
     assert torch.isfinite(y).all() and y.shape == (6, 32)
     K.small_linear(x[:0], pan(32, 32), w, None, 1)

@@ -1,12 +1,14 @@
 // The one native extension, attnkit_native, in one translation unit: the checked entry points of the
 // attention kernels (attention_ops.h), of LayerNorm (norm_ops.h) and of linear layers over a few rows
 // (linear_ops.h), and layers made of them: a decoder layer's step (decoder_step.h) and an encoder or
-// non-autoregressive decoder layer over whole rows (layer_forward.h), bound to Python. The kernels
+// non-autoregressive decoder layer over whole rows (layer_forward.h), and the best allowed token of each
+// row of logits (best_tokens.h), bound to Python. The kernels
 // release the GIL and run on ATen's threads (at::parallel_for, built with -fopenmp).
 
 #include <torch/extension.h>
 
 #include "attention_ops.h"
+#include "best_tokens.h"
 #include "linear_ops.h"
 #include "norm_ops.h"
 #include "decoder_step.h"
@@ -32,5 +34,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "position of a few short rows (small_linear and short_forward in one call)", py::arg("x"), py::arg("w"),
         py::arg("num_heads"), py::arg("lengths"), py::arg("cross_keys"), py::arg("cross_values"),
         py::arg("cross_lengths"), py::arg("norm_first"), py::arg("act"), py::arg("eps"), py::arg("scale"), nogil);
+  m.def("best_tokens", &best_tokens, "each row's best allowed token and its log-probability (float32 logits)",
+        py::arg("logits"), py::arg("suppressed"), nogil);
   m.def("cpu_has_bf16", &cpu_has_bf16, "whether this CPU has AVX512-BF16");
 }

@@ -1,0 +1,44 @@
+"""The best allowed token of each row of logits, and its log-probability: a NAT pass's choice at every position.
+
+    logp, ids = best_tokens(logits, suppressed)   # logits (M, V), suppressed (n,) ids never chosen
+
+The reference is three torch ops, ``log_softmax`` (over every token), ``index_fill`` of the suppressed
+ids with -inf, ``max``; on this 2-core host they take about 80 us for 15 rows of 8,000 words, where the
+native kernel (``best_tokens.h``: float32 logits on an AVX-512 CPU, inference) takes a few. The kernel
+leaves to the reference the rows it does not decide (a NaN or +inf, all -inf, nothing allowed), so both
+paths give the same ids and, to float rounding, the same log-probabilities.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import native
+
+__all__ = ["best_tokens"]
+
+
+def _reference(logits: Tensor, suppressed: Tensor) -> tuple[Tensor, Tensor]:
+    best, ids = logits.log_softmax(dim=-1).index_fill_(-1, suppressed, float("-inf")).max(dim=-1)
+    return best, ids
+
+
+def best_tokens(logits: Tensor, suppressed: Tensor) -> tuple[Tensor, Tensor]:
+    """logits (M, V), suppressed (n,) int64 token ids -> (logp (M,), ids (M,) int64): for each row the first
+    largest logit outside ``suppressed`` and its log-probability under a softmax over all V tokens."""
+    if logits.dim() != 2:
+        raise ValueError(f"best_tokens: `logits` must be (M, V), got shape {tuple(logits.shape)}")
+    kernel = native.kernel()
+    if (kernel is None or logits.device.type != "cpu" or logits.dtype != torch.float32
+            or (torch.is_grad_enabled() and logits.requires_grad)):
+        return _reference(logits, suppressed)
+    ids = sorted(set(suppressed.tolist()))  # a few ids: sorted and distinct, as the kernel takes them
+    if ids and (ids[0] < 0 or ids[-1] >= logits.shape[1]):
+        raise ValueError(f"best_tokens: `suppressed` ids must be in [0, {logits.shape[1]}), got {ids}")
+    bad = torch.tensor(ids, dtype=torch.long)
+    logp, ids = kernel.best_tokens(logits.contiguous(), bad)
+    odd = ids < 0  # rows the kernel leaves to the reference
+    if bool(odd.any()):
+        logp[odd], ids[odd] = _reference(logits[odd], bad)
+    return logp, ids
