@@ -1,7 +1,8 @@
 """Non-autoregressive vs autoregressive translation on Multi30k test_2016_flickr De->En, in one run.
 
     flock /tmp/attnkit-heavy.lock .venv/bin/python bench/nat.py --ar runs/de-en --nat runs/de-en-nat \\
-        [--nat-raw runs/de-en-nat-raw] [--threads 2] [--latency-sentences 100] [--latency-block 10] [--repeats 3]
+        [--nat-raw runs/de-en-nat-raw] [--threads 2] [--latency-sentences 100] [--latency-block 10] [--repeats 3] \
+        [--phases]
 
 Rows: the autoregressive run (greedy; beam search, --beam), the NAT run (one pass: the classifier's
 best length only, and with --length-candidates; Mask-Predict at 4 and 10 iterations), and, with
@@ -19,6 +20,9 @@ A last line gives AR greedy and one-pass NAT alternating sentence by sentence: t
 together exceed the last-level cache of a small machine, so each sentence then starts from memory, which
 costs a one-pass decoder (every weight read once) more than a step-by-step one (weights re-read from
 cache at every step after the first).
+
+With --phases, a second table splits batch-1 AR greedy and one-pass NAT into their parts (the median
+per sentence of each; the shared encoder bounds what any decoder speed-up can give).
 
 Ratios are against AR greedy measured in the same run. Times include BPE encoding and decoding of
 the text on both sides. Decoding runs in float32 on --threads torch threads.
@@ -70,6 +74,43 @@ def seconds(tr, text: str, kw: dict) -> float:
     return time.perf_counter() - t0
 
 
+PARTS = {"ar": ("encode", "decode_step"), "nat": ("encode", "length_candidates", "decode_parallel", "output_logits")}
+
+
+def _timed(f, part: str, spent: dict[str, float]):
+    """f, with the time of each call added to spent[part]."""
+    def call(*a, **k):
+        t0 = time.perf_counter()
+        out = f(*a, **k)
+        spent[part] = spent.get(part, 0.0) + time.perf_counter() - t0
+        return out
+    return call
+
+
+def phases(contenders, sample: list[str], block: int) -> list[list[str]]:
+    """Batch-1 AR greedy and one-pass NAT split into their parts: the median per sentence of the time in each
+    method of the inference copy (every call timed), and of the whole translation; blocks as the latency."""
+    pair = [(name, tr, kw) for name, tr, kw in contenders if name in ("AR greedy", "NAT one pass, 1 length")]
+    spent: dict[str, float] = {}
+    per: dict[str, dict[str, list[float]]] = {name: {} for name, _, _ in pair}
+    for _, tr, _ in pair:  # instance attributes: the classes' methods stay as they are
+        for part in PARTS[tr.decoding]:
+            setattr(tr.decoder, part, _timed(getattr(tr.decoder, part), part, spent))
+    for i in range(0, len(sample), block):
+        for name, tr, kw in pair:
+            for text in sample[i:i + block]:
+                spent.clear()
+                total = seconds(tr, text, kw)
+                for part, t in [*spent.items(), ("whole translation", total),
+                                ("rest (text, glue)", total - sum(spent.values()))]:
+                    per[name].setdefault(part, []).append(t)
+    for _, tr, _ in pair:
+        for part in PARTS[tr.decoding]:
+            delattr(tr.decoder, part)
+    return [[name, part, f"{1e3 * statistics.median(times):.3f}"]
+            for name, parts in per.items() for part, times in parts.items()]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ar", type=Path, required=True, help="autoregressive translation run (attnkit train translate)")
@@ -84,6 +125,7 @@ def main() -> int:
     p.add_argument("--latency-block", type=int, default=10, help="sentences each row translates in turn")
     p.add_argument("--repeats", type=int, default=3, help="rounds of the batch-64 throughput measurement")
     p.add_argument("--limit", type=int, default=None, help="only the first N test sentences (quick checks)")
+    p.add_argument("--phases", action="store_true", help="also split batch-1 AR greedy and one-pass NAT into parts")
     args = p.parse_args()
     if args.latency_block < 1 or args.latency_sentences < 1:
         p.error("--latency-block and --latency-sentences must be >= 1")
@@ -145,6 +187,8 @@ def main() -> int:
           f"throughput: median of {args.repeats} "
           f"rounds over {len(test.src)} sentences, batch 64; load average at end {os.getloadavg()[0]:.2f}")
     print(f"# sacreBLEU signature: {metric.get_signature()}")
+    if args.phases:
+        print(table(["decoding", "part", "ms / sentence (median)"], phases(contenders, sample, args.latency_block)))
     return 0
 
 
