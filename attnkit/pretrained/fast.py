@@ -72,7 +72,7 @@ class PackedLinear(nn.Module):
       1.3x faster than oneDNN's packed layout at one row;
     - up to ``LAYER_ROWS`` (32, a sentence): panels of 16 columns, (N / 16, K, 16), rows of x broadcast against
       them with no horizontal sums; 1.3-2x the blocked kernel at 5 to 16 rows and ahead of oneDNN up to
-      40 (1.05-2.4x on this host, warm weights).
+      40 (1.01-2.4x on this host, warm weights).
     """
 
     def __init__(self, linear: nn.Linear, activation: str = "none"):
