@@ -194,9 +194,8 @@ def native_layer_weights(linears: list[PackedLinear], norms: list[nn.Module],
                          panels: bool = False) -> list[Tensor] | None:
     """The tensors of the native layer kernels (``layer_forward``, ``decoder_layer_step``): the blocked W
     (``panels``: in panels) and b of each linear layer, then each norm's weight and bias; or None where they
-    cannot take the layer (a linear
-    without the small kernel, a bias or outputs in multiples of 16; a norm that is not an affine LayerNorm, or
-    norms of different eps)."""
+    cannot take the layer (a linear without the small kernel, a bias or outputs in multiples of 16; a norm
+    that is not an affine LayerNorm, or norms of different eps)."""
     if any(m.small is None or m.bias is None or m.out_features % 16 for m in linears):
         return None
     if (not all(isinstance(n, nn.LayerNorm) and n.weight is not None and n.bias is not None for n in norms)

@@ -28,7 +28,7 @@ from ..models.nat import NATModel
 from ..models.seq2seq import memory_mask_from
 from ..nn import LayerCache
 from ..nn.transformer import DecoderOutput
-from .fast import LAYER_ROWS, kernel_lengths, native_layer_weights
+from .fast import LAYER_ROWS, kernel_lengths
 from .fast_seq2seq import FastSeq2Seq
 
 __all__ = ["FastNAT"]
@@ -53,8 +53,7 @@ class FastNAT(nn.Module):
         self.length_head = model.length_head
         # each layer in one native call where the decoder-layer step runs (the same kernels), W in panels
         layer = getattr(native.kernel(), "layer_forward", None) if self.base._native_step is not None else None
-        self.layer_weights = [native_layer_weights(list(lay.linears()), [n.module for n in lay.norms], panels=True)
-                              for lay in self.base.layers] if layer else []
+        self.layer_weights = [lay.native_weights(panels=True) for lay in self.base.layers] if layer else []
         self._native_layer = layer if self.layer_weights and None not in self.layer_weights else None
 
     # -- the mask_predict protocol -------------------------------------------------------------

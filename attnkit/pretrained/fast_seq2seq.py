@@ -110,15 +110,12 @@ class _Layer(nn.Module):
         self.norms = [_Norm(n) for n in (layer.self_block.norm, layer.cross_block.norm, layer.ff_block.norm)]
         self.step_weights: list[Tensor] | None = None  # set by FastSeq2Seq where the native layer step runs
 
-    def native_weights(self) -> list[Tensor] | None:
-        """The 18 tensors of ``decoder_layer_step`` and ``layer_forward`` (blocked W and b of the six linear
-        layers, then the three norms' weight and bias), or None where they cannot take this layer
-        (``fast.native_layer_weights``)."""
-        return native_layer_weights(list(self.linears()), [n.module for n in self.norms])
-
-    def linears(self) -> tuple[PackedLinear, ...]:
-        """The six linear layers in the native kernels' order."""
-        return self.qkv, self.self_out, self.cross_q, self.cross_out, self.ff1, self.ff2
+    def native_weights(self, panels: bool = False) -> list[Tensor] | None:
+        """The 18 tensors of ``decoder_layer_step`` (blocked W) and ``layer_forward`` (``panels``): W and b of
+        the six linear layers, then the three norms' weight and bias; or None where they cannot take this
+        layer (``fast.native_layer_weights``)."""
+        lins = [self.qkv, self.self_out, self.cross_q, self.cross_out, self.ff1, self.ff2]
+        return native_layer_weights(lins, [n.module for n in self.norms], panels)
 
 
 class _Norm:

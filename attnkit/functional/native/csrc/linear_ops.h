@@ -16,8 +16,8 @@
 #include "small_linear.h"
 
 // x (M, K), weight (N, K), blocked (N / 4, K / 16, 4, 16) (small_linear.h) or in panels (N / 16, K, 16)
-// (panel_linear.h: for more than a few rows), bias (N,) or undefined, residual (M, N) or undefined: contiguous, all float32 or all
-// bfloat16, on the CPU; K and N multiples of 16; act 0 none, 1 ReLU, 2 SiLU, 3 GELU (erf), 4 GELU (tanh).
+// (panel_linear.h: for more than a few rows), bias (N,) or undefined, residual (M, N) or undefined:
+// contiguous, all float32 or all bfloat16, on the CPU; K and N multiples of 16; act 0 none, 1 ReLU, 2 SiLU, 3 GELU (erf), 4 GELU (tanh).
 namespace attnkit_ops {
 
 // With ln_weight and ln_bias (N,) (act 0, a residual, float32 sums): LN(residual + x W^T + b) * ln_weight + ln_bias.
@@ -64,7 +64,8 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
   if (x_norm)
     for (const auto* t : {&*x_norm_weight, &*x_norm_bias})
       TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == dt && t->dim() == 1 && t->size(0) == k &&
-                      t->is_contiguous(), who, ": x_norm_weight and x_norm_bias must be (K,), contiguous, x's dtype, CPU");
+                      t->is_contiguous(),
+                  who, ": x_norm_weight and x_norm_bias must be (K,), contiguous, x's dtype, CPU");
   auto out = at::empty({m, n}, x.options());
   if (m == 0 || n == 0) return out;
   auto go = [&](auto tag) {
