@@ -34,12 +34,14 @@ def best_tokens(logits: Tensor, suppressed: Tensor) -> tuple[Tensor, Tensor]:
     if (kernel is None or logits.device.type != "cpu" or logits.dtype != torch.float32
             or (torch.is_grad_enabled() and logits.requires_grad)):
         return _reference(logits, suppressed)
-    ids = sorted(set(suppressed.tolist()))  # a few ids: sorted and distinct, as the kernel takes them
+    given = suppressed.tolist()
+    ids = sorted(set(given))  # a few ids: sorted and distinct, as the kernel takes them
     if ids and (ids[0] < 0 or ids[-1] >= logits.shape[1]):
         raise ValueError(f"best_tokens: `suppressed` ids must be in [0, {logits.shape[1]}), got {ids}")
-    bad = torch.tensor(ids, dtype=torch.long)
+    same = ids == given and suppressed.dtype == torch.long and suppressed.device.type == "cpu"
+    bad = suppressed.contiguous() if same else torch.tensor(ids, dtype=torch.long)
     logp, ids = kernel.best_tokens(logits.contiguous(), bad)
-    odd = ids < 0  # rows the kernel leaves to the reference
-    if bool(odd.any()):
+    if ids.numel() and int(ids.min()) < 0:  # rows the kernel leaves to the reference (id -1)
+        odd = ids < 0
         logp[odd], ids[odd] = _reference(logits[odd], bad)
     return logp, ids

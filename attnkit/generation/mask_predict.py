@@ -19,6 +19,7 @@ The model is reached only through ``models.nat.is_nat``'s protocol: ``encode``, 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -59,11 +60,19 @@ def _check(model, input_ids, attention_mask, iterations, length_candidates) -> N
 
 def _suppressed(cfg, extra, device) -> Tensor:
     """Ids never written: pad, the mask token, any ``extra`` ids, and END when the length is given -> (n,) int64."""
-    ids = {cfg.pad_token_id, cfg.mask_id, *(extra or [])}
+    extra = tuple(extra or ())
+    if extra and not all(isinstance(i, int) and 0 <= i < cfg.tgt_vocab_size for i in extra):
+        raise ValueError(f"mask_predict: `suppress_tokens` must be token ids in [0, {cfg.tgt_vocab_size}), "
+                         f"got {list(extra)}")
+    return _suppressed_ids(cfg, extra, device)
+
+
+@functools.lru_cache(maxsize=64)
+def _suppressed_ids(cfg, extra: tuple[int, ...], device) -> Tensor:
+    """``_suppressed``, made once per config, ids and device (the tensor is only read)."""
+    ids = {cfg.pad_token_id, cfg.mask_id, *extra}
     if cfg.length == "classifier":
         ids.add(cfg.eos_token_id)
-    if not all(isinstance(i, int) and 0 <= i < cfg.tgt_vocab_size for i in ids):
-        raise ValueError(f"mask_predict: `suppress_tokens` must be token ids in [0, {cfg.tgt_vocab_size}), got {extra}")
     return torch.tensor(sorted(ids), dtype=torch.long, device=device)
 
 
@@ -81,6 +90,8 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         length_candidates = 3 if getattr(cfg, "length", None) == "classifier" else 1
     _check(model, input_ids, attention_mask, iterations, length_candidates)
     b, dev = input_ids.shape[0], input_ids.device
+    if attention_mask is not None and bool(attention_mask.all()):
+        attention_mask = None  # no padding: every step below takes its no-mask path
     memory = model.encode(input_ids, attention_mask)  # (B, S, d)
     if cfg.length == "classifier":
         cands = model.length_candidates(memory, attention_mask, length_candidates)  # (B, k)
@@ -93,17 +104,19 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         rows = torch.arange(b, device=dev).repeat_interleave(k)  # (R,) source row of each candidate
         memory = memory.index_select(0, rows)  # (R, S, d)
         attention_mask = None if attention_mask is None else attention_mask.index_select(0, rows)
-    real = keep_positions(lengths, width)  # (R, T) True = a position of the row
+    every = lengths.numel() == 1 or bool((lengths == width).all())  # no padding: the first pass writes all (R, T)
+    real = None if every else keep_positions(lengths, width)  # (R, T) True = a position of the row
     tokens = torch.full((lengths.shape[0], width), cfg.mask_id, dtype=torch.long, device=dev)
-    tokens = tokens.masked_fill(~real, cfg.pad_token_id)
+    if real is not None:
+        tokens = tokens.masked_fill(~real, cfg.pad_token_id)
     fdt = torch.promote_types(memory.dtype, torch.float32)  # scores in float32, or float64 for float64 models
     logp_tok = torch.zeros(lengths.shape[0], width, device=dev, dtype=fdt)  # (R, T) log-probability of each token
     masked = real
-    every = lengths.numel() == 1 or bool((lengths == width).all())  # no padding: the first pass writes all (R, T)
     bad = _suppressed(cfg, suppress_tokens, dev)
     cache = None
     for it in range(iterations):
-        out = model.decode_parallel(tokens, memory, attention_mask, lengths, cache=cache, use_cache=iterations > 1)
+        out = model.decode_parallel(tokens, memory, attention_mask, None if every else lengths, cache=cache,
+                                    use_cache=iterations > 1)
         if out.cache is not None:  # keep the projected memory for the next iterations, not the row
             cache = [LayerCache(None, c.cross_kv) for c in out.cache]
         hidden = out.last_hidden_state
@@ -118,11 +131,12 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         if it == iterations - 1:
             break
         n = (lengths * (iterations - 1 - it)) // iterations  # (R,) how many to predict again
-        order = logp_tok.masked_fill(~real, float("inf")).argsort(dim=1)  # (R, T) least confident first
-        rank = order.argsort(dim=1)  # (R, T) rank of each position
-        masked = (rank < n[:, None]) & real
+        order = (logp_tok if real is None else logp_tok.masked_fill(~real, float("inf"))).argsort(dim=1)  # (R, T)
+        rank = order.argsort(dim=1)  # (R, T) rank of each position, least confident first
+        masked = rank < n[:, None] if real is None else (rank < n[:, None]) & real
         tokens = tokens.masked_fill(masked, cfg.mask_id)
-    scores = (logp_tok * real).sum(1) / lengths.clamp(min=1)  # (R,) mean log-probability
+    # (R,) mean log-probability
+    scores = logp_tok.sum(1) / max(width, 1) if real is None else (logp_tok * real).sum(1) / lengths.clamp(min=1)
     if k > 1:  # each sentence's best candidate
         chosen = torch.arange(b, device=dev) * k + scores.view(b, k).argmax(dim=1)  # (B,) its row
         tokens, lengths, scores = tokens[chosen], lengths[chosen], scores[chosen]  # (B, T), (B,), (B,)
@@ -130,6 +144,10 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         is_end = (tokens == cfg.eos_token_id) & keep_positions(lengths, width)
         first = torch.where(is_end.any(1), is_end.float().argmax(1), lengths)  # (B,)
         lengths = first
+    elif every:  # every row full: start, its tokens, END
+        out = torch.empty(b, width + 2, dtype=torch.long, device=dev)  # (B, 1 + T + 1)
+        out[:, 0], out[:, 1:-1], out[:, -1] = cfg.start_token_id, tokens, cfg.eos_token_id
+        return NATOutput(out, scores, lengths + 1, cands)
     width = int(lengths.max()) if lengths.numel() else 0
     keep = keep_positions(lengths, width)  # (B, T)
     body = tokens[:, :width].masked_fill(~keep, cfg.pad_token_id)

@@ -45,7 +45,9 @@ from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import Mask, for_heads
 from ..models.seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
 from .fast import (
+    LAYER_ROWS,
     SMALL_ROWS,
+    FusedEncoderLayer,
     PackedLinear,
     fuse_encoder_layers,
     kernel_lengths,
@@ -180,6 +182,14 @@ class FastSeq2Seq(nn.Module):
         self.src_embed = model.src_embed
         self.embed_scale = model.embed_scale
         self.target_table = (model.target_embedding.weight.detach() * model.embed_scale)  # scaled once
+        src = model.src_embed.weight
+        self.src_table = self.target_table if src is model.target_embedding.weight else src.detach() * model.embed_scale
+        # unpadded rows, at most LAYER_ROWS positions: each encoder layer's native call, back to back
+        enc = list(self.encoder.layers)
+        self._encoder_calls = [(m._native_layer, m.native_weights, m.num_heads, m.norm_first, m.linear1._act_id,
+                                m.norm1.eps, m.head_dim ** -0.5) for m in enc] if enc and all(
+            isinstance(m, FusedEncoderLayer) and m._native_layer is not None for m in enc) else None
+        self._encoder_norm = None if self.encoder.norm is None else _Norm(self.encoder.norm)
         self.position = model.decoder.position
         self.layers = [_Layer(layer) for layer in model.decoder.layers]
         self.final_norm = model.decoder.norm if model.decoder.norm is None else _Norm(model.decoder.norm)
@@ -205,8 +215,24 @@ class FastSeq2Seq(nn.Module):
     def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """input_ids (B, S), attention_mask (B, S) 1 = real token -> memory (B, S, d)."""
         self.reference._check_ids(input_ids, "input_ids", self.config.src_vocab_size)
+        b, s = input_ids.shape
+        if (self._encoder_calls is not None and 0 < b * s <= LAYER_ROWS and s <= SHORT_MAX_LEN
+                and (attention_mask is None or (attention_mask.shape == input_ids.shape
+                                                and bool(attention_mask.all())))):
+            return self._encode_unpadded(input_ids)
         x = self.src_embed(input_ids) * self.embed_scale  # (B, S, d)
-        return self.encoder(x, memory_mask_from(attention_mask, input_ids.shape[1])).last_hidden_state
+        return self.encoder(x, memory_mask_from(attention_mask, s)).last_hidden_state
+
+    def _encode_unpadded(self, input_ids: Tensor) -> Tensor:
+        """input_ids (B, S) with no padding, B * S <= LAYER_ROWS -> memory (B, S, d): the embedding, every
+        layer's native call (``layer_forward``) and the final norm with no Python between them (a sentence's
+        latency). The encoder module, which ``encode`` runs otherwise, is its reference."""
+        x = F.embedding(input_ids, self.src_table)  # (B, S, d), already times sqrt(d)
+        if self.encoder.position is not None:
+            x = self.encoder.position(x)
+        for call, w, h, pre, act, eps, scale in self._encoder_calls:
+            x = call(x, w, h, self._no_lengths, None, None, self._no_lengths, pre, act, eps, scale)
+        return x if self._encoder_norm is None else self._encoder_norm(x)
 
     @torch.no_grad()
     def decode_step(self, tokens: Tensor, memory: Tensor, memory_mask: Tensor | None = None,

@@ -1,9 +1,7 @@
 // One Transformer layer over every position of a few short rows, in one call: an encoder layer, or a
 // non-autoregressive decoder layer (the same with cross-attention). The sequences that
 // FusedEncoderLayer.forward (attnkit/pretrained/fast.py) and FastNAT.decode_parallel (fast_nat.py) run
-// from Python, with no Python between their kernels. At a sentence (up to 32 rows) each kernel
-// takes a few microseconds, and the dispatches around them cost as much again. Included once, by
-// module.cpp, after linear_ops.h and attention_ops.h.
+// from Python, their reference. Included once, by module.cpp, after linear_ops.h and attention_ops.h.
 //
 //   post-LN (norm_first false)                     pre-LN (norm_first true)
 //   q, k, v = x W_qkv + b                          q, k, v = LN1(x) W_qkv + b
@@ -11,7 +9,13 @@
 //   [x = LN2(x + cross(x W_cq + b) W_co + b)]      [x = x + cross(LN2(x) W_cq + b) W_co + b]
 //   x = LNf(x + act(x W_1 + b) W_2 + b)            x = x + act(LNf(x) W_1 + b) W_2 + b
 //
-// A pre-LN layer's norms run inside the linear kernels that follow them (as in decoder_step.h).
+// The kernels are small_linear's (panel_sums or the blocked dot products, then the epilogue) and
+// short_forward's (attend), the same arithmetic in the same order. At a sentence (up to 32 rows) each
+// product takes a few microseconds, and calling them one by one (a thread team per kernel, an allocation
+// per result) cost a quarter of the layer: here the whole layer is one OpenMP region. Each step splits its
+// work over the threads (a linear layer's outputs in panels, attention's (row, head) jobs, LayerNorm's
+// and the widening's rows) and a barrier separates the steps; every buffer is allocated before the region.
+//
 // Self-attention is unmasked apart from padding: position i of row b sees the first lengths[b] positions
 // (lengths empty: all T). The bracketed cross-attention runs when w holds 18 tensors.
 // x (B, T, d); w: W, b of qkv, self_out, [cross_q, cross_out,] ff1, ff2, W in one of small_linear's
@@ -21,7 +25,11 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <omp.h>
 
+#include <algorithm>
+#include <type_traits>
 #include <vector>
 
 namespace attnkit_ops {
@@ -33,6 +41,174 @@ inline int64_t packed_outputs(const at::Tensor& w) {
 }
 inline int64_t packed_inputs(const at::Tensor& w) { return w.dim() == 4 ? 16 * w.size(1) : w.size(1); }
 
+namespace layer_detail {
+
+// The work of one thread of the region: its share of each step, in order.
+template <typename S>
+struct Layer {
+  const std::vector<at::Tensor>& w;
+  int64_t b, t, d, h, dh, dff, n;
+  bool cross, norm_first;
+  int64_t act;
+  float eps, scale;
+  const int64_t *len, *cross_len;
+  const S *cq_k, *cq_v;  // cross keys / values, (B, H, S, dh) with strides below
+  int64_t ck_s[3], cv_s[3], src;
+  float* xf;             // float32 rows (n, max(d, dff)): the current linear layer's input
+  std::vector<std::vector<float>>* sums;  // per thread: float32 sums of its outputs
+  std::vector<attnkit_short::Scratch>* scratch;  // per thread: attention's
+  float* yf;             // post-LN: float32 sums (n, d) before the norm
+  S *qkv, *o, *y, *q, *f, *out;
+
+  const S* ptr(int i) const { return reinterpret_cast<const S*>(w[i].data_ptr()); }
+
+  // rows [r0, r1) of this thread's share of n rows
+  static void share(int64_t n, int tid, int nt, int64_t& r0, int64_t& r1) {
+    r0 = n * tid / nt;
+    r1 = n * (tid + 1) / nt;
+  }
+
+  // The input rows of the next linear layer in float32: x itself (float32, no norm), or xf = x widened
+  // (pre-LN with norm i: LN_i(x)), this thread's rows; the caller's barrier then makes xf whole.
+  static bool in_place(int norm) { return std::is_same<S, float>::value && norm < 0; }
+  const float* input(const S* x, int norm) const {
+    return in_place(norm) ? reinterpret_cast<const float*>(x) : xf;
+  }
+  void widen(const S* x, int64_t k, int norm, int tid, int nt) const {
+    if (in_place(norm)) return;
+    int64_t r0, r1;
+    share(n, tid, nt, r0, r1);
+    const int z = 2 * (cross ? 6 : 4) + 2 * norm;
+    const S* g = norm >= 0 ? ptr(z) : nullptr;
+    const S* hb = norm >= 0 ? ptr(z + 1) : nullptr;
+    attnkit_linear::widen_rows<S>(x + r0 * k, r1 - r0, k, g, hb, eps, xf + r0 * k);
+  }
+
+  // dst = act(in W_l^T + b_l) [+ res], this thread's outputs (whole pairs of panels); O: S or float
+  template <typename O>
+  void linear(const float* in, int l, const S* res, O* dst, int64_t a, int tid, int nt) const {
+    const at::Tensor& wt = w[2 * l];
+    const int64_t k = packed_inputs(wt), nout = packed_outputs(wt);
+    const int64_t units = wt.dim() == 3 ? nout / 32 : nout / 16;  // panels in pairs (as panel_sums takes them)
+    int64_t u0, u1;
+    share(units, tid, nt, u0, u1);
+    const int64_t unit = wt.dim() == 3 ? 32 : 16;
+    const int64_t c0 = u0 * unit, c1 = tid == nt - 1 ? nout : u1 * unit;  // the last thread: an odd panel too
+    if (c1 <= c0) return;
+    float* s = (*sums)[tid].data();
+    const S* bias = ptr(2 * l + 1);
+    if (wt.dim() == 3) {
+      attnkit_linear::panel_sums<S>(in, ptr(2 * l), n, k, c0, c1, s);
+      attnkit_linear::epilogue<S, O>(s, bias, res, dst, n, nout, c0, c1, a);
+    } else {
+      attnkit_linear::small_linear_cols<S, O, true>(in, ptr(2 * l), bias, res, dst, n, nout, k, c0, c1, a, s);
+    }
+  }
+
+  // dst rows = LN_i(yf rows): post-LN, this thread's rows
+  void norm_rows(int i, S* dst, int tid, int nt) const {
+    int64_t r0, r1;
+    share(n, tid, nt, r0, r1);
+    const int z = 2 * (cross ? 6 : 4) + 2 * i;
+    for (int64_t r = r0; r < r1; ++r) {
+      float mean, rstd;
+      attnkit_linear::row_mean_rstd(yf + r * d, d, eps, mean, rstd);
+      attnkit_norm::row_out<S>(yf + r * d, ptr(z), ptr(z + 1), dst + r * d, d, mean, rstd);
+    }
+  }
+
+  // o (B, T, H, dh) = attention of the queries at qp (row stride qs) against keys / values; (row, head) jobs
+  void attend(const S* qp, int64_t qs, bool to_memory, int tid, int nt) const {
+    int64_t j0, j1;
+    share(b * h, tid, nt, j0, j1);
+    const S* self_k = qkv + d;
+    const S* self_v = qkv + 2 * d;
+    for (int64_t job = j0; job < j1; ++job) {
+      const int64_t r = job / h, hd = job % h;
+      attnkit_short::Seq<S> a;
+      a.q = qp + r * t * qs + hd * dh;
+      a.qs = qs;
+      a.o = o + (r * t * h + hd) * dh;
+      a.os = d;
+      a.nq = static_cast<int>(t);
+      if (to_memory) {
+        a.k = cq_k + r * ck_s[0] + hd * ck_s[1];
+        a.v = cq_v + r * cv_s[0] + hd * cv_s[1];
+        a.ks = ck_s[2];
+        a.vs = cv_s[2];
+        a.nk = static_cast<int>(cross_len ? std::min<int64_t>(src, std::max<int64_t>(cross_len[r], 0)) : src);
+      } else {
+        a.k = self_k + r * t * 3 * d + hd * dh;
+        a.v = self_v + r * t * 3 * d + hd * dh;
+        a.ks = a.vs = 3 * d;
+        a.nk = static_cast<int>(len ? std::min<int64_t>(t, std::max<int64_t>(len[r], 0)) : t);
+      }
+      attnkit_short::attend<S>(a, static_cast<int>(dh), static_cast<int>(dh), scale, (*scratch)[tid]);
+    }
+  }
+
+  // residual + (in W_l^T + b): y = that (pre-LN) or LN_i of it (post-LN)
+  void residual(const float* in, int l, const S* res, S* dst, int i, int tid, int nt) const {
+    if (norm_first) {
+      linear<S>(in, l, res, dst, 0, tid, nt);
+      return;
+    }
+    linear<float>(in, l, res, yf, 0, tid, nt);
+#pragma omp barrier
+    norm_rows(i, dst, tid, nt);
+  }
+
+  // the steps; a barrier after each (a widening that does nothing needs none)
+  void run(const S* x, int tid, int nt) const {
+    const int lin = cross ? 6 : 4, ff1 = lin - 2, ff2 = lin - 1, last = lin / 2 - 1;
+    const auto widened = [&](const S* v, int64_t k, int norm) {  // the input rows of the next linear layer
+      widen(v, k, norm, tid, nt);
+      if (!in_place(norm)) {
+#pragma omp barrier
+      }
+      return input(v, norm);
+    };
+    // self-attention
+    const float* in = widened(x, d, norm_first ? 0 : -1);
+    linear<S>(in, 0, nullptr, qkv, 0, tid, nt);
+#pragma omp barrier
+    attend(qkv, 3 * d, false, tid, nt);
+#pragma omp barrier
+    residual(widened(o, d, -1), 1, x, y, 0, tid, nt);
+#pragma omp barrier
+    const S* cur = y;
+    if (cross) {  // every position of a row against its memory
+      linear<S>(widened(y, d, norm_first ? 1 : -1), 2, nullptr, q, 0, tid, nt);
+#pragma omp barrier
+      attend(q, d, true, tid, nt);
+#pragma omp barrier
+      residual(widened(o, d, -1), 3, y, qkv, 1, tid, nt);  // qkv's buffer is free: the state after cross-attention
+#pragma omp barrier
+      cur = qkv;
+    }
+    // feed-forward, the activation inside ff1's epilogue
+    linear<S>(widened(cur, d, norm_first ? last : -1), ff1, nullptr, f, act, tid, nt);
+#pragma omp barrier
+    residual(widened(f, dff, -1), ff2, cur, out, last, tid, nt);
+  }
+};
+
+inline void check_param(const at::Tensor& p, at::ScalarType dt, int64_t size, const char* who, int i) {
+  TORCH_CHECK(p.device().is_cpu() && p.scalar_type() == dt && p.dim() == 1 && p.size(0) == size &&
+                  p.is_contiguous(), who, ": tensor ", i, " of `w` must be (", size, ",), contiguous, x's dtype, "
+              "on the CPU");
+}
+
+inline void check_memory(const at::Tensor& m, int64_t b, int64_t h, int64_t dh, at::ScalarType dt, const char* who,
+                         const char* name) {
+  TORCH_CHECK(m.device().is_cpu() && m.scalar_type() == dt && m.dim() == 4 && m.size(0) == b && m.size(1) == h &&
+                  m.size(3) == dh && m.stride(3) == 1, who, ": `", name, "` must be (B, H, S, dh) = (", b, ", ", h,
+              ", S, ", dh, "), x's dtype, on the CPU, the last dim contiguous; got ", m.sizes());
+  check_sizes(m, who, name);
+}
+
+}  // namespace layer_detail
+
 inline at::Tensor layer_forward(const at::Tensor& x, const std::vector<at::Tensor>& w, int64_t num_heads,
                                 const at::Tensor& lengths, const c10::optional<at::Tensor>& cross_keys,
                                 const c10::optional<at::Tensor>& cross_values, const at::Tensor& cross_lengths,
@@ -43,62 +219,88 @@ inline at::Tensor layer_forward(const at::Tensor& x, const std::vector<at::Tenso
   for (const auto& p : w) TORCH_CHECK(p.defined(), who, ": every tensor of `w` must be defined");
   const bool cross = w.size() == 18;
   const int lin = cross ? 6 : 4, ff1 = 2 * (lin - 2), ff2 = ff1 + 2, norms = 2 * lin;
-  TORCH_CHECK(x.defined() && x.dim() == 3 && x.is_contiguous(), who, ": `x` must be (B, T, d) and contiguous");
+  TORCH_CHECK(x.defined() && x.device().is_cpu() && x.dim() == 3 && x.is_contiguous(), who,
+              ": `x` must be (B, T, d), contiguous, on the CPU");
+  const auto dt = x.scalar_type();
+  TORCH_CHECK(dt == at::kFloat || (dt == at::kBFloat16 && attnkit_simd::cpu_has_bf16()), who,
+              ": `x` must be float32, or bfloat16 on a CPU with AVX512-BF16");
+  check_sizes(x, who, "x");
   const int64_t b = x.size(0), t = x.size(1), d = x.size(2);
   TORCH_CHECK(num_heads >= 1 && d % num_heads == 0, who, ": num_heads=", num_heads, " must divide d=", d);
   const int64_t h = num_heads, dh = d / h;
-  for (int i = 0; i < norms; i += 2)
-    TORCH_CHECK(packed_outputs(w[i]) > 0 && w[i + 1].dim() == 1 && packed_outputs(w[i]) == w[i + 1].size(0), who,
-                ": weight ", i / 2, " must be blocked (N / 4, K / 16, 4, 16) or in panels (N / 16, K, 16), with a "
-                "bias of N (no padding rows)");
+  TORCH_CHECK(dh % (dt == at::kFloat ? 16 : 32) == 0, who, ": the head size d / num_heads = ", dh,
+              " must be a multiple of 16 (bfloat16: 32)");
+  for (int i = 0; i < norms; i += 2) {
+    TORCH_CHECK(packed_outputs(w[i]) > 0 && w[i].device().is_cpu() && w[i].scalar_type() == dt &&
+                    w[i].is_contiguous(), who, ": weight ", i / 2, " must be blocked (N / 4, K / 16, 4, 16) or in "
+                "panels (N / 16, K, 16), contiguous, x's dtype, on the CPU");
+    layer_detail::check_param(w[i + 1], dt, packed_outputs(w[i]), who, i + 1);
+    TORCH_CHECK(packed_outputs(w[i]) % 16 == 0, who, ": weight ", i / 2, " must have a multiple of 16 outputs");
+  }
   TORCH_CHECK(packed_outputs(w[0]) == 3 * d, who, ": the qkv weight must have 3d = ", 3 * d, " outputs");
-  for (int i = 2; i < norms; i += 2)
-    TORCH_CHECK(i == ff1 || packed_outputs(w[i]) == d, who, ": weight ", i / 2, " must have d = ", d, " outputs");
-  TORCH_CHECK(packed_inputs(w[ff2]) == packed_outputs(w[ff1]), who, ": ff2's inputs must be ff1's outputs");
+  const int64_t dff = packed_outputs(w[ff1]);
+  for (int i = 0; i < norms; i += 2) {
+    TORCH_CHECK(i == 0 || i == ff1 || packed_outputs(w[i]) == d, who, ": weight ", i / 2, " must have d = ", d,
+                " outputs");
+    TORCH_CHECK(packed_inputs(w[i]) == (i == ff2 ? dff : d), who, ": weight ", i / 2, " must have ",
+                i == ff2 ? "ff1's outputs" : "d", " inputs");
+  }
+  for (int i = norms; i < static_cast<int>(w.size()); ++i) layer_detail::check_param(w[i], dt, d, who, i);
+  TORCH_CHECK(act >= 0 && act <= 4, who, ": act must be 0 (none), 1 (ReLU), 2 (SiLU), 3 (GELU) or 4 (GELU tanh)");
   const bool has_ck = cross_keys.has_value() && cross_keys->defined();
   const bool has_cv = cross_values.has_value() && cross_values->defined();
   TORCH_CHECK(has_ck == cross && has_cv == cross, who,
               ": give cross_keys and cross_values with 18 tensors (cross-attention) and neither with 12");
-  if (cross)
-    TORCH_CHECK(cross_keys->dim() == 4 && cross_keys->size(0) == b && cross_keys->size(1) == h &&
-                    cross_keys->size(3) == dh, who, ": `cross_keys` must be (B, H, S, dh) = (", b, ", ", h,
-                ", S, ", dh, "), got ", cross_keys->sizes());
-
-  const c10::optional<at::Tensor> none;
-  const at::Tensor no_offsets = at::empty({0}, x.options().dtype(at::kLong));
-  const int64_t n = b * t;
-  // act(y W^T + b) for linear l; pre-LN: of LayerNorm i of y, inside the same kernel
-  const auto project = [&](const at::Tensor& y, int l, int i, int64_t a) {
-    if (!norm_first) return small_linear(y, w[2 * l], w[2 * l + 1], none, a, none, none, eps);
-    return small_linear(y, w[2 * l], w[2 * l + 1], none, a, none, none, eps, w[norms + 2 * i], w[norms + 2 * i + 1]);
-  };
-  // residual + y W^T + b; post-LN then LayerNorm i
-  const auto residual = [&](const at::Tensor& y, int l, const at::Tensor& res, int i) {
-    if (norm_first) return small_linear(y, w[2 * l], w[2 * l + 1], res, 0, none, none, eps);
-    return small_linear(y, w[2 * l], w[2 * l + 1], res, 0, w[norms + 2 * i], w[norms + 2 * i + 1], eps);
-  };
-  const auto heads_merged = [&](const at::Tensor& o) {  // (B, H, T, dh) view of (B, T, H, dh) memory -> (B*T, d)
-    return o.transpose(1, 2).reshape({n, d}).contiguous();
-  };
-
-  const at::Tensor flat = x.view({n, d});  // (B, T, d) -> (B*T, d)
-  // self-attention: every position of a row sees the row's first lengths[b] positions
-  auto qkv = project(flat, 0, 0, 0);
-  qkv = qkv.view({b, t, 3, h, dh}).permute({2, 0, 3, 1, 4});  // (B*T, 3d) -> (3, B, H, T, dh)
-  auto o = short_forward(qkv[0], qkv[1], qkv[2], lengths, no_offsets, scale);  // (B, H, T, dh)
-  auto y = residual(heads_merged(o), 1, flat, 0);  // (B*T, d)
-
-  if (cross) {  // every position of a row against its memory
-    auto q = project(y, 2, 1, 0);
-    q = q.view({b, t, h, dh}).transpose(1, 2);  // (B*T, d) -> (B, H, T, dh)
-    o = short_forward(q, *cross_keys, *cross_values, cross_lengths, no_offsets, scale);  // (B, H, T, dh)
-    y = residual(heads_merged(o), 3, y, 1);
+  const int64_t* len = lengths_ptr(lengths, b, who);
+  const int64_t* cross_len = nullptr;
+  int64_t src = 0;
+  if (cross) {
+    layer_detail::check_memory(*cross_keys, b, h, dh, dt, who, "cross_keys");
+    layer_detail::check_memory(*cross_values, b, h, dh, dt, who, "cross_values");
+    src = cross_keys->size(2);
+    TORCH_CHECK(cross_values->size(2) == src, who, ": cross_keys and cross_values must have the same S");
+    cross_len = lengths_ptr(cross_lengths, b, who);
   }
 
-  // feed-forward, the activation inside ff1's kernel
-  const int last = lin / 2 - 1;  // the feed-forward's norm: LN2 of an encoder layer, LN3 of a decoder layer
-  auto f = project(y, ff1 / 2, last, act);
-  return residual(f, ff2 / 2, y, last).view({b, t, d});
+  const int64_t n = b * t;
+  auto out = at::empty({b, t, d}, x.options());
+  if (n == 0) return out;
+  // every buffer, before the region (nothing in it allocates or throws)
+  auto opts = x.options();
+  auto qkv = at::empty({n, 3 * d}, opts), o = at::empty({n, d}, opts), y = at::empty({n, d}, opts);
+  auto f = at::empty({n, dff}, opts);
+  auto q = cross ? at::empty({n, d}, opts) : at::Tensor();
+  std::vector<float> xf(static_cast<size_t>(n * std::max(d, dff)));
+  std::vector<float> yf(norm_first ? 0 : static_cast<size_t>(n * d));
+  const int nt = at::in_parallel_region() ? 1 : std::max(1, std::min<int>(at::get_num_threads(), 64));
+  std::vector<std::vector<float>> sums(nt, std::vector<float>(static_cast<size_t>(n * std::max(3 * d, dff))));
+  const int kw = static_cast<int>((std::max(t, src) + 15) / 16 * 16);
+  std::vector<attnkit_short::Scratch> scratch;
+  scratch.reserve(nt);
+  for (int i = 0; i < nt; ++i) scratch.emplace_back(static_cast<int>(dh), static_cast<int>(dh), std::max(kw, 16));
+
+  auto go = [&](auto tag) {
+    using S = decltype(tag);
+    auto p = [](const at::Tensor& u) { return u.defined() ? reinterpret_cast<S*>(u.data_ptr()) : nullptr; };
+    layer_detail::Layer<S> L{w, b, t, d, h, dh, dff, n, cross, norm_first, act, static_cast<float>(eps),
+                             static_cast<float>(scale), len, cross_len,
+                             cross ? p(*cross_keys) : nullptr, cross ? p(*cross_values) : nullptr,
+                             {0, 0, 0}, {0, 0, 0}, src, xf.data(), &sums, &scratch, yf.data(),
+                             p(qkv), p(o), p(y), p(q), p(f), p(out)};
+    if (cross)
+      for (int i = 0; i < 3; ++i) {
+        L.ck_s[i] = cross_keys->stride(i);
+        L.cv_s[i] = cross_values->stride(i);
+      }
+    const S* xp = reinterpret_cast<const S*>(x.data_ptr());
+#pragma omp parallel num_threads(nt)
+    L.run(xp, omp_get_thread_num(), omp_get_num_threads());
+  };
+  if (dt == at::kFloat)
+    go(float{});
+  else
+    go(uint16_t{});
+  return out;
 }
 
 }  // namespace attnkit_ops
