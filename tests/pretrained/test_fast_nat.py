@@ -60,6 +60,47 @@ def test_a_parallel_pass_gives_the_reference_hidden_states(norm_first, activatio
     torch.testing.assert_close(one.last_hidden_state[0], out.last_hidden_state[0], atol=2e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("norm_first,activation,positional", [(True, "relu", "sinusoidal"), (False, "gelu", "learned")])
+def test_unpadded_sources_run_the_native_encoder_and_the_short_length_classifier(norm_first, activation, positional):
+    m = model(norm_first, activation=activation, positional=positional)
+    fast = FastNAT(m)
+    base = fast.base
+    assert base._encoder_calls is not None
+    calls, native_encode = [], base._encode_unpadded
+    base._encode_unpadded = lambda i: calls.append(tuple(i.shape)) or native_encode(i)
+    ids = torch.randint(4, 30, (2, 7))
+    ones = torch.ones_like(ids)
+    padded = ones.clone()
+    padded[1, 5:] = 0
+    with torch.no_grad():
+        ref = m.encode(ids, ones)
+        for mask in (None, ones, ones.bool()):
+            torch.testing.assert_close(fast.encode(ids, mask), ref, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(fast.encode(ids, padded), m.encode(ids, padded), atol=1e-5, rtol=1e-5)
+        long = torch.randint(4, 30, (5, 7))  # 35 positions, more than LAYER_ROWS: the encoder module
+        torch.testing.assert_close(fast.encode(long), m.encode(long), atol=1e-5, rtol=1e-5)
+        for k in (1, 3, 99):  # without a mask: the reference's candidates, in its order
+            for mask in (None, ones):
+                assert torch.equal(fast.length_candidates(ref, None, k), m.length_candidates(ref, mask, k))
+    assert calls == [(2, 7)] * 3
+
+
+def test_a_sentence_alone_gives_its_row_of_a_padded_batch():
+    m = model(True)
+    fast = FastNAT(m)
+    ids, mask = source()
+    with torch.no_grad():
+        batch = mask_predict(fast, ids, mask, iterations=1, length_candidates=1)
+        for i in range(ids.shape[0]):
+            n = int(mask[i].sum())
+            one = mask_predict(fast, ids[i:i + 1, :n], mask[i:i + 1, :n], iterations=1, length_candidates=1)
+            w = one.sequences.shape[1]  # start, tokens, END: written directly for a full row
+            assert torch.equal(one.sequences[0], batch.sequences[i, :w])
+            assert bool((batch.sequences[i, w:] == m.config.pad_token_id).all())
+            assert int(one.lengths[0]) == int(batch.lengths[i]) == w - 1
+            torch.testing.assert_close(one.sequences_scores[0], batch.sequences_scores[i], atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("norm_first,activation", [(True, "relu"), (False, "gelu")])
 def test_the_native_layers_give_the_python_sequence(norm_first, activation):
     """At up to LAYER_ROWS positions each decoder layer is one native call (layer_forward): the same hidden
