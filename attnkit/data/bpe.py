@@ -37,6 +37,7 @@ class Subwords:
                 raise ValueError(f"Subwords: the vocabulary must have {tok!r} at id {i}, "
                                  f"got {tokenizer.token_to_id(tok)}")
         self._alphabet: set[str] | None = None
+        self._known: set[str] = set()
 
     @property
     def size(self) -> int:
@@ -62,7 +63,10 @@ class Subwords:
         """Characters of ``text`` (after normalisation) that the vocabulary has never seen, in order, once each."""
         if self._alphabet is None:
             self._alphabet = {c for tok in self.tokenizer.get_vocab() for c in tok if tok not in SPECIALS}
+            self._known = self._alphabet | set(" \t\n\r\x0b\x0c")
         norm = self.tokenizer.normalizer.normalize_str(text) if self.tokenizer.normalizer else text
+        if set(norm) <= self._known:  # the usual case, in one pass
+            return []
         seen, out = set(), []
         for c in norm:
             if not c.isspace() and c not in self._alphabet and c not in seen:
