@@ -55,7 +55,8 @@ struct Layer {
   const S *cq_k, *cq_v;  // cross keys / values, (B, H, S, dh) with strides below
   int64_t ck_s[3], cv_s[3], src;
   float* xf;             // float32 rows (n, max(d, dff)): the current linear layer's input
-  std::vector<std::vector<float>>* sums;  // per thread: float32 sums of its outputs
+  float* sums;           // per thread (sums_size floats each): float32 sums of its outputs
+  int64_t sums_size;
   std::vector<attnkit_short::Scratch>* scratch;  // per thread: attention's
   float* yf;             // post-LN: float32 sums (n, d) before the norm
   S *qkv, *o, *y, *q, *f, *out;
@@ -95,7 +96,7 @@ struct Layer {
     const int64_t unit = wt.dim() == 3 ? 32 : 16;
     const int64_t c0 = u0 * unit, c1 = tid == nt - 1 ? nout : u1 * unit;  // the last thread: an odd panel too
     if (c1 <= c0) return;
-    float* s = (*sums)[tid].data();
+    float* s = sums + tid * sums_size;
     const S* bias = ptr(2 * l + 1);
     if (wt.dim() == 3) {
       attnkit_linear::panel_sums<S>(in, ptr(2 * l), n, k, c0, c1, s);
@@ -270,10 +271,11 @@ inline at::Tensor layer_forward(const at::Tensor& x, const std::vector<at::Tenso
   auto qkv = at::empty({n, 3 * d}, opts), o = at::empty({n, d}, opts), y = at::empty({n, d}, opts);
   auto f = at::empty({n, dff}, opts);
   auto q = cross ? at::empty({n, d}, opts) : at::Tensor();
-  std::vector<float> xf(static_cast<size_t>(n * std::max(d, dff)));
-  std::vector<float> yf(norm_first ? 0 : static_cast<size_t>(n * d));
+  const auto xf = attnkit_simd::scratch_floats(static_cast<size_t>(n * std::max(d, dff)));
+  const auto yf = attnkit_simd::scratch_floats(norm_first ? 0 : static_cast<size_t>(n * d));
   const int nt = at::in_parallel_region() ? 1 : std::max(1, std::min<int>(at::get_num_threads(), 64));
-  std::vector<std::vector<float>> sums(nt, std::vector<float>(static_cast<size_t>(n * std::max(3 * d, dff))));
+  const int64_t sums_size = n * std::max(3 * d, dff);
+  const auto sums = attnkit_simd::scratch_floats(static_cast<size_t>(nt * sums_size));
   const int kw = static_cast<int>((std::max(t, src) + 15) / 16 * 16);
   std::vector<attnkit_short::Scratch> scratch;
   scratch.reserve(nt);
@@ -285,7 +287,7 @@ inline at::Tensor layer_forward(const at::Tensor& x, const std::vector<at::Tenso
     layer_detail::Layer<S> L{w, b, t, d, h, dh, dff, n, cross, norm_first, act, static_cast<float>(eps),
                              static_cast<float>(scale), len, cross_len,
                              cross ? p(*cross_keys) : nullptr, cross ? p(*cross_values) : nullptr,
-                             {0, 0, 0}, {0, 0, 0}, src, xf.data(), &sums, &scratch, yf.data(),
+                             {0, 0, 0}, {0, 0, 0}, src, xf.get(), sums.get(), sums_size, &scratch, yf.get(),
                              p(qkv), p(o), p(y), p(q), p(f), p(out)};
     if (cross)
       for (int i = 0; i < 3; ++i) {

@@ -71,10 +71,10 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
   auto go = [&](auto tag) {
     using S = decltype(tag);
     const S* xp = reinterpret_cast<const S*>(x.data_ptr());
-    std::vector<float> xf(static_cast<size_t>(m * k));  // x widened to float32 once (and normalised)
+    const auto xf = attnkit_simd::scratch_floats(static_cast<size_t>(m * k));  // x widened once (normalised)
     const S* xg = x_norm ? reinterpret_cast<const S*>(x_norm_weight->data_ptr()) : nullptr;
     const S* xh = x_norm ? reinterpret_cast<const S*>(x_norm_bias->data_ptr()) : nullptr;
-    attnkit_linear::widen_rows<S>(xp, m, k, xg, xh, static_cast<float>(eps), xf.data());
+    attnkit_linear::widen_rows<S>(xp, m, k, xg, xh, static_cast<float>(eps), xf.get());
     const S* wp = reinterpret_cast<const S*>(weight.data_ptr());
     const S* bp = has_b ? reinterpret_cast<const S*>(bias->data_ptr()) : nullptr;
     const S* rp = has_r ? reinterpret_cast<const S*>(residual->data_ptr()) : nullptr;
@@ -84,20 +84,20 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
     const int64_t blocks = n / 16;
     const int64_t grain = panels ? std::max<int64_t>(2, 65536 / std::max<int64_t>(16 * k * m, 1)) / 2 * 2
                                  : std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1));
-    std::vector<float> y(norm ? static_cast<size_t>(m * n) : 0);  // float32 sums for the LayerNorm
+    const auto y = attnkit_simd::scratch_floats(norm ? static_cast<size_t>(m * n) : 0);  // sums for the LayerNorm
     auto cols = [&](auto* dst) {
       using O = std::remove_pointer_t<decltype(dst)>;
       at::parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
-        std::vector<float> sums(static_cast<size_t>(m * (b1 - b0) * 16));
+        const auto sums = attnkit_simd::scratch_floats(static_cast<size_t>(m * (b1 - b0) * 16));
         if (panels) {
-          attnkit_linear::panel_sums<S>(xf.data(), wp, m, k, b0 * 16, b1 * 16, sums.data());
-          attnkit_linear::epilogue<S, O>(sums.data(), bp, rp, dst, m, n, b0 * 16, b1 * 16, act);
+          attnkit_linear::panel_sums<S>(xf.get(), wp, m, k, b0 * 16, b1 * 16, sums.get());
+          attnkit_linear::epilogue<S, O>(sums.get(), bp, rp, dst, m, n, b0 * 16, b1 * 16, act);
         } else if (blocked) {
-          attnkit_linear::small_linear_cols<S, O, true>(xf.data(), wp, bp, rp, dst, m, n, k, b0 * 16, b1 * 16, act,
-                                                        sums.data());
+          attnkit_linear::small_linear_cols<S, O, true>(xf.get(), wp, bp, rp, dst, m, n, k, b0 * 16, b1 * 16, act,
+                                                        sums.get());
         } else {
-          attnkit_linear::small_linear_cols<S, O, false>(xf.data(), wp, bp, rp, dst, m, n, k, b0 * 16, b1 * 16, act,
-                                                         sums.data());
+          attnkit_linear::small_linear_cols<S, O, false>(xf.get(), wp, bp, rp, dst, m, n, k, b0 * 16, b1 * 16, act,
+                                                         sums.get());
         }
       });
     };
@@ -105,13 +105,13 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
       cols(op);
       return;
     }
-    cols(y.data());
+    cols(y.get());
     const S* gp = reinterpret_cast<const S*>(ln_weight->data_ptr());
     const S* hp = reinterpret_cast<const S*>(ln_bias->data_ptr());
     for (int64_t i = 0; i < m; ++i) {  // a few rows: on this thread
       float mean, rstd;
-      attnkit_linear::row_mean_rstd(y.data() + i * n, n, static_cast<float>(eps), mean, rstd);
-      attnkit_norm::row_out<S>(y.data() + i * n, gp, hp, op + i * n, n, mean, rstd);
+      attnkit_linear::row_mean_rstd(y.get() + i * n, n, static_cast<float>(eps), mean, rstd);
+      attnkit_norm::row_out<S>(y.get() + i * n, gp, hp, op + i * n, n, mean, rstd);
     }
   };
   if (dt == at::kFloat)

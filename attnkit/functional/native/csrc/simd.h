@@ -1,11 +1,13 @@
 // AVX-512 helpers every native kernel shares: exp, float32 <-> bfloat16 loads and stores, the
-// AVX512-BF16 target attribute and its run-time check. Arithmetic is float32 throughout.
+// AVX512-BF16 target attribute and its run-time check, uninitialised float32 scratch. Arithmetic is float32 throughout.
 #pragma once
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 
 namespace attnkit_simd {
 
@@ -44,6 +46,10 @@ inline float to_f(uint16_t x) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+// A float32 scratch of n values, left uninitialised (std::vector would zero it: a memset of every call's
+// scratch, a few microseconds at a sentence's sizes).
+inline std::unique_ptr<float[]> scratch_floats(size_t n) { return std::unique_ptr<float[]>(new float[n]); }
+
 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
 inline __m512 load16(const uint16_t* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
