@@ -25,7 +25,9 @@ Attention runs the ``short`` backend's kernel, taken once through ``attnkit.func
 (``attention``'s checks done on example inputs; the shapes are this module's own), or ``attnkit.attention``
 where that backend does not run (other dtypes, head sizes, masks, or more keys than the automatic choice
 gives it).
-The encoder is a packed copy too (``fuse_encoder_layers``). Weights are copied, never trained. With
+The encoder is a packed copy too (``fuse_encoder_layers``); unpadded sources of up to ``LAYER_ROWS``
+positions (a sentence) run its layers' native calls back to back, the module as their reference.
+Weights are copied, never trained. With
 ``output_attentions`` or ``use_cache=False`` the step runs on the reference model.
 """
 

@@ -1,16 +1,16 @@
 """attnkit's one native extension, ``attnkit_native``: C++ kernels for AVX-512 CPUs, compiled on first use.
 
-The sources are in ``csrc/``, by concept: ``simd.h`` (the AVX-512 helpers they share: exp, bfloat16
-loads and stores), ``window_attention.h`` (attention over a key window: backends ``tiled`` and
-``local``), ``short_attention.h`` (full attention over short sequences: backend ``short``),
-``add_norm.h`` (LayerNorm of a residual sum: ``functional.norm``), ``small_linear.h`` (linear layers
-over a few rows: ``pretrained.fast``), their checked entry points ``attention_ops.h``, ``norm_ops.h`` and
-``linear_ops.h`` (every device, dtype, shape, stride and length a kernel relies on is a TORCH_CHECK
-there), ``decoder_step.h`` (a decoder layer's step made of those entry points: ``FastSeq2Seq``),
-``layer_forward.h`` (an encoder or non-autoregressive decoder layer over a few short rows:
-``FusedEncoderLayer``, ``FastNAT``), and
-``module.cpp``, the one translation unit, which binds them (torch's headers cost most of the build, so
-they are parsed once).
+The sources are in ``csrc/``, by concept: ``simd.h`` (the AVX-512 helpers they share: exp, bfloat16 loads
+and stores, uninitialised scratch), ``window_attention.h`` (attention over a key window: backends ``tiled``
+and ``local``), ``short_attention.h`` (full attention over short sequences: backend ``short``),
+``add_norm.h`` (LayerNorm of a residual sum: ``functional.norm``), ``small_linear.h`` (linear layers over a
+few rows: ``pretrained.fast``), their checked entry points ``attention_ops.h``, ``norm_ops.h`` and
+``linear_ops.h`` (every device, dtype, shape, stride and length a kernel relies on is a TORCH_CHECK there),
+``decoder_step.h`` (a decoder layer's step made of those entry points: ``FastSeq2Seq``), ``layer_forward.h``
+(an encoder or non-autoregressive decoder layer over a few short rows, the kernels of ``small_linear.h``,
+``panel_linear.h`` and ``short_attention.h`` in one OpenMP region: ``FusedEncoderLayer``, ``FastNAT``),
+``best_tokens.h`` (each row's best allowed token: ``functional.tokens``), and ``module.cpp``, the one
+translation unit, which binds them (torch's headers cost most of the build, so they are parsed once).
 
 ``kernel()`` returns the compiled module, or None where it cannot run: no AVX-512, no compiler, a
 failed build (``unavailable()`` says which). Callers then use their PyTorch paths, which are also the
