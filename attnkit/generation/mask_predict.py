@@ -99,7 +99,7 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         cands = model.row_lengths(attention_mask, memory)[:, None]  # (B, 1)
     k = cands.shape[1]
     lengths = cands.reshape(-1)  # (R,), R = B k
-    width = int(lengths.max()) if lengths.numel() else 0
+    width = int(lengths.max()) if lengths.numel() > 1 else int(lengths) if lengths.numel() else 0  # longest row
     if k > 1:  # every candidate a row of its own
         rows = torch.arange(b, device=dev).repeat_interleave(k)  # (R,) source row of each candidate
         memory = memory.index_select(0, rows)  # (R, S, d)
@@ -110,7 +110,7 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
     if real is not None:
         tokens = tokens.masked_fill(~real, cfg.pad_token_id)
     fdt = torch.promote_types(memory.dtype, torch.float32)  # scores in float32, or float64 for float64 models
-    logp_tok = torch.zeros(lengths.shape[0], width, device=dev, dtype=fdt)  # (R, T) log-probability of each token
+    logp_tok = None if every else torch.zeros(lengths.shape[0], width, device=dev, dtype=fdt)  # (R, T) token log-p
     masked = real
     bad = _suppressed(cfg, suppress_tokens, dev)
     cache = None
@@ -121,10 +121,11 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
             cache = [LayerCache(None, c.cross_kv) for c in out.cache]
         hidden = out.last_hidden_state
         whole = it == 0 and every  # every position is masked: no gather, no scatter
-        logits = model.output_logits(hidden.reshape(-1, hidden.shape[-1]) if whole else hidden[masked]).to(fdt)
+        logits = model.output_logits(hidden.reshape(-1, hidden.shape[-1]) if whole else hidden[masked])
+        logits = logits if logits.dtype == fdt else logits.to(fdt)
         best, pred = best_tokens(logits, bad)  # (M,) M masked positions: the best allowed token, its log-prob
         if whole:
-            tokens, logp_tok = pred.view_as(tokens), best.view_as(logp_tok)
+            tokens, logp_tok = pred.view_as(tokens), best.view(tokens.shape)
         else:
             tokens = tokens.masked_scatter(masked, pred)
             logp_tok = logp_tok.masked_scatter(masked, best)
@@ -144,10 +145,9 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         is_end = (tokens == cfg.eos_token_id) & keep_positions(lengths, width)
         first = torch.where(is_end.any(1), is_end.float().argmax(1), lengths)  # (B,)
         lengths = first
-    elif every:  # every row full: start, its tokens, END
-        out = torch.empty(b, width + 2, dtype=torch.long, device=dev)  # (B, 1 + T + 1)
-        out[:, 0], out[:, 1:-1], out[:, -1] = cfg.start_token_id, tokens, cfg.eos_token_id
-        return NATOutput(out, scores, lengths + 1, cands)
+    elif every:  # every row full: start, its tokens, END -> (B, 1 + T + 1)
+        edge = [tokens.new_full((b, 1), cfg.start_token_id), tokens, tokens.new_full((b, 1), cfg.eos_token_id)]
+        return NATOutput(torch.cat(edge, dim=1), scores, lengths + 1, cands)
     width = int(lengths.max()) if lengths.numel() else 0
     keep = keep_positions(lengths, width)  # (B, T)
     body = tokens[:, :width].masked_fill(~keep, cfg.pad_token_id)

@@ -24,6 +24,9 @@ class TranslationWarning(UserWarning):
 def pad_batch(rows: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
     """Token id lists -> right-padded input_ids (B, S) and attention_mask (B, S), 1 = real token."""
     s = max(len(r) for r in rows)
+    if all(len(r) == s for r in rows):  # nothing to pad (one sentence): two operations
+        ids = torch.tensor(rows, dtype=torch.long)
+        return ids, torch.ones_like(ids)
     ids = torch.full((len(rows), s), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), s), dtype=torch.long)
     for i, r in enumerate(rows):
