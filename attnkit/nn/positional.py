@@ -44,7 +44,8 @@ class Sinusoidal(nn.Module):
         if end > self.table.shape[0]:  # a pure function of position: grow instead of failing
             self.table = sinusoidal_table(max(end, 2 * self.table.shape[0]), self.d_model, self.base,
                                           layout=self.layout, device=self.table.device, dtype=self.table.dtype)
-        return x + self.table[offset:end].to(x.dtype)  # (B, L, d)
+        rows = self.table[offset:end]
+        return x + (rows if rows.dtype == x.dtype else rows.to(x.dtype))  # (B, L, d)
 
 
 class LearnedAbsolute(nn.Module):
