@@ -183,7 +183,7 @@ struct Layer {
 #pragma omp barrier
       attend(q, d, true, tid, nt);
 #pragma omp barrier
-      residual(widened(o, d, -1), 3, y, qkv, 1, tid, nt);  // qkv's buffer is free: the state after cross-attention
+      residual(widened(o, d, -1), 3, y, qkv, 1, tid, nt);  // into qkv's buffer, free now
 #pragma omp barrier
       cur = qkv;
     }

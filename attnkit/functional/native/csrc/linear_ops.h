@@ -17,7 +17,8 @@
 
 // x (M, K), weight (N, K), blocked (N / 4, K / 16, 4, 16) (small_linear.h) or in panels (N / 16, K, 16)
 // (panel_linear.h: for more than a few rows), bias (N,) or undefined, residual (M, N) or undefined:
-// contiguous, all float32 or all bfloat16, on the CPU; K and N multiples of 16; act 0 none, 1 ReLU, 2 SiLU, 3 GELU (erf), 4 GELU (tanh).
+// contiguous, all float32 or all bfloat16, on the CPU; K and N multiples of 16; act 0 none, 1 ReLU, 2 SiLU,
+// 3 GELU (erf), 4 GELU (tanh).
 namespace attnkit_ops {
 
 // With ln_weight and ln_bias (N,) (act 0, a residual, float32 sums): LN(residual + x W^T + b) * ln_weight + ln_bias.
