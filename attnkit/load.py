@@ -1,8 +1,9 @@
 """``attnkit.load_pretrained``: one function for every kind of saved model attnkit reads.
 
 - a run folder of ``attnkit train`` (``latest.json``, ``meta.json`` or ``ckpt-*/meta.json`` inside) whose
-  task can be loaded
-  as a Python object (translation: a ``Translator`` with ``translate(texts, **generate_kwargs)``);
+  task can be loaded as a Python object (translation: a ``Translator`` with
+  ``translate(texts, **generate_kwargs)``; ``which="best"`` or ``"latest"``, ``dtype=torch.bfloat16`` for
+  half the bytes read per decoding step);
 - anything else goes to ``attnkit.pretrained.load_pretrained``: a built-in name ("all-MiniLM-L6-v2")
   or a Hugging Face BERT-family folder -> ``SentenceEncoder``; a Hugging Face Marian (opus-mt) folder
   (config.json with model_type "marian") -> ``MarianTranslator`` with ``translate(texts, **generate_kwargs)``.
@@ -28,9 +29,10 @@ def load_pretrained(name_or_path="all-MiniLM-L6-v2", **kwargs):
         if mod is None or not getattr(mod, "LOADS_AS_MODEL", False):
             raise ValueError(f"load_pretrained: {folder} is a run of task {task!r}; only translation runs load as "
                              "models here (use `attnkit predict` for the others)")
+        options = {k: kwargs.pop(k) for k in ("dtype",) if k in kwargs}  # a translation run: its weights' dtype
         if kwargs:
             raise ValueError(f"load_pretrained: options {sorted(kwargs)} do not apply to a {task} run")
-        return mod.load(folder, meta)
+        return mod.load(folder, meta, **options)
     from .pretrained import load_pretrained as load_encoder
 
     return load_encoder(name_or_path, **kwargs)

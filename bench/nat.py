@@ -2,7 +2,7 @@
 
     flock /tmp/attnkit-heavy.lock .venv/bin/python bench/nat.py --ar runs/de-en --nat runs/de-en-nat \\
         [--nat-raw runs/de-en-nat-raw] [--threads 2] [--latency-sentences 100] [--latency-block 10] [--repeats 3] \
-        [--phases]
+        [--phases] [--dtype bfloat16]
 
 Rows: the autoregressive run (greedy; beam search, --beam), the NAT run (one pass: the classifier's
 best length only, and with --length-candidates; Mask-Predict at 4 and 10 iterations), and, with
@@ -25,7 +25,8 @@ With --phases, a second table splits batch-1 AR greedy and one-pass NAT into the
 per sentence of each; the shared encoder bounds what any decoder speed-up can give).
 
 Ratios are against AR greedy measured in the same run. Times include BPE encoding and decoding of
-the text on both sides. Decoding runs in float32 on --threads torch threads.
+the text on both sides. Decoding runs on --threads torch threads, every run's weights in --dtype
+(float32, as trained, or bfloat16).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ from attnkit.data.multi30k import multi30k  # noqa: E402
 
 
 def rows(args) -> list[tuple[str, object, dict]]:
-    ar, nat = attnkit.load_pretrained(args.ar), attnkit.load_pretrained(args.nat)
+    dtype = getattr(torch, args.dtype)
+    ar, nat = attnkit.load_pretrained(args.ar, dtype=dtype), attnkit.load_pretrained(args.nat, dtype=dtype)
     if ar.decoding != "ar" or nat.decoding != "nat":
         raise SystemExit(f"bench/nat.py: --ar must be an autoregressive run and --nat a NAT run; got {ar.decoding} "
                          f"and {nat.decoding}")
@@ -60,7 +62,7 @@ def rows(args) -> list[tuple[str, object, dict]]:
            (f"Mask-Predict 4 it., {k} lengths", nat, {"iterations": 4, "length_candidates": k}),
            (f"Mask-Predict 10 it., {k} lengths", nat, {"iterations": 10, "length_candidates": k})]
     if args.nat_raw:
-        raw = attnkit.load_pretrained(args.nat_raw)
+        raw = attnkit.load_pretrained(args.nat_raw, dtype=dtype)
         out += [("no distillation: one pass, 1 length", raw, {"iterations": 1, "length_candidates": 1}),
                 (f"no distillation: Mask-Predict 10 it., {k} lengths", raw,
                  {"iterations": 10, "length_candidates": k})]
@@ -121,6 +123,8 @@ def main() -> int:
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--length-candidates", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="every run's weights in this dtype (default float32, as trained)")
     p.add_argument("--latency-sentences", type=int, default=100)
     p.add_argument("--latency-block", type=int, default=10, help="sentences each row translates in turn")
     p.add_argument("--repeats", type=int, default=3, help="rounds of the batch-64 throughput measurement")
@@ -136,7 +140,7 @@ def main() -> int:
     contenders = rows(args)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"# bench/nat.py, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit}")
-    print(f"# {machine()}; load average at start {os.getloadavg()[0]:.2f}")
+    print(f"# {machine()}; weights in {args.dtype}; load average at start {os.getloadavg()[0]:.2f}")
     print(f"# {args.split} De->En, {len(test.src)} sentences; AR {args.ar}, NAT {args.nat}"
           + (f", NAT without distillation {args.nat_raw}" if args.nat_raw else ""), flush=True)
 

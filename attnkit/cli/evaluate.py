@@ -17,14 +17,16 @@ from .decoding import add_decoding_args, generate_kwargs
 from .train import floor
 
 
-def open_checkpoint(path: Path, which: str = "best"):
+def open_checkpoint(path: Path, which: str = "best", options: dict | None = None):
+    """(folder, meta, task module, model) of a run; ``options`` go to the task's ``load`` (translation:
+    ``dtype``)."""
     folder, meta = load_meta(path, which=which)
     if meta.get("task") not in TASKS:
         raise CheckpointError(f"checkpoint: {folder} is for task {meta.get('task')!r}, which this attnkit does "
                               f"not know (known: {sorted(TASKS)})")
     mod = task_module(meta["task"])
     try:
-        model = mod.load(folder, meta)
+        model = mod.load(folder, meta, **(options or {}))
     except (KeyError, TypeError, AttributeError) as e:  # meta.json without what this task's model needs
         raise CheckpointError(f"checkpoint: {folder / 'meta.json'} lacks or has an invalid entry for the "
                               f"{meta['task']} model ({type(e).__name__}: {e})") from None

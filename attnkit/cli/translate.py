@@ -1,5 +1,6 @@
 """``attnkit translate RUN "Ein Mann fährt Fahrrad." [--beam 5] [--sample --top-p 0.9] [--file IN]
-[--attention DIR]``: translations, one line per text, and optionally the cross-attention as PNG and HTML.
+[--attention DIR] [--dtype bfloat16]``: translations, one line per text, and optionally the cross-attention as
+PNG and HTML.
 A non-autoregressive run (``--decoder nat``): ``[--iterations 10] [--length-candidates 3]``."""
 
 from __future__ import annotations
@@ -15,18 +16,21 @@ from .decoding import add_decoding_args, generate_kwargs
 from .evaluate import open_checkpoint
 
 
-def open_translator(path: Path, which: str = "best"):
+def open_translator(path: Path, which: str = "best", dtype: str = "float32"):
     """(Translator, checkpoint folder) of a translation run, or (MarianTranslator, folder) of a Hugging Face
-    Marian folder; a clear error for another task's run."""
+    Marian folder, weights in ``dtype`` ("float32" or "bfloat16"); a clear error for another task's run."""
     from ..pretrained.marian import is_marian_folder, load_marian
+    from ..tasks.translate import DTYPES
 
+    if dtype not in DTYPES:
+        raise ValueError(f"translate: --dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if is_marian_folder(path):
-        return load_marian(path), Path(path)
+        return load_marian(path, dtype=DTYPES[dtype]), Path(path)
     folder, meta = load_meta(path, which=which)
     if meta.get("task") != "translate":
         raise CheckpointError(f"checkpoint: {folder} is a {meta.get('task')!r} run, not a translation run "
                               "(made by `attnkit train translate`)")
-    folder, meta, mod, model = open_checkpoint(path, which)
+    folder, meta, mod, model = open_checkpoint(path, which, {"dtype": DTYPES[dtype]})
     return model, folder
 
 
@@ -59,7 +63,7 @@ def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path
 def run(args) -> int:
     if args.file is None and not args.texts:
         raise ValueError("translate: give texts to translate or --file IN")
-    tr, folder = open_translator(args.checkpoint, args.which)
+    tr, folder = open_translator(args.checkpoint, args.which, args.dtype)
     if args.attention is not None and not hasattr(tr, "attend"):
         raise ValueError(f"translate: --attention is not available for Marian folders ({folder})")
     kw = generate_kwargs(args, getattr(tr, "decoding", "ar"))
@@ -93,5 +97,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="write each layer's cross-attention as PNG and an interactive HTML page (default: none)")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="in a run folder: the checkpoint with the best dev score, or the last one saved")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="the weights' dtype (bfloat16: half the bytes read per step, faster on CPUs with "
+                        "AVX512-BF16; default float32, as trained)")
     add_decoding_args(p)
     p.set_defaults(func=run)

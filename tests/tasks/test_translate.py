@@ -69,6 +69,24 @@ def test_translate_python_api(run):
     assert sampled == greedy[:5]
 
 
+def test_bfloat16_weights(run, capsys):
+    out, paths = run
+    tr = attnkit.load_pretrained(out, dtype=torch.bfloat16)
+    assert {p.dtype for p in tr.model.parameters()} == {torch.bfloat16}
+    src = paths["dev_src"].read_text(encoding="utf-8").splitlines()[:20]
+    ref = paths["dev_tgt"].read_text(encoding="utf-8").splitlines()[:20]
+    assert sum(g == r for g, r in zip(tr.translate(src), ref)) >= 15  # the toy language, as in float32
+    assert main(["translate", str(out), "Ein hund sieht ein rotes auto.", "--dtype", "bfloat16"]) == 0
+    assert capsys.readouterr().out.strip() == "A dog sees a red car."
+    with pytest.raises(ValueError, match="`dtype` of a translation run must be torch.float32 or torch.bfloat16"):
+        attnkit.load_pretrained(out, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"options \['device'\] do not apply"):
+        attnkit.load_pretrained(out, dtype=torch.bfloat16, device="cpu")
+    with pytest.raises(SystemExit):
+        main(["translate", str(out), "Ein hund.", "--dtype", "float16"])
+    assert "invalid choice: 'float16'" in capsys.readouterr().err
+
+
 def test_cli_translate_evaluate_and_attention(run, capsys, tmp_path):
     out, paths = run
     assert main(["translate", str(out), "Ein mann fährt ein fahrrad.", "--beam", "3"]) == 0

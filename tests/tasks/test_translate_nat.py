@@ -117,6 +117,9 @@ def test_cli_distillation_training_translation_and_clear_errors(tmp_path, capsys
         assert tr.decoding == "nat" and len(tr.translate(["Ein mann sieht ein auto.", ""], iterations=2)) == 2
     assert main(["translate", str(nat), "Ein hund hat ein ball.", "--iterations", "1", "--length-candidates", "1"]) == 0
     capsys.readouterr()
+    half = attnkit.load_pretrained(nat, dtype=torch.bfloat16)  # a NAT run in bfloat16 too
+    assert {p.dtype for p in half.model.parameters()} == {torch.bfloat16}
+    assert len(half.translate(["Ein mann sieht ein auto.", "Ein hund."], iterations=2)) == 2
     # the wrong kind of decoding for the run, the wrong kind of teacher: one clear line each
     for argv, match in (
             (["translate", str(nat), "Ein hund.", "--beam", "4"], "--beam is for autoregressive runs"),
