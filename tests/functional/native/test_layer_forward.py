@@ -1,0 +1,94 @@
+"""layer_forward (one encoder or NAT decoder layer in one native call, one OpenMP region) against the layer's
+maths written out in torch: every row and head count, odd numbers of 16-column panels split over the
+threads, both weight layouts, padding (rows with no key at all give zeros), pre- and post-LN, every
+activation, one and two threads."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnkit.functional import native
+
+K = native.kernel()
+pytestmark = pytest.mark.skipif(K is None or not hasattr(K, "layer_forward"), reason="no native kernel")
+EPS, ACTS = 1e-5, {0: lambda y: y, 1: F.relu, 2: F.silu, 3: F.gelu, 4: lambda y: F.gelu(y, approximate="tanh")}
+
+
+def packed(w: torch.Tensor, panels: bool) -> torch.Tensor:
+    """W (N, K) in small_linear's panels (N / 16, K, 16) or blocked layout (N / 4, K / 16, 4, 16)."""
+    n, k = w.shape
+    if panels:
+        return w.view(n // 16, 16, k).transpose(1, 2).contiguous()
+    return w.view(n // 4, 4, k // 16, 16).permute(0, 2, 1, 3).contiguous()
+
+
+def attend(q, k, v, nk, scale):
+    """q (B, H, T, dh), k, v (B, H, S, dh), nk (B,) keys each row sees -> (B, H, T, dh); none: zeros."""
+    s = q @ k.transpose(-1, -2) * scale
+    seen = torch.arange(k.shape[2])[None] < nk[:, None]  # (B, S)
+    s = s.masked_fill(~seen[:, None, None], float("-inf"))
+    return torch.nan_to_num(s.softmax(-1), nan=0.0) @ v
+
+
+def reference(x, lin, norms, heads, lens, ck, cv, clens, pre, act, scale):
+    b, t, d = x.shape
+    dh = d // heads
+    ln = [lambda y, g=g, h=h: F.layer_norm(y, (d,), g, h, EPS) for g, h in norms]
+
+    def heads_of(y):  # (B, T, d) -> (B, H, T, dh)
+        return y.view(b, -1, heads, dh).transpose(1, 2)
+
+    def merged(o):
+        return o.transpose(1, 2).reshape(b, t, d)
+
+    def block(y, i, f):  # pre-LN: y + f(LN_i(y)); post-LN: LN_i(y + f(y))
+        return y + f(ln[i](y)) if pre else ln[i](y + f(y))
+
+    def self_attn(y):
+        q, k, v = (heads_of(p) for p in F.linear(y, *lin[0]).split(d, -1))
+        return F.linear(merged(attend(q, k, v, lens, scale)), *lin[1])
+
+    y = block(x, 0, self_attn)
+    if ck is not None:
+        y = block(y, 1, lambda z: F.linear(merged(attend(heads_of(F.linear(z, *lin[2])), ck, cv, clens, scale)),
+                                           *lin[3]))
+    return block(y, len(norms) - 1, lambda z: F.linear(ACTS[act](F.linear(z, *lin[-2])), *lin[-1]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), d=st.sampled_from([32, 48, 64]), dff=st.sampled_from([32, 48, 96]),
+       cross=st.booleans(), panels=st.booleans(), pre=st.booleans(), act=st.integers(0, 4),
+       threads=st.sampled_from([1, 2]), padded=st.booleans())
+def test_layer_forward_gives_the_layer_maths(data, d, dff, cross, panels, pre, act, threads, padded):
+    b = data.draw(st.integers(1, 3), label="B")
+    t = data.draw(st.integers(1, 32 // b), label="T")
+    heads = d // 16
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 2 ** 16), label="seed"))
+
+    def rnd(*shape, std=1.0):
+        return torch.randn(*shape, generator=g) * std
+
+    shapes = [(3 * d, d), (d, d)] + ([(d, d), (d, d)] if cross else []) + [(dff, d), (d, dff)]
+    lin = [(rnd(n, k, std=k ** -0.5), rnd(n, std=0.1)) for n, k in shapes]
+    norms = [(1 + rnd(d, std=0.1), rnd(d, std=0.1)) for _ in range(3 if cross else 2)]
+    w = [p for (wt, bias) in lin for p in (packed(wt, panels), bias)] + [p for n in norms for p in n]
+    x = rnd(b, t, d)
+    lens = torch.tensor([data.draw(st.integers(0, t)) for _ in range(b)]) if padded else torch.full((b,), t)
+    s = data.draw(st.integers(1, 10), label="S")
+    ck = rnd(b, heads, s, 16) if cross else None
+    cv = rnd(b, heads, s, 16) if cross else None
+    clens = torch.tensor([data.draw(st.integers(0, s)) for _ in range(b)]) if padded and cross else torch.full((b,), s)
+    scale = 1 / math.sqrt(16)
+    n = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        out = K.layer_forward(x, w, heads, native.lengths_arg(lens if padded else None), ck, cv,
+                              native.lengths_arg(clens if padded and cross else None), pre, act, EPS, scale)
+    finally:
+        torch.set_num_threads(n)
+    want = reference(x, lin, norms, heads, lens, ck, cv, clens, pre, act, scale)
+    torch.testing.assert_close(out, want, atol=2e-4, rtol=2e-4)
