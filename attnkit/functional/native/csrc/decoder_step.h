@@ -1,10 +1,9 @@
 // One decoder layer for one new position of every row (a decoding step), in one call: the sequence that
-// FastSeq2Seq._layer runs from Python (attnkit/pretrained/fast_seq2seq.py), with no Python between its
-// kernels. At batch 1 a step's arithmetic is a pass over the weights; the Python sequence's dispatches
-// around its six matrix-vector products and two attention kernels (about 15 per layer) cost about 5% of
-// a Transformer-base step. A pre-LN layer's norms run inside the linear kernels that follow them
-// (small_linear's x_norm_weight, x_norm_bias: the normalised row stays float32). Included once, by
-// module.cpp, after linear_ops.h and attention_ops.h.
+// FastSeq2Seq._layer runs from Python (attnkit/pretrained/fast_seq2seq.py), its reference. At batch 1 a
+// step's arithmetic is a pass over the weights; dispatching its six matrix-vector products and two
+// attention kernels one by one (a thread team each) cost about a fifth of a small model's step. It runs
+// in layer_forward.h's region (t = 1 position per row, the K, V cache written in place, a sentence's
+// `group` beams the queries of its memory). Included once, by module.cpp, after layer_forward.h.
 //
 //   post-LN (norm_first false)                     pre-LN (norm_first true)
 //   q, k, v = x W_qkv + b                          q, k, v = LN1(x) W_qkv + b
@@ -51,37 +50,31 @@ inline at::Tensor decoder_layer_step(const at::Tensor& x, const std::vector<at::
     TORCH_CHECK(4 * w[i].size(0) == d, who, ": weight ", i / 2, " must have d = ", d, " outputs");
   TORCH_CHECK(w[10].size(1) * 16 == 4 * w[8].size(0), who, ": ff2's inputs must be ff1's outputs");
 
-  const c10::optional<at::Tensor> none;
-  // act(y W^T + b) for linear lin; pre-LN: of LayerNorm i (0, 1, 2) of y, inside the same kernel
-  const auto project = [&](const at::Tensor& y, int lin, int i, int64_t a) {
-    if (!norm_first) return small_linear(y, w[2 * lin], w[2 * lin + 1], none, a, none, none, eps);
-    return small_linear(y, w[2 * lin], w[2 * lin + 1], none, a, none, none, eps, w[12 + 2 * i], w[13 + 2 * i]);
-  };
-  // out = residual + y W^T + b, post-LN then LayerNorm i
-  const auto residual = [&](const at::Tensor& y, int lin, const at::Tensor& res, int i) {
-    if (norm_first) return small_linear(y, w[2 * lin], w[2 * lin + 1], res, 0, none, none, eps);
-    return small_linear(y, w[2 * lin], w[2 * lin + 1], res, 0, w[12 + 2 * i], w[13 + 2 * i], eps);
-  };
-  const at::Tensor no_lengths = at::empty({0}, keys.options().dtype(at::kLong));
-
-  // self-attention over the cache, this position appended
-  auto qkv = project(x, 0, 0, 0).view({b, 3, h, dh});
-  keys.select(0, t).copy_(qkv.select(1, 1));
-  values.select(0, t).copy_(qkv.select(1, 2));
-  auto k = keys.narrow(0, 0, t + 1).permute({1, 2, 0, 3});  // (B, H, t+1, dh)
-  auto v = values.narrow(0, 0, t + 1).permute({1, 2, 0, 3});
-  auto o = short_forward(qkv.select(1, 0).unsqueeze(2), k, v, no_lengths, no_lengths, scale);  // (B, H, 1, dh)
-  auto y = residual(o.reshape({b, d}).contiguous(), 1, x, 0);  // (B, d)
-
-  // cross-attention: a sentence's beams are the queries of its memory
-  auto q = project(y, 2, 1, 0);
-  q = q.view({b / group, group, h, dh}).transpose(1, 2);  // (B / g, H, g, dh)
-  o = short_forward(q, cross_keys, cross_values, cross_lengths, no_lengths, scale);  // (B / g, H, g, dh)
-  y = residual(o.transpose(1, 2).reshape({b, d}).contiguous(), 3, y, 1);
-
-  // feed-forward, the activation inside ff1's kernel
-  auto f = project(y, 4, 2, act);
-  return residual(f, 5, y, 2);
+  const auto dt = x.scalar_type();
+  TORCH_CHECK(x.device().is_cpu() && (dt == at::kFloat || (dt == at::kBFloat16 && attnkit_simd::cpu_has_bf16())),
+              who, ": `x` must be float32, or bfloat16 on a CPU with AVX512-BF16, on the CPU");
+  TORCH_CHECK(keys.device().is_cpu() && values.device().is_cpu() && keys.scalar_type() == dt &&
+                  values.scalar_type() == dt, who, ": `keys` and `values` must be x's dtype, on the CPU");
+  check_sizes(x, who, "x");
+  check_sizes(keys, who, "keys");
+  TORCH_CHECK(dh % (dt == at::kFloat ? 16 : 32) == 0, who, ": the head size ", dh,
+              " must be a multiple of 16 (bfloat16: 32)");
+  for (int i = 0; i < 12; i += 2) {
+    TORCH_CHECK(w[i].device().is_cpu() && w[i].scalar_type() == dt && w[i].is_contiguous(), who, ": weight ",
+                i / 2, " must be contiguous, x's dtype, on the CPU");
+    layer_detail::check_param(w[i + 1], dt, 4 * w[i].size(0), who, i + 1);
+    TORCH_CHECK(w[i].size(0) % 4 == 0, who, ": weight ", i / 2, " must have a multiple of 16 outputs");
+    TORCH_CHECK(w[i].size(1) * 16 == (i == 10 ? 4 * w[8].size(0) : d), who, ": weight ", i / 2, " must have ",
+                i == 10 ? "ff1's outputs" : "d", " inputs");
+  }
+  for (int i = 12; i < 18; ++i) layer_detail::check_param(w[i], dt, d, who, i);
+  TORCH_CHECK(act >= 0 && act <= 4, who, ": act must be 0 (none), 1 (ReLU), 2 (SiLU), 3 (GELU) or 4 (GELU tanh)");
+  layer_detail::check_memory(cross_keys, b / group, h, dh, dt, who, "cross_keys");
+  layer_detail::check_memory(cross_values, b / group, h, dh, dt, who, "cross_values");
+  TORCH_CHECK(cross_values.size(2) == cross_keys.size(2), who, ": cross_keys and cross_values must have the same S");
+  const int64_t* cross_len = lengths_ptr(cross_lengths, b / group, who);
+  return layer_detail::run(x, w, b, 1, h, true, norm_first, act, eps, scale, nullptr, &cross_keys, &cross_values,
+                           cross_len, group, &keys, &values, t);
 }
 
 }  // namespace attnkit_ops

@@ -52,8 +52,11 @@ struct Layer {
   int64_t act;
   float eps, scale;
   const int64_t *len, *cross_len;
-  const S *cq_k, *cq_v;  // cross keys / values, (B, H, S, dh) with strides below
+  const S *cq_k, *cq_v;  // cross keys / values, (B / group, H, S, dh) with strides below
   int64_t ck_s[3], cv_s[3], src;
+  int64_t group;         // rows (beams) that share a row of the cross keys and values: its queries
+  S *cache_k, *cache_v;  // a decoding step (t = 1): the K, V cache (capacity, B, H, dh); else null
+  int64_t pos;           // the step's position in the cache
   float* xf;             // float32 rows (n, max(d, dff)): the current linear layer's input
   float* sums;           // per thread (sums_size floats each): float32 sums of its outputs
   int64_t sums_size;
@@ -118,29 +121,38 @@ struct Layer {
     }
   }
 
-  // o (B, T, H, dh) = attention of the queries at qp (row stride qs) against keys / values; (row, head) jobs
+  // o (B, T, H, dh) = attention of the queries at qp (row stride qs) against keys / values, in (unit, head)
+  // jobs: a unit is a row of self-attention, or the `group` rows that share a row of the memory
   void attend(const S* qp, int64_t qs, bool to_memory, int tid, int nt) const {
+    const int64_t g = to_memory ? group : 1, units = b / g;
     int64_t j0, j1;
-    share(b * h, tid, nt, j0, j1);
-    const S* self_k = qkv + d;
-    const S* self_v = qkv + 2 * d;
+    share(units * h, tid, nt, j0, j1);
     for (int64_t job = j0; job < j1; ++job) {
       const int64_t r = job / h, hd = job % h;
       attnkit_short::Seq<S> a;
-      a.q = qp + r * t * qs + hd * dh;
+      a.q = qp + r * g * t * qs + hd * dh;
       a.qs = qs;
-      a.o = o + (r * t * h + hd) * dh;
+      a.o = o + r * g * t * d + hd * dh;
       a.os = d;
-      a.nq = static_cast<int>(t);
+      a.nq = static_cast<int>(g * t);
       if (to_memory) {
         a.k = cq_k + r * ck_s[0] + hd * ck_s[1];
         a.v = cq_v + r * cv_s[0] + hd * cv_s[1];
         a.ks = ck_s[2];
         a.vs = cv_s[2];
         a.nk = static_cast<int>(cross_len ? std::min<int64_t>(src, std::max<int64_t>(cross_len[r], 0)) : src);
+      } else if (cache_k != nullptr) {  // a step: this row's new key and value into the cache, then all of it
+        const int64_t at = r * d + hd * dh;  // (B, H, dh) offset of (row, head) at a position
+        std::copy(qkv + r * 3 * d + d + hd * dh, qkv + r * 3 * d + d + (hd + 1) * dh, cache_k + pos * b * d + at);
+        std::copy(qkv + r * 3 * d + 2 * d + hd * dh, qkv + r * 3 * d + 2 * d + (hd + 1) * dh,
+                  cache_v + pos * b * d + at);
+        a.k = cache_k + at;
+        a.v = cache_v + at;
+        a.ks = a.vs = b * d;
+        a.nk = static_cast<int>(pos + 1);
       } else {
-        a.k = self_k + r * t * 3 * d + hd * dh;
-        a.v = self_v + r * t * 3 * d + hd * dh;
+        a.k = qkv + r * t * 3 * d + d + hd * dh;
+        a.v = qkv + r * t * 3 * d + 2 * d + hd * dh;
         a.ks = a.vs = 3 * d;
         a.nk = static_cast<int>(len ? std::min<int64_t>(t, std::max<int64_t>(len[r], 0)) : t);
       }
@@ -208,6 +220,51 @@ inline void check_memory(const at::Tensor& m, int64_t b, int64_t h, int64_t dh, 
   check_sizes(m, who, name);
 }
 
+// Everything after the entry points' checks: the buffers (allocated before the region: nothing in it
+// allocates or throws), then the region. x: b rows of t positions, (b * t, d) in memory -> (b * t, d).
+inline at::Tensor run(const at::Tensor& x, const std::vector<at::Tensor>& w, int64_t b, int64_t t, int64_t h,
+                      bool cross, bool norm_first, int64_t act, double eps, double scale, const int64_t* len,
+                      const at::Tensor* ck, const at::Tensor* cv, const int64_t* cross_len, int64_t group,
+                      const at::Tensor* keys, const at::Tensor* values, int64_t pos) {
+  const int64_t n = b * t, d = x.size(-1), dh = d / h, dff = packed_outputs(w[cross ? 8 : 4]);
+  const int64_t src = cross ? ck->size(2) : 0;
+  auto opts = x.options();
+  auto out = at::empty({n, d}, opts);
+  if (n == 0) return out;
+  auto qkv = at::empty({n, 3 * d}, opts), o = at::empty({n, d}, opts), y = at::empty({n, d}, opts);
+  auto f = at::empty({n, dff}, opts);
+  auto q = cross ? at::empty({n, d}, opts) : at::Tensor();
+  const auto xf = attnkit_simd::scratch_floats(static_cast<size_t>(n * std::max(d, dff)));
+  const auto yf = attnkit_simd::scratch_floats(norm_first ? 0 : static_cast<size_t>(n * d));
+  const int nt = at::in_parallel_region() ? 1 : std::max(1, std::min<int>(at::get_num_threads(), 64));
+  const int64_t sums_size = n * std::max(3 * d, dff);
+  const auto sums = attnkit_simd::scratch_floats(static_cast<size_t>(nt * sums_size));
+  const int kw = static_cast<int>((std::max({t, src, pos + 1}) + 15) / 16 * 16);
+  std::vector<attnkit_short::Scratch> scratch;
+  scratch.reserve(nt);
+  for (int i = 0; i < nt; ++i) scratch.emplace_back(static_cast<int>(dh), static_cast<int>(dh), std::max(kw, 16));
+
+  auto go = [&](auto tag) {
+    using S = decltype(tag);
+    auto p = [](const at::Tensor* u) { return u != nullptr && u->defined() ? reinterpret_cast<S*>(u->data_ptr()) : nullptr; };
+    Layer<S> L{w, b, t, d, h, dh, dff, n, cross, norm_first, act, static_cast<float>(eps), static_cast<float>(scale),
+               len, cross_len, p(ck), p(cv), {0, 0, 0}, {0, 0, 0}, src, group, p(keys), p(values), pos,
+               xf.get(), sums.get(), sums_size, &scratch, yf.get(), p(&qkv), p(&o), p(&y), p(&q), p(&f), p(&out)};
+    for (int i = 0; cross && i < 3; ++i) {
+      L.ck_s[i] = ck->stride(i);
+      L.cv_s[i] = cv->stride(i);
+    }
+    const S* xp = reinterpret_cast<const S*>(x.data_ptr());
+#pragma omp parallel num_threads(nt)
+    L.run(xp, omp_get_thread_num(), omp_get_num_threads());
+  };
+  if (x.scalar_type() == at::kFloat)
+    go(float{});
+  else
+    go(uint16_t{});
+  return out;
+}
+
 }  // namespace layer_detail
 
 inline at::Tensor layer_forward(const at::Tensor& x, const std::vector<at::Tensor>& w, int64_t num_heads,
@@ -263,46 +320,10 @@ inline at::Tensor layer_forward(const at::Tensor& x, const std::vector<at::Tenso
     cross_len = lengths_ptr(cross_lengths, b, who);
   }
 
-  const int64_t n = b * t;
-  auto out = at::empty({b, t, d}, x.options());
-  if (n == 0) return out;
-  // every buffer, before the region (nothing in it allocates or throws)
-  auto opts = x.options();
-  auto qkv = at::empty({n, 3 * d}, opts), o = at::empty({n, d}, opts), y = at::empty({n, d}, opts);
-  auto f = at::empty({n, dff}, opts);
-  auto q = cross ? at::empty({n, d}, opts) : at::Tensor();
-  const auto xf = attnkit_simd::scratch_floats(static_cast<size_t>(n * std::max(d, dff)));
-  const auto yf = attnkit_simd::scratch_floats(norm_first ? 0 : static_cast<size_t>(n * d));
-  const int nt = at::in_parallel_region() ? 1 : std::max(1, std::min<int>(at::get_num_threads(), 64));
-  const int64_t sums_size = n * std::max(3 * d, dff);
-  const auto sums = attnkit_simd::scratch_floats(static_cast<size_t>(nt * sums_size));
-  const int kw = static_cast<int>((std::max(t, src) + 15) / 16 * 16);
-  std::vector<attnkit_short::Scratch> scratch;
-  scratch.reserve(nt);
-  for (int i = 0; i < nt; ++i) scratch.emplace_back(static_cast<int>(dh), static_cast<int>(dh), std::max(kw, 16));
-
-  auto go = [&](auto tag) {
-    using S = decltype(tag);
-    auto p = [](const at::Tensor& u) { return u.defined() ? reinterpret_cast<S*>(u.data_ptr()) : nullptr; };
-    layer_detail::Layer<S> L{w, b, t, d, h, dh, dff, n, cross, norm_first, act, static_cast<float>(eps),
-                             static_cast<float>(scale), len, cross_len,
-                             cross ? p(*cross_keys) : nullptr, cross ? p(*cross_values) : nullptr,
-                             {0, 0, 0}, {0, 0, 0}, src, xf.get(), sums.get(), sums_size, &scratch, yf.get(),
-                             p(qkv), p(o), p(y), p(q), p(f), p(out)};
-    if (cross)
-      for (int i = 0; i < 3; ++i) {
-        L.ck_s[i] = cross_keys->stride(i);
-        L.cv_s[i] = cross_values->stride(i);
-      }
-    const S* xp = reinterpret_cast<const S*>(x.data_ptr());
-#pragma omp parallel num_threads(nt)
-    L.run(xp, omp_get_thread_num(), omp_get_num_threads());
-  };
-  if (dt == at::kFloat)
-    go(float{});
-  else
-    go(uint16_t{});
-  return out;
+  return layer_detail::run(x, w, b, t, h, cross, norm_first, act, eps, scale, len,
+                           cross ? &*cross_keys : nullptr, cross ? &*cross_values : nullptr, cross_len, 1, nullptr,
+                           nullptr, 0)
+      .view({b, t, d});
 }
 
 }  // namespace attnkit_ops

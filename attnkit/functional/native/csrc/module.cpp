@@ -11,8 +11,8 @@
 #include "best_tokens.h"
 #include "linear_ops.h"
 #include "norm_ops.h"
-#include "decoder_step.h"
 #include "layer_forward.h"
+#include "decoder_step.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace attnkit_ops;
