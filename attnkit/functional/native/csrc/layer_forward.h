@@ -246,7 +246,9 @@ inline at::Tensor run(const at::Tensor& x, const std::vector<at::Tensor>& w, int
 
   auto go = [&](auto tag) {
     using S = decltype(tag);
-    auto p = [](const at::Tensor* u) { return u != nullptr && u->defined() ? reinterpret_cast<S*>(u->data_ptr()) : nullptr; };
+    auto p = [](const at::Tensor* u) {
+      return u != nullptr && u->defined() ? reinterpret_cast<S*>(u->data_ptr()) : nullptr;
+    };
     Layer<S> L{w, b, t, d, h, dh, dff, n, cross, norm_first, act, static_cast<float>(eps), static_cast<float>(scale),
                len, cross_len, p(ck), p(cv), {0, 0, 0}, {0, 0, 0}, src, group, p(keys), p(values), pos,
                xf.get(), sums.get(), sums_size, &scratch, yf.get(), p(&qkv), p(&o), p(&y), p(&q), p(&f), p(&out)};
