@@ -277,6 +277,12 @@ class FusedEncoderLayer(nn.Module):
         self._native_layer = layer if self.native_weights is not None else None
         self._no_lengths = native.lengths_arg(None)
 
+    def native(self, x: Tensor, lengths: Tensor) -> Tensor:
+        """The layer as one native call (``layer_forward``; needs ``_native_layer``): x (B, L, d) contiguous,
+        lengths the keys each row sees as ``native.lengths_arg`` gives them -> (B, L, d)."""
+        return self._native_layer(x, self.native_weights, self.num_heads, lengths, None, None, self._no_lengths,
+                                  self.norm_first, self.linear1._act_id, self.norm1.eps, self.head_dim ** -0.5)
+
     def _add_norm(self, linear: PackedLinear, x: Tensor, residual: Tensor, norm: nn.LayerNorm) -> Tensor:
         """post-LN: norm(residual + linear(x)); pre-LN: residual + linear(x). x (N, in), residual (N, d) -> (N, d)."""
         if self.norm_first:
@@ -294,10 +300,7 @@ class FusedEncoderLayer(nn.Module):
                 and not torch.is_grad_enabled() and x.dtype == self.in_proj.weight.dtype and x.is_contiguous()):
             lengths = kernel_lengths(for_heads(mask))  # None: a mask the short kernel does not take
             if lengths is not None and lengths.numel() in (0, b):
-                out = self._native_layer(x, self.native_weights, self.num_heads, lengths, None, None,
-                                         self._no_lengths, self.norm_first, self.linear1._act_id, self.norm1.eps,
-                                         self.head_dim ** -0.5)
-                return out, None
+                return self.native(x, lengths), None
         flat = x.reshape(b * l, d)  # (B, L, d) -> (B*L, d)
         pre = self.norm_first
         qkv = self.in_proj(self.norm1(flat) if pre else flat)  # (B*L, 3d)

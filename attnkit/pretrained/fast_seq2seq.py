@@ -189,9 +189,8 @@ class FastSeq2Seq(nn.Module):
         self.src_table = self.target_table if src is model.target_embedding.weight else src.detach() * model.embed_scale
         # unpadded rows, at most LAYER_ROWS positions: each encoder layer's native call, back to back
         enc = list(self.encoder.layers)
-        self._encoder_calls = [(m._native_layer, m.native_weights, m.num_heads, m.norm_first, m.linear1._act_id,
-                                m.norm1.eps, m.head_dim ** -0.5) for m in enc] if enc and all(
-            isinstance(m, FusedEncoderLayer) and m._native_layer is not None for m in enc) else None
+        native_enc = enc and all(isinstance(m, FusedEncoderLayer) and m._native_layer is not None for m in enc)
+        self._native_encoder = enc if native_enc else None
         self._encoder_norm = None if self.encoder.norm is None else _Norm(self.encoder.norm)
         self.position = model.decoder.position
         self.layers = [_Layer(layer) for layer in model.decoder.layers]
@@ -219,7 +218,7 @@ class FastSeq2Seq(nn.Module):
         """input_ids (B, S), attention_mask (B, S) 1 = real token -> memory (B, S, d)."""
         self.reference._check_ids(input_ids, "input_ids", self.config.src_vocab_size)
         b, s = input_ids.shape
-        if (self._encoder_calls is not None and 0 < b * s <= LAYER_ROWS and s <= SHORT_MAX_LEN
+        if (self._native_encoder is not None and 0 < b * s <= LAYER_ROWS and s <= SHORT_MAX_LEN
                 and (attention_mask is None or (attention_mask.shape == input_ids.shape
                                                 and bool(attention_mask.all())))):
             return self._encode_unpadded(input_ids)
@@ -233,8 +232,8 @@ class FastSeq2Seq(nn.Module):
         x = F.embedding(input_ids, self.src_table)  # (B, S, d), already times sqrt(d)
         if self.encoder.position is not None:
             x = self.encoder.position(x)
-        for call, w, h, pre, act, eps, scale in self._encoder_calls:
-            x = call(x, w, h, self._no_lengths, None, None, self._no_lengths, pre, act, eps, scale)
+        for layer in self._native_encoder:
+            x = layer.native(x, self._no_lengths)
         return x if self._encoder_norm is None else self._encoder_norm(x)
 
     @torch.no_grad()

@@ -65,7 +65,7 @@ def test_unpadded_sources_run_the_native_encoder_and_the_short_length_classifier
     m = model(norm_first, activation=activation, positional=positional)
     fast = FastNAT(m)
     base = fast.base
-    assert base._encoder_calls is not None
+    assert base._native_encoder is not None
     calls, native_encode = [], base._encode_unpadded
     base._encode_unpadded = lambda i: calls.append(tuple(i.shape)) or native_encode(i)
     ids = torch.randint(4, 30, (2, 7))
