@@ -14,6 +14,8 @@ inference copy only. Where the oneDNN ops are missing it changes nothing.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -71,8 +73,9 @@ class PackedLinear(nn.Module):
       sequential pass; on this 2-core AMD host it streams weights at the bandwidth of a plain sum, about
       1.3x faster than oneDNN's packed layout at one row;
     - up to ``LAYER_ROWS`` (32, a sentence): panels of 16 columns, (N / 16, K, 16), rows of x broadcast against
-      them with no horizontal sums; 1.3-2x the blocked kernel at 5 to 16 rows and ahead of oneDNN up to
-      40 (1.01-2.4x on this host, warm weights).
+      them with no horizontal sums; 1.3-2x the blocked kernel at 5 to 16 rows and ahead of oneDNN up to 40
+      (1.01-2.4x on this host, warm weights). bfloat16 panels interleave pairs of inputs, (N / 16, K / 2, 16, 2),
+      for AVX512-BF16's dot products of pairs, twice float32's rate (blocked on CPUs without it).
     """
 
     def __init__(self, linear: nn.Linear, activation: str = "none"):
@@ -97,7 +100,9 @@ class PackedLinear(nn.Module):
         """W as the native kernel takes it for this many rows (see the class doc), or None: oneDNN's rows."""
         if self.small is None or rows > LAYER_ROWS:
             return None
-        return self._blocked_weight() if rows <= SMALL_ROWS else self.panel_weight()
+        if rows <= SMALL_ROWS or (self.weight.dtype == torch.bfloat16 and not _has_bf16()):
+            return self._blocked_weight()  # bfloat16 panels need AVX512-BF16
+        return self.panel_weight()
 
     def add(self, x: Tensor, other: Tensor) -> Tensor:
         """x W^T + b + other in one kernel (no activation). x (N, in), other (N, out) -> (N, out)."""
@@ -137,11 +142,15 @@ class PackedLinear(nn.Module):
         return self._blocked
 
     def panel_weight(self) -> Tensor:
-        """W -> (N' / 16, K, 16): W^T in panels of 16 columns (made on first use)."""
+        """W -> W^T in panels of 16 columns (made on first use): float32 (N' / 16, K, 16); bfloat16
+        (N' / 16, K / 2, 16, 2), each two inputs interleaved (the pairs vdpbf16ps multiplies)."""
         if self._panels is None:
             w = self._padded_weight()
             n, k = w.shape
-            self._panels = w.reshape(n // 16, 16, k).transpose(1, 2).contiguous()  # (N', K) -> (N'/16, K, 16)
+            if w.dtype == torch.bfloat16:  # (N', K) -> (N'/16, 16, K/2, 2) -> (N'/16, K/2, 16, 2)
+                self._panels = w.reshape(n // 16, 16, k // 2, 2).permute(0, 2, 1, 3).contiguous()
+            else:  # (N', K) -> (N'/16, K, 16)
+                self._panels = w.reshape(n // 16, 16, k).transpose(1, 2).contiguous()
         return self._panels
 
     def rows(self, x: Tensor) -> Tensor:
@@ -159,6 +168,13 @@ class PackedLinear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, activation={self.activation}"
+
+
+@functools.cache
+def _has_bf16() -> bool:
+    """Whether this CPU runs the native kernels' AVX512-BF16 instructions."""
+    kernel = native.kernel()
+    return kernel is not None and bool(kernel.cpu_has_bf16())
 
 
 def _small_kernel(weight: Tensor):

@@ -212,6 +212,12 @@ SCRIPT = textwrap.dedent('''
         "sl panels 8 wide": lambda: K.small_linear(x, W.view(4, 32, 8), None, None, 0),
         "sl panels K": lambda: K.small_linear(x, torch.randn(2, 16, 16), None, None, 0),
         "sl panels strided": lambda: K.small_linear(x, torch.randn(2, 16, 32).transpose(1, 2), None, None, 0),
+        # bfloat16 panels are pairs of inputs interleaved, (N / 16, K / 2, 16, 2): float32's layout is refused
+        "sl bfloat16 panels in float32's layout": lambda: K.small_linear(x.bfloat16(), pan(32, 32).bfloat16(), None,
+                                                                         None, 0),
+        "sl bfloat16 pairs K": lambda: K.small_linear(x.bfloat16(), torch.zeros(2, 8, 16, 2, dtype=bf16), None, None,
+                                                      0),
+        "lf bfloat16 panels in float32's layout": lambda: lf(XL.bfloat16(), [t.bfloat16() for t in EW], heads=1),
     }
     if not K.cpu_has_bf16():
         bad["sf bfloat16 without AVX512-BF16"] = lambda: K.short_forward(*qkv(d=32, dtype=bf16), E, E, 0.25)

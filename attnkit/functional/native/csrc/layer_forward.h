@@ -29,17 +29,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
 namespace attnkit_ops {
-
-// A packed weight's outputs and inputs: blocked (N / 4, K / 16, 4, 16) or panels (N / 16, K, 16); 0 for others.
-inline int64_t packed_outputs(const at::Tensor& w) {
-  if (w.dim() == 4 && w.size(2) == 4 && w.size(3) == 16) return 4 * w.size(0);
-  return w.dim() == 3 && w.size(2) == 16 ? 16 * w.size(0) : 0;
-}
-inline int64_t packed_inputs(const at::Tensor& w) { return w.dim() == 4 ? 16 * w.size(1) : w.size(1); }
 
 namespace layer_detail {
 
@@ -58,6 +52,7 @@ struct Layer {
   S *cache_k, *cache_v;  // a decoding step (t = 1): the K, V cache (capacity, B, H, dh); else null
   int64_t pos;           // the step's position in the cache
   float* xf;             // float32 rows (n, max(d, dff)): the current linear layer's input
+  uint16_t* xb;          // bfloat16 layers: the same rows normalised, rounded to bfloat16 (the panels' input)
   float* sums;           // per thread (sums_size floats each): float32 sums of its outputs
   int64_t sums_size;
   std::vector<attnkit_short::Scratch>* scratch;  // per thread: attention's
@@ -72,11 +67,18 @@ struct Layer {
     r1 = n * (tid + 1) / nt;
   }
 
-  // The input rows of the next linear layer in float32: x itself (float32, no norm), or xf = x widened
-  // (pre-LN with norm i: LN_i(x)), this thread's rows; the caller's barrier then makes xf whole.
+  // The input rows of the next linear layer: float32 (the blocked kernel's) and x's dtype (the panels'):
+  // float32 x itself (no norm) or xf = x widened (pre-LN with norm i: LN_i(x)), this thread's rows;
+  // bfloat16 x itself (no norm) or xb = LN_i(x) rounded. The caller's barrier then makes them whole.
+  struct Rows {
+    const float* f;
+    const S* s;
+  };
   static bool in_place(int norm) { return std::is_same<S, float>::value && norm < 0; }
-  const float* input(const S* x, int norm) const {
-    return in_place(norm) ? reinterpret_cast<const float*>(x) : xf;
+  Rows input(const S* x, int norm) const {
+    if (in_place(norm)) return {reinterpret_cast<const float*>(x), x};
+    if constexpr (std::is_same<S, float>::value) return {xf, reinterpret_cast<const S*>(xf)};
+    return {xf, norm < 0 ? x : reinterpret_cast<const S*>(xb)};
   }
   void widen(const S* x, int64_t k, int norm, int tid, int nt) const {
     if (in_place(norm)) return;
@@ -86,26 +88,29 @@ struct Layer {
     const S* g = norm >= 0 ? ptr(z) : nullptr;
     const S* hb = norm >= 0 ? ptr(z + 1) : nullptr;
     attnkit_linear::widen_rows<S>(x + r0 * k, r1 - r0, k, g, hb, eps, xf + r0 * k);
+    if (!std::is_same<S, float>::value && norm >= 0)
+      attnkit_linear::narrow_rows(xf + r0 * k, r1 - r0, k, xb + r0 * k);
   }
 
   // dst = act(in W_l^T + b_l) [+ res], this thread's outputs (whole pairs of panels); O: S or float
   template <typename O>
-  void linear(const float* in, int l, const S* res, O* dst, int64_t a, int tid, int nt) const {
+  void linear(Rows in, int l, const S* res, O* dst, int64_t a, int tid, int nt) const {
     const at::Tensor& wt = w[2 * l];
     const int64_t k = packed_inputs(wt), nout = packed_outputs(wt);
-    const int64_t units = wt.dim() == 3 ? nout / 32 : nout / 16;  // panels in pairs (as panel_sums takes them)
+    const bool panels = packed_layout(wt) == 2;
+    const int64_t units = panels ? nout / 32 : nout / 16;  // panels in pairs (as panel_sums takes them)
     int64_t u0, u1;
     share(units, tid, nt, u0, u1);
-    const int64_t unit = wt.dim() == 3 ? 32 : 16;
+    const int64_t unit = panels ? 32 : 16;
     const int64_t c0 = u0 * unit, c1 = tid == nt - 1 ? nout : u1 * unit;  // the last thread: an odd panel too
     if (c1 <= c0) return;
     float* s = sums + tid * sums_size;
     const S* bias = ptr(2 * l + 1);
-    if (wt.dim() == 3) {
-      attnkit_linear::panel_sums<S>(in, ptr(2 * l), n, k, c0, c1, s);
+    if (panels) {
+      attnkit_linear::panel_sums<S>(in.s, ptr(2 * l), n, k, c0, c1, s);
       attnkit_linear::epilogue<S, O>(s, bias, res, dst, n, nout, c0, c1, a);
     } else {
-      attnkit_linear::small_linear_cols<S, O, true>(in, ptr(2 * l), bias, res, dst, n, nout, k, c0, c1, a, s);
+      attnkit_linear::small_linear_cols<S, O, true>(in.f, ptr(2 * l), bias, res, dst, n, nout, k, c0, c1, a, s);
     }
   }
 
@@ -161,7 +166,7 @@ struct Layer {
   }
 
   // residual + (in W_l^T + b): y = that (pre-LN) or LN_i of it (post-LN)
-  void residual(const float* in, int l, const S* res, S* dst, int i, int tid, int nt) const {
+  void residual(Rows in, int l, const S* res, S* dst, int i, int tid, int nt) const {
     if (norm_first) {
       linear<S>(in, l, res, dst, 0, tid, nt);
       return;
@@ -182,7 +187,7 @@ struct Layer {
       return input(v, norm);
     };
     // self-attention
-    const float* in = widened(x, d, norm_first ? 0 : -1);
+    const Rows in = widened(x, d, norm_first ? 0 : -1);
     linear<S>(in, 0, nullptr, qkv, 0, tid, nt);
 #pragma omp barrier
     attend(qkv, 3 * d, false, tid, nt);
@@ -235,6 +240,8 @@ inline at::Tensor run(const at::Tensor& x, const std::vector<at::Tensor>& w, int
   auto f = at::empty({n, dff}, opts);
   auto q = cross ? at::empty({n, d}, opts) : at::Tensor();
   const auto xf = attnkit_simd::scratch_floats(static_cast<size_t>(n * std::max(d, dff)));
+  const std::unique_ptr<uint16_t[]> xb(x.scalar_type() == at::kFloat ? nullptr
+                                                                       : new uint16_t[n * std::max(d, dff)]);
   const auto yf = attnkit_simd::scratch_floats(norm_first ? 0 : static_cast<size_t>(n * d));
   const int nt = at::in_parallel_region() ? 1 : std::max(1, std::min<int>(at::get_num_threads(), 64));
   const int64_t sums_size = n * std::max(3 * d, dff);
@@ -251,7 +258,7 @@ inline at::Tensor run(const at::Tensor& x, const std::vector<at::Tensor>& w, int
     };
     Layer<S> L{w, b, t, d, h, dh, dff, n, cross, norm_first, act, static_cast<float>(eps), static_cast<float>(scale),
                len, cross_len, p(ck), p(cv), {0, 0, 0}, {0, 0, 0}, src, group, p(keys), p(values), pos,
-               xf.get(), sums.get(), sums_size, &scratch, yf.get(), p(&qkv), p(&o), p(&y), p(&q), p(&f), p(&out)};
+               xf.get(), xb.get(), sums.get(), sums_size, &scratch, yf.get(), p(&qkv), p(&o), p(&y), p(&q), p(&f), p(&out)};
     for (int i = 0; cross && i < 3; ++i) {
       L.ck_s[i] = ck->stride(i);
       L.cv_s[i] = cv->stride(i);
@@ -293,7 +300,7 @@ inline at::Tensor layer_forward(const at::Tensor& x, const std::vector<at::Tenso
   for (int i = 0; i < norms; i += 2) {
     TORCH_CHECK(packed_outputs(w[i]) > 0 && w[i].device().is_cpu() && w[i].scalar_type() == dt &&
                     w[i].is_contiguous(), who, ": weight ", i / 2, " must be blocked (N / 4, K / 16, 4, 16) or in "
-                "panels (N / 16, K, 16), contiguous, x's dtype, on the CPU");
+                "panels (float32 (N / 16, K, 16), bfloat16 (N / 16, K / 2, 16, 2)), contiguous, x's dtype, on the CPU");
     layer_detail::check_param(w[i + 1], dt, packed_outputs(w[i]), who, i + 1);
     TORCH_CHECK(packed_outputs(w[i]) % 16 == 0, who, ": weight ", i / 2, " must have a multiple of 16 outputs");
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <type_traits>
@@ -15,11 +16,29 @@
 #include "panel_linear.h"
 #include "small_linear.h"
 
-// x (M, K), weight (N, K), blocked (N / 4, K / 16, 4, 16) (small_linear.h) or in panels (N / 16, K, 16)
-// (panel_linear.h: for more than a few rows), bias (N,) or undefined, residual (M, N) or undefined:
-// contiguous, all float32 or all bfloat16, on the CPU; K and N multiples of 16; act 0 none, 1 ReLU, 2 SiLU,
-// 3 GELU (erf), 4 GELU (tanh).
+// x (M, K), weight (N, K), blocked (N / 4, K / 16, 4, 16) (small_linear.h) or in panels (panel_linear.h: for
+// more than a few rows; float32 (N / 16, K, 16), bfloat16 (N / 16, K / 2, 16, 2) on a CPU with AVX512-BF16),
+// bias (N,) or undefined, residual (M, N) or undefined: contiguous, all float32 or all bfloat16, on the CPU;
+// K and N multiples of 16; act 0 none, 1 ReLU, 2 SiLU, 3 GELU (erf), 4 GELU (tanh).
 namespace attnkit_ops {
+
+// The layout of a packed weight of dtype dt: 1 blocked (N / 4, K / 16, 4, 16), 2 panels (float32 (N / 16, K, 16),
+// bfloat16 (N / 16, K / 2, 16, 2)), 0 neither (nn.Linear's (N, K) is the caller's to tell).
+inline int packed_layout(const at::Tensor& w) {
+  if (w.dim() == 4 && w.size(2) == 4 && w.size(3) == 16) return 1;
+  const bool f32 = w.scalar_type() == at::kFloat;
+  if (f32 ? (w.dim() == 3 && w.size(2) == 16) : (w.dim() == 4 && w.size(2) == 16 && w.size(3) == 2)) return 2;
+  return 0;
+}
+// A packed weight's outputs (N) and inputs (K).
+inline int64_t packed_outputs(const at::Tensor& w) {
+  const int l = packed_layout(w);
+  return l == 1 ? 4 * w.size(0) : l == 2 ? 16 * w.size(0) : 0;
+}
+inline int64_t packed_inputs(const at::Tensor& w) {
+  const int l = packed_layout(w);
+  return l == 1 ? 16 * w.size(1) : l == 2 ? w.size(1) * (w.dim() == 4 ? 2 : 1) : 0;
+}
 
 // With ln_weight and ln_bias (N,) (act 0, a residual, float32 sums): LN(residual + x W^T + b) * ln_weight + ln_bias.
 // With x_norm_weight and x_norm_bias (K,): x is first LN(x) * x_norm_weight + x_norm_bias, in float32 (pre-LN).
@@ -37,13 +56,16 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
   TORCH_CHECK((dt == at::kFloat || dt == at::kBFloat16) && weight.scalar_type() == dt &&
                   (!has_b || bias->scalar_type() == dt) && (!has_r || residual->scalar_type() == dt),
               who, ": x, weight, bias and residual must all be float32 or all bfloat16");
-  const bool blocked = weight.dim() == 4, panels = weight.dim() == 3;
-  TORCH_CHECK(x.dim() == 2 && (weight.dim() == 2 || (blocked && weight.size(2) == 4 && weight.size(3) == 16) ||
-                               (panels && weight.size(2) == 16)), who,
-              ": x must be (M, K) and weight (N, K), blocked (N / 4, K / 16, 4, 16) or in panels (N / 16, K, 16)");
+  const int layout = packed_layout(weight);
+  const bool blocked = layout == 1, panels = layout == 2;
+  TORCH_CHECK(x.dim() == 2 && (weight.dim() == 2 || layout > 0), who,
+              ": x must be (M, K) and weight (N, K), blocked (N / 4, K / 16, 4, 16) or in panels (float32 "
+              "(N / 16, K, 16), bfloat16 (N / 16, K / 2, 16, 2))");
+  TORCH_CHECK(!panels || dt == at::kFloat || attnkit_simd::cpu_has_bf16(), who,
+              ": bfloat16 panels need AVX512-BF16; use the blocked layout on this CPU");
   const int64_t m = x.size(0), k = x.size(1);
-  const int64_t n = blocked ? 4 * weight.size(0) : panels ? 16 * weight.size(0) : weight.size(0);
-  TORCH_CHECK((blocked ? 16 * weight.size(1) : weight.size(1)) == k, who, ": x and weight disagree on K");
+  const int64_t n = layout > 0 ? packed_outputs(weight) : weight.size(0);
+  TORCH_CHECK((layout > 0 ? packed_inputs(weight) : weight.size(1)) == k, who, ": x and weight disagree on K");
   TORCH_CHECK(k % 16 == 0 && n % 16 == 0, who, ": K and N must be multiples of 16, got K=", k, ", N=", n);
   TORCH_CHECK(!has_b || (bias->dim() == 1 && bias->size(0) == n && bias->is_contiguous()), who,
               ": bias must be (N,) and contiguous");
@@ -76,6 +98,17 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
     const S* xg = x_norm ? reinterpret_cast<const S*>(x_norm_weight->data_ptr()) : nullptr;
     const S* xh = x_norm ? reinterpret_cast<const S*>(x_norm_bias->data_ptr()) : nullptr;
     attnkit_linear::widen_rows<S>(xp, m, k, xg, xh, static_cast<float>(eps), xf.get());
+    // the panels' rows: float32 x widened (normalised); bfloat16 x itself, or its norm rounded to bfloat16
+    std::unique_ptr<uint16_t[]> xb;
+    const S* xin = reinterpret_cast<const S*>(xf.get());
+    if constexpr (!std::is_same<S, float>::value) {
+      xin = xp;
+      if (x_norm && panels) {
+        xb.reset(new uint16_t[m * k]);
+        attnkit_linear::narrow_rows(xf.get(), m, k, xb.get());
+        xin = xb.get();
+      }
+    }
     const S* wp = reinterpret_cast<const S*>(weight.data_ptr());
     const S* bp = has_b ? reinterpret_cast<const S*>(bias->data_ptr()) : nullptr;
     const S* rp = has_r ? reinterpret_cast<const S*>(residual->data_ptr()) : nullptr;
@@ -91,7 +124,7 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
       at::parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
         const auto sums = attnkit_simd::scratch_floats(static_cast<size_t>(m * (b1 - b0) * 16));
         if (panels) {
-          attnkit_linear::panel_sums<S>(xf.get(), wp, m, k, b0 * 16, b1 * 16, sums.get());
+          attnkit_linear::panel_sums<S>(xin, wp, m, k, b0 * 16, b1 * 16, sums.get());
           attnkit_linear::epilogue<S, O>(sums.get(), bp, rp, dst, m, n, b0 * 16, b1 * 16, act);
         } else if (blocked) {
           attnkit_linear::small_linear_cols<S, O, true>(xf.get(), wp, bp, rp, dst, m, n, k, b0 * 16, b1 * 16, act,

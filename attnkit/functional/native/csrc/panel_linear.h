@@ -4,19 +4,25 @@
 //
 // small_linear.h's dot products suit one to four rows: W streams once and each output ends in one
 // horizontal sum. At a dozen rows those sums cost a third of the work, so here W is in panels of 16
-// columns, (N / 16, K, 16): W^T's rows, 16 outputs wide. For each k, the 16 outputs of NP panels take
-// one load each, and every row of x broadcasts its element k against them: MR rows x NP panels of 16
-// float32 sums stay in registers (up to 12 x 2 = 24 of the 32) and no horizontal sum is needed. x is
-// float32 rows (widened once): a tile's MR rows are MR streams, each cache line of them used 16 steps.
-// The rows are taken in near-equal tiles of at most 12; each tile rereads its panels from L1 or L2. The
-// first tile prefetches its panels kPrefetchRows rows of K ahead: weights a sentence's pass streams from
-// L3 or memory (no other kernel runs between a model's layers to keep them in L2).
+// columns: W^T's rows, 16 outputs wide. For each step of K, the 16 outputs of NP panels take one load
+// each, and every row of x broadcasts against them: MR rows x NP panels of 16 float32 sums stay in
+// registers (up to 12 x 2 = 24 of the 32) and no horizontal sum is needed. The rows are taken in near-equal
+// tiles of at most 12; each tile rereads its panels from L1 or L2. The first tile prefetches its panels
+// kPrefetchRows rows of K ahead: weights a sentence's pass streams from L3 or memory (no other kernel runs
+// between a model's layers to keep them in L2).
+//
+// float32: panels (N / 16, K, 16); x float32 rows, one FMA per (row, panel, step of K).
+// bfloat16: panels (N / 16, K / 2, 16, 2), each two steps of K interleaved (VNNI order: element (j, c) of a
+// panel at [j / 2][c][j % 2]), so one 64-byte load holds 16 outputs x 2 inputs; x is bfloat16 rows, and a
+// row's pair (x_j, x_j+1), broadcast as one 32-bit word, meets them in one vdpbf16ps (AVX512-BF16): both
+// exact products added to float32 sums, two steps of K per instruction, twice float32's rate.
 #pragma once
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "simd.h"
 
@@ -26,22 +32,21 @@ constexpr int kPanel = 16;     // outputs per panel
 constexpr int kMaxTile = 12;   // rows of x per register tile (x 2 panels = 24 accumulators)
 constexpr int kPrefetchRows = 64;  // rows of a panel prefetched ahead (4 KB of float32)
 
-// sums[m * ldo + 16 p + c] = sum_j xf[m * k + j] * W[panel p, j, c] for m < MR, p < NP: one register tile.
-// xf: float32 rows of K from row 0 of the tile; w: the first panel; panel_stride = 16 K.
+// sums[m * ldo + 16 p + c] = sum_j x[m * k + j] * W[panel p, j, c] for m < MR, p < NP: one register tile.
+// x: rows of K from row 0 of the tile; w: the first panel; panel_stride = 16 K.
 // Prefetch: the first tile of rows prefetches W ahead (past the panels' end: the next panels').
-template <typename S, int MR, int NP, bool Prefetch>
-inline void panel_tile(const float* xf, const S* w, int64_t k, float* sums, int64_t ldo) {
+template <int MR, int NP, bool Prefetch>
+inline void panel_tile(const float* xf, const float* w, int64_t k, float* sums, int64_t ldo) {
   const int64_t panel_stride = k * kPanel;
-  constexpr int kRowsPerLine = 64 / (kPanel * sizeof(S));  // float32: 1, bfloat16: 2
   __m512 acc[MR][NP];
   for (int m = 0; m < MR; ++m)
     for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_setzero_ps();
   for (int64_t j = 0; j < k; ++j) {
-    if (Prefetch && j % kRowsPerLine == 0)
+    if (Prefetch)
       for (int p = 0; p < NP; ++p)
         _mm_prefetch(reinterpret_cast<const char*>(w + p * panel_stride + (j + kPrefetchRows) * kPanel), _MM_HINT_T0);
     __m512 wv[NP];
-    for (int p = 0; p < NP; ++p) wv[p] = attnkit_simd::load16(w + p * panel_stride + j * kPanel);
+    for (int p = 0; p < NP; ++p) wv[p] = _mm512_loadu_ps(w + p * panel_stride + j * kPanel);
     for (int m = 0; m < MR; ++m) {
       const __m512 xb = _mm512_set1_ps(xf[m * k + j]);
       for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_fmadd_ps(xb, wv[p], acc[m][p]);
@@ -51,12 +56,36 @@ inline void panel_tile(const float* xf, const S* w, int64_t k, float* sums, int6
     for (int p = 0; p < NP; ++p) _mm512_storeu_ps(sums + m * ldo + p * kPanel, acc[m][p]);
 }
 
+// The same tile for bfloat16: x bfloat16 rows of K, w pair-interleaved panels; two steps of K at a time.
+template <int MR, int NP, bool Prefetch>
+ATTNKIT_BF16 inline void panel_tile(const uint16_t* xb, const uint16_t* w, int64_t k, float* sums, int64_t ldo) {
+  const int64_t panel_stride = k * kPanel;
+  __m512 acc[MR][NP];
+  for (int m = 0; m < MR; ++m)
+    for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < k; j += 2) {  // a pair of steps: one cache line of each panel
+    if (Prefetch)
+      for (int p = 0; p < NP; ++p)
+        _mm_prefetch(reinterpret_cast<const char*>(w + p * panel_stride + (j + kPrefetchRows) * kPanel), _MM_HINT_T0);
+    __m512i wv[NP];
+    for (int p = 0; p < NP; ++p) wv[p] = _mm512_loadu_si512(w + p * panel_stride + j * kPanel);
+    for (int m = 0; m < MR; ++m) {
+      int32_t pair;
+      std::memcpy(&pair, xb + m * k + j, 4);  // (x_j, x_j+1)
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
+      for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_dpbf16_ps(acc[m][p], xv, (__m512bh)wv[p]);
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int p = 0; p < NP; ++p) _mm512_storeu_ps(sums + m * ldo + p * kPanel, acc[m][p]);
+}
+
 // A tile of mr (1 .. kMaxTile) rows, the register count fixed at compile time.
-template <typename S, int NP, bool Prefetch>
-inline void panel_rows(int mr, const float* xf, const S* w, int64_t k, float* sums, int64_t ldo) {
+template <int NP, bool Prefetch, typename S>
+inline void panel_rows(int mr, const S* x, const S* w, int64_t k, float* sums, int64_t ldo) {
   switch (mr) {
 #define ATTNKIT_PANEL_CASE(R) \
-  case R: panel_tile<S, R, NP, Prefetch>(xf, w, k, sums, ldo); break;
+  case R: panel_tile<R, NP, Prefetch>(x, w, k, sums, ldo); break;
     ATTNKIT_PANEL_CASE(1) ATTNKIT_PANEL_CASE(2) ATTNKIT_PANEL_CASE(3) ATTNKIT_PANEL_CASE(4)
     ATTNKIT_PANEL_CASE(5) ATTNKIT_PANEL_CASE(6) ATTNKIT_PANEL_CASE(7) ATTNKIT_PANEL_CASE(8)
     ATTNKIT_PANEL_CASE(9) ATTNKIT_PANEL_CASE(10) ATTNKIT_PANEL_CASE(11) ATTNKIT_PANEL_CASE(12)
@@ -66,9 +95,9 @@ inline void panel_rows(int mr, const float* xf, const S* w, int64_t k, float* su
 }
 
 // sums (M, n_end - n_begin) = x W^T for outputs [n_begin, n_end) (multiples of 16) of every row.
-// xf: float32 (M, K), w: (N / 16, K, 16).
+// x (M, K) and w in the panels above, both float32 or both bfloat16 (then on a CPU with AVX512-BF16 only).
 template <typename S>
-inline void panel_sums(const float* xf, const S* w, int64_t m_rows, int64_t k, int64_t n_begin, int64_t n_end,
+inline void panel_sums(const S* x, const S* w, int64_t m_rows, int64_t k, int64_t n_begin, int64_t n_end,
                        float* sums) {
   const int64_t width = n_end - n_begin;
   const int64_t tiles = (m_rows + kMaxTile - 1) / kMaxTile;
@@ -80,11 +109,11 @@ inline void panel_sums(const float* xf, const S* w, int64_t m_rows, int64_t k, i
       const int mr = static_cast<int>(m1 - m0);
       float* out = sums + m0 * width + c;
       if (two && i == 0)
-        panel_rows<S, 2, true>(mr, xf + m0 * k, wc, k, out, width);
+        panel_rows<2, true>(mr, x + m0 * k, wc, k, out, width);
       else if (two)
-        panel_rows<S, 2, false>(mr, xf + m0 * k, wc, k, out, width);
+        panel_rows<2, false>(mr, x + m0 * k, wc, k, out, width);
       else
-        panel_rows<S, 1, true>(mr, xf + m0 * k, wc, k, out, width);
+        panel_rows<1, true>(mr, x + m0 * k, wc, k, out, width);
       m0 = m1;
     }
   }

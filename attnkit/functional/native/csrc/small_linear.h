@@ -185,4 +185,9 @@ inline void widen_rows(const S* x, int64_t m, int64_t k, const S* g, const S* h,
   }
 }
 
+// xb (M, K) = float32 rows xf rounded to bfloat16 (to nearest even), the panels' input.
+inline void narrow_rows(const float* xf, int64_t m, int64_t k, uint16_t* xb) {
+  for (int64_t j = 0; j < m * k; j += 16) store16(xb + j, _mm512_loadu_ps(xf + j));
+}
+
 }  // namespace attnkit_linear
