@@ -4,8 +4,9 @@
 
 The reference is three torch ops, ``log_softmax`` (over every token), ``index_fill`` of the suppressed
 ids with -inf, ``max``; on this 2-core host they take about 75 us for 13 rows of 8,000 words, where the
-native kernel (``best_tokens.h``: float32 logits on an AVX-512 CPU, inference) takes about 20 us and
-this function, its checks included, about 30 us. The kernel
+native kernel (``best_tokens.h``: float32 or bfloat16 logits on an AVX-512 CPU, inference) takes about
+20 us and this function, its checks included, about 30 us. Log-probabilities are float32 for float32 and
+bfloat16 logits (float64 for float64), the softmax computed in float32 either way. The kernel
 leaves to the reference the rows it does not decide (a NaN or +inf, all -inf, nothing allowed), so both
 paths give the same ids and, to float rounding, the same log-probabilities.
 """
@@ -21,17 +22,19 @@ __all__ = ["best_tokens"]
 
 
 def _reference(logits: Tensor, suppressed: Tensor) -> tuple[Tensor, Tensor]:
-    best, ids = logits.log_softmax(dim=-1).index_fill_(-1, suppressed, float("-inf")).max(dim=-1)
+    wide = torch.promote_types(logits.dtype, torch.float32)
+    best, ids = logits.to(wide).log_softmax(dim=-1).index_fill_(-1, suppressed, float("-inf")).max(dim=-1)
     return best, ids
 
 
 def best_tokens(logits: Tensor, suppressed: Tensor) -> tuple[Tensor, Tensor]:
     """logits (M, V), suppressed (n,) int64 token ids -> (logp (M,), ids (M,) int64): for each row the first
-    largest logit outside ``suppressed`` and its log-probability under a softmax over all V tokens."""
+    largest logit outside ``suppressed`` and its log-probability under a softmax over all V tokens (logp in
+    float32, or float64 for float64 logits)."""
     if logits.dim() != 2:
         raise ValueError(f"best_tokens: `logits` must be (M, V), got shape {tuple(logits.shape)}")
     kernel = native.kernel()
-    if (kernel is None or logits.device.type != "cpu" or logits.dtype != torch.float32
+    if (kernel is None or logits.device.type != "cpu" or logits.dtype not in (torch.float32, torch.bfloat16)
             or (torch.is_grad_enabled() and logits.requires_grad)):
         return _reference(logits, suppressed)
     given = suppressed.tolist()

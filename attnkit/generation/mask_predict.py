@@ -122,8 +122,7 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         hidden = out.last_hidden_state
         whole = it == 0 and every  # every position is masked: no gather, no scatter
         logits = model.output_logits(hidden.reshape(-1, hidden.shape[-1]) if whole else hidden[masked])
-        logits = logits if logits.dtype == fdt else logits.to(fdt)
-        best, pred = best_tokens(logits, bad)  # (M,) M masked positions: the best allowed token, its log-prob
+        best, pred = best_tokens(logits, bad)  # (M,) M masked positions: the best allowed token, its log-prob (fdt)
         if whole:
             tokens, logp_tok = pred.view_as(tokens), best.view(tokens.shape)
         else:

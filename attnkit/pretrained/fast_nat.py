@@ -28,7 +28,7 @@ from ..models.nat import NATModel
 from ..models.seq2seq import memory_mask_from
 from ..nn import LayerCache
 from ..nn.transformer import DecoderOutput
-from .fast import LAYER_ROWS, kernel_lengths
+from .fast import LAYER_ROWS, PackedLinear, kernel_lengths
 from .fast_seq2seq import FastSeq2Seq
 
 __all__ = ["FastNAT"]
@@ -50,7 +50,7 @@ class FastNAT(nn.Module):
         self.reference = model.eval()
         self.config = model.config
         self.base = FastSeq2Seq(model)
-        self.length_head = model.length_head
+        self._length = None if model.length_head is None else PackedLinear(model.length_head)  # one row: native
         # each layer in one native call where the decoder-layer step runs (the same kernels), W in panels
         layer = getattr(native.kernel(), "layer_forward", None) if self.base._native_step is not None else None
         self.layer_weights = [lay.native_weights(panels=True) for lay in self.base.layers] if layer else []
@@ -61,11 +61,12 @@ class FastNAT(nn.Module):
         return self.base.encode(input_ids, attention_mask)
 
     def length_candidates(self, memory: Tensor, attention_mask: Tensor | None = None, k: int = 1) -> Tensor:
-        """``NATModel.length_candidates``; with no mask (no padding) in five operations instead of its fifteen."""
-        if attention_mask is not None or self.length_head is None:
+        """``NATModel.length_candidates``; with no mask (no padding) in five operations instead of its fifteen,
+        the classifier's product in the packed kernel."""
+        if attention_mask is not None or self._length is None:
             return self.reference.length_candidates(memory, attention_mask, k)
         s, cfg = memory.shape[1], self.config
-        logits = self.length_head(memory.sum(1) / max(s, 1))  # (B, 2m + 1) from the mean of the memory
+        logits = self._length.rows(memory.sum(1) / max(s, 1))  # (B, 2m + 1) from the mean of the memory
         offsets = logits.topk(min(k, logits.shape[1]), dim=1).indices  # (B, k): T - S + m, best first
         return (offsets + (s - cfg.max_length_offset)).clamp_(1, cfg.max_target_length)
 

@@ -1,5 +1,6 @@
 """best_tokens: the native kernel against its reference (log_softmax, index_fill, max) on random rows, odd rows
-(NaN, +inf, all -inf, nothing allowed) included, and the reference path for every other dtype."""
+(NaN, +inf, all -inf, nothing allowed) included, float32 and bfloat16 logits, and the reference path for every
+other dtype."""
 
 import pytest
 import torch
@@ -12,10 +13,11 @@ from attnkit.functional.tokens import _reference, best_tokens
 
 @settings(max_examples=80, deadline=None)
 @given(m=st.integers(0, 12), v=st.integers(1, 70), seed=st.integers(0, 2**16),
-       bad=st.lists(st.integers(0, 69), max_size=5), odd=st.sampled_from(["", "nan", "inf", "-inf row", "ties"]))
-def test_the_kernel_gives_the_reference(m, v, seed, bad, odd):
+       bad=st.lists(st.integers(0, 69), max_size=5), odd=st.sampled_from(["", "nan", "inf", "-inf row", "ties"]),
+       dtype=st.sampled_from([torch.float32, torch.bfloat16]))
+def test_the_kernel_gives_the_reference(m, v, seed, bad, odd, dtype):
     g = torch.Generator().manual_seed(seed)
-    x = 4 * torch.randn(m, v, generator=g)
+    x = (4 * torch.randn(m, v, generator=g)).to(dtype)
     if m and odd == "nan":
         x[m // 2, v // 2] = float("nan")
     elif m and odd == "inf":
@@ -27,7 +29,7 @@ def test_the_kernel_gives_the_reference(m, v, seed, bad, odd):
     suppressed = torch.tensor([i for i in bad if i < v], dtype=torch.long)
     logp, ids = best_tokens(x, suppressed)
     ref_logp, ref_ids = _reference(x.clone(), suppressed)
-    assert logp.shape == ids.shape == (m,) and ids.dtype == torch.long
+    assert logp.shape == ids.shape == (m,) and ids.dtype == torch.long and logp.dtype == torch.float32
     assert torch.equal(ids, ref_ids)
     torch.testing.assert_close(logp, ref_logp, atol=1e-5, rtol=1e-5, equal_nan=True)
 
@@ -41,12 +43,12 @@ def test_the_log_probability_is_under_a_softmax_over_every_token():
     assert ids.item() == 0 and logp.item() == float("-inf")  # as the reference: the first of all -inf
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
-def test_other_dtypes_take_the_reference(dtype):
+@pytest.mark.parametrize("dtype,out", [(torch.float64, torch.float64), (torch.float16, torch.float32)])
+def test_other_dtypes_take_the_reference(dtype, out):
     x = torch.randn(3, 40, dtype=dtype)
     logp, ids = best_tokens(x, torch.tensor([2]))
-    ref_logp, ref_ids = _reference(x.clone(), torch.tensor([2]))
-    assert logp.dtype == dtype and torch.equal(ids, ref_ids) and torch.equal(logp, ref_logp)
+    ref = x.to(out).log_softmax(-1).index_fill(-1, torch.tensor([2]), float("-inf")).max(-1)
+    assert logp.dtype == out and torch.equal(ids, ref.indices) and torch.equal(logp, ref.values)
 
 
 def test_bad_input_is_named():

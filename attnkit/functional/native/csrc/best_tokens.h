@@ -7,6 +7,7 @@
 // The softmax runs over every token, suppressed ones included (as log_softmax before index_fill).
 // A row this does not decide, one with a NaN or +inf, all -inf, or no allowed token, gets id -1 and
 // logp NaN: the caller takes the reference path for it (functional.tokens.best_tokens).
+// Logits float32 or bfloat16 (widened as they are loaded); log-probabilities float32.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -24,15 +25,23 @@ namespace attnkit_tokens {
 
 inline __mmask16 first(int64_t n) { return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1); }
 
+// The lanes of k from p, fill elsewhere (masked-off elements are not read).
+inline __m512 load(const float* p, __mmask16 k, __m512 fill) { return _mm512_mask_loadu_ps(fill, k, p); }
+inline __m512 load(const uint16_t* p, __mmask16 k, __m512 fill) {
+  const __m256i h = _mm256_maskz_loadu_epi16(k, p);
+  return _mm512_mask_mov_ps(fill, k, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+}
+
 // One row of v logits; bad: sorted suppressed ids. Returns the id (-1: undecided) and writes logp.
-inline int64_t best_row(const float* x, int64_t v, const int64_t* bad, int64_t nbad, float& logp) {
+template <typename S>
+inline int64_t best_row(const S* x, int64_t v, const int64_t* bad, int64_t nbad, float& logp) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512 pinf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
   // pass 1: the row's max; NaN or +inf anywhere leaves the row undecided
   __m512 mx = ninf;
   __mmask16 odd = 0;
   for (int64_t j = 0; j < v; j += 16) {
-    const __m512 y = _mm512_mask_loadu_ps(ninf, first(v - j), x + j);
+    const __m512 y = load(x + j, first(v - j), ninf);
     odd |= _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(y, pinf, _CMP_EQ_OQ);
     mx = _mm512_max_ps(mx, y);
   }
@@ -48,7 +57,7 @@ inline int64_t best_row(const float* x, int64_t v, const int64_t* bad, int64_t n
     const int64_t b = s < nbad ? bad[s] : v;  // allowed: [a, b)
     for (int64_t j = a; j < b; j += 16) {
       const __mmask16 k = first(b - j);
-      const __m512 y = _mm512_mask_loadu_ps(ninf, k, x + j);
+      const __m512 y = load(x + j, k, ninf);
       const __mmask16 gt = _mm512_mask_cmp_ps_mask(k, y, best, _CMP_GT_OQ);
       best = _mm512_mask_mov_ps(best, gt, y);
       at = _mm512_mask_mov_epi32(at, gt, _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(j))));
@@ -64,7 +73,7 @@ inline int64_t best_row(const float* x, int64_t v, const int64_t* bad, int64_t n
   const __m512 mv = _mm512_set1_ps(m);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < v; j += 16) {
-    const __m512 y = _mm512_mask_loadu_ps(ninf, first(v - j), x + j);
+    const __m512 y = load(x + j, first(v - j), ninf);
     sum = _mm512_add_ps(sum, attnkit_simd::exp_ps(_mm512_sub_ps(y, mv)));
   }
   logp = top - m - std::log(_mm512_reduce_add_ps(sum));
@@ -75,12 +84,14 @@ inline int64_t best_row(const float* x, int64_t v, const int64_t* bad, int64_t n
 
 namespace attnkit_ops {
 
-// logits (M, V) float32 contiguous; suppressed (n,) int64, strictly increasing, in [0, V) -> logp (M,), ids (M,).
+// logits (M, V) float32 or bfloat16, contiguous; suppressed (n,) int64, strictly increasing, in [0, V)
+// -> logp (M,) float32, ids (M,).
 inline std::tuple<at::Tensor, at::Tensor> best_tokens(const at::Tensor& logits, const at::Tensor& suppressed) {
   const char* who = "best_tokens";
-  TORCH_CHECK(logits.defined() && logits.device().is_cpu() && logits.scalar_type() == at::kFloat &&
+  TORCH_CHECK(logits.defined() && logits.device().is_cpu() &&
+                  (logits.scalar_type() == at::kFloat || logits.scalar_type() == at::kBFloat16) &&
                   logits.dim() == 2 && logits.is_contiguous(),
-              who, ": `logits` must be a contiguous (M, V) float32 CPU tensor");
+              who, ": `logits` must be a contiguous (M, V) float32 or bfloat16 CPU tensor");
   TORCH_CHECK(suppressed.defined() && suppressed.device().is_cpu() && suppressed.scalar_type() == at::kLong &&
                   suppressed.dim() == 1 && suppressed.is_contiguous(),
               who, ": `suppressed` must be a contiguous (n,) int64 CPU tensor");
@@ -90,16 +101,21 @@ inline std::tuple<at::Tensor, at::Tensor> best_tokens(const at::Tensor& logits, 
   for (int64_t s = 0; s < nbad; ++s)
     TORCH_CHECK(bad[s] >= 0 && bad[s] < v && (s == 0 || bad[s] > bad[s - 1]), who,
                 ": `suppressed` must be strictly increasing ids in [0, ", v, ")");
-  auto logp = at::empty({m}, logits.options());
+  auto logp = at::empty({m}, logits.options().dtype(at::kFloat));
   auto ids = at::empty({m}, logits.options().dtype(at::kLong));
   if (m == 0) return {logp, ids};
-  const float* x = logits.data_ptr<float>();
   float* lp = logp.data_ptr<float>();
   int64_t* ip = ids.data_ptr<int64_t>();
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(v, 1));
-  at::parallel_for(0, m, grain, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) ip[i] = attnkit_tokens::best_row(x + i * v, v, bad, nbad, lp[i]);
-  });
+  auto go = [&](const auto* x) {
+    at::parallel_for(0, m, grain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) ip[i] = attnkit_tokens::best_row(x + i * v, v, bad, nbad, lp[i]);
+    });
+  };
+  if (logits.scalar_type() == at::kFloat)
+    go(logits.data_ptr<float>());
+  else
+    go(reinterpret_cast<const uint16_t*>(logits.data_ptr()));
   return {logp, ids};
 }
 
