@@ -75,7 +75,9 @@ class PackedLinear(nn.Module):
     - up to ``LAYER_ROWS`` (32, a sentence): panels of 16 columns, (N / 16, K, 16), rows of x broadcast against
       them with no horizontal sums; 1.3-2x the blocked kernel at 5 to 16 rows and ahead of oneDNN up to 40
       (1.01-2.4x on this host, warm weights). bfloat16 panels interleave pairs of inputs, (N / 16, K / 2, 16, 2),
-      for AVX512-BF16's dot products of pairs, twice float32's rate (blocked on CPUs without it).
+      for AVX512-BF16's dot products of pairs, twice float32's rate; they take bfloat16 from 2 rows (at 2 to 4
+      rows the blocked kernel's widening of W costs more than the products), and CPUs without AVX512-BF16
+      keep bfloat16 blocked.
     """
 
     def __init__(self, linear: nn.Linear, activation: str = "none"):
@@ -100,9 +102,9 @@ class PackedLinear(nn.Module):
         """W as the native kernel takes it for this many rows (see the class doc), or None: oneDNN's rows."""
         if self.small is None or rows > LAYER_ROWS:
             return None
-        if rows <= SMALL_ROWS or (self.weight.dtype == torch.bfloat16 and not _has_bf16()):
-            return self._blocked_weight()  # bfloat16 panels need AVX512-BF16
-        return self.panel_weight()
+        if self.weight.dtype == torch.bfloat16:  # panels from 2 rows where AVX512-BF16 runs, else blocked
+            return self.panel_weight() if rows > 1 and _has_bf16() else self._blocked_weight()
+        return self._blocked_weight() if rows <= SMALL_ROWS else self.panel_weight()
 
     def add(self, x: Tensor, other: Tensor) -> Tensor:
         """x W^T + b + other in one kernel (no activation). x (N, in), other (N, out) -> (N, out)."""
