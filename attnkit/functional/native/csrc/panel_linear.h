@@ -57,6 +57,7 @@ inline void panel_tile(const float* xf, const float* w, int64_t k, float* sums, 
 }
 
 // The same tile for bfloat16: x bfloat16 rows of K, w pair-interleaved panels; two steps of K at a time.
+// (A function of its own: the AVX512-BF16 target stays off the float32 tile, which CPUs without it run.)
 template <int MR, int NP, bool Prefetch>
 ATTNKIT_BF16 inline void panel_tile(const uint16_t* xb, const uint16_t* w, int64_t k, float* sums, int64_t ldo) {
   const int64_t panel_stride = k * kPanel;
