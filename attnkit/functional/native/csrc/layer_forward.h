@@ -67,21 +67,27 @@ struct Layer {
     r1 = n * (tid + 1) / nt;
   }
 
-  // The input rows of the next linear layer: float32 (the blocked kernel's) and x's dtype (the panels'):
+  // The input rows of linear layer l: float32 (the blocked kernel's) and x's dtype (the panels'):
   // float32 x itself (no norm) or xf = x widened (pre-LN with norm i: LN_i(x)), this thread's rows;
-  // bfloat16 x itself (no norm) or xb = LN_i(x) rounded. The caller's barrier then makes them whole.
+  // bfloat16 x itself (no norm; widened too for blocked W) or xb = LN_i(x) rounded (and xf). The caller's
+  // barrier then makes them whole.
   struct Rows {
     const float* f;
     const S* s;
   };
-  static bool in_place(int norm) { return std::is_same<S, float>::value && norm < 0; }
+  // nothing to write: no norm, and float32 x, or bfloat16 x into panels
+  bool in_place(int norm, int l) const {
+    return norm < 0 && (std::is_same<S, float>::value || packed_layout(w[2 * l]) == 2);
+  }
   Rows input(const S* x, int norm) const {
-    if (in_place(norm)) return {reinterpret_cast<const float*>(x), x};
-    if constexpr (std::is_same<S, float>::value) return {xf, reinterpret_cast<const S*>(xf)};
+    if constexpr (std::is_same<S, float>::value) {
+      const float* f = norm < 0 ? x : xf;
+      return {f, f};
+    }
     return {xf, norm < 0 ? x : reinterpret_cast<const S*>(xb)};
   }
-  void widen(const S* x, int64_t k, int norm, int tid, int nt) const {
-    if (in_place(norm)) return;
+  void widen(const S* x, int64_t k, int norm, int l, int tid, int nt) const {
+    if (in_place(norm, l)) return;
     int64_t r0, r1;
     share(n, tid, nt, r0, r1);
     const int z = 2 * (cross ? 6 : 4) + 2 * norm;
@@ -179,35 +185,35 @@ struct Layer {
   // the steps; a barrier after each (a widening that does nothing needs none)
   void run(const S* x, int tid, int nt) const {
     const int lin = cross ? 6 : 4, ff1 = lin - 2, ff2 = lin - 1, last = lin / 2 - 1;
-    const auto widened = [&](const S* v, int64_t k, int norm) {  // the input rows of the next linear layer
-      widen(v, k, norm, tid, nt);
-      if (!in_place(norm)) {
+    const auto widened = [&](const S* v, int64_t k, int norm, int l) {  // the input rows of linear layer l
+      widen(v, k, norm, l, tid, nt);
+      if (!in_place(norm, l)) {
 #pragma omp barrier
       }
       return input(v, norm);
     };
     // self-attention
-    const Rows in = widened(x, d, norm_first ? 0 : -1);
+    const Rows in = widened(x, d, norm_first ? 0 : -1, 0);
     linear<S>(in, 0, nullptr, qkv, 0, tid, nt);
 #pragma omp barrier
     attend(qkv, 3 * d, false, tid, nt);
 #pragma omp barrier
-    residual(widened(o, d, -1), 1, x, y, 0, tid, nt);
+    residual(widened(o, d, -1, 1), 1, x, y, 0, tid, nt);
 #pragma omp barrier
     const S* cur = y;
     if (cross) {  // every position of a row against its memory
-      linear<S>(widened(y, d, norm_first ? 1 : -1), 2, nullptr, q, 0, tid, nt);
+      linear<S>(widened(y, d, norm_first ? 1 : -1, 2), 2, nullptr, q, 0, tid, nt);
 #pragma omp barrier
       attend(q, d, true, tid, nt);
 #pragma omp barrier
-      residual(widened(o, d, -1), 3, y, qkv, 1, tid, nt);  // into qkv's buffer, free now
+      residual(widened(o, d, -1, 3), 3, y, qkv, 1, tid, nt);  // into qkv's buffer, free now
 #pragma omp barrier
       cur = qkv;
     }
     // feed-forward, the activation inside ff1's epilogue
-    linear<S>(widened(cur, d, norm_first ? last : -1), ff1, nullptr, f, act, tid, nt);
+    linear<S>(widened(cur, d, norm_first ? last : -1, ff1), ff1, nullptr, f, act, tid, nt);
 #pragma omp barrier
-    residual(widened(f, dff, -1), ff2, cur, out, last, tid, nt);
+    residual(widened(f, dff, -1, ff2), ff2, cur, out, last, tid, nt);
   }
 };
 
@@ -258,7 +264,8 @@ inline at::Tensor run(const at::Tensor& x, const std::vector<at::Tensor>& w, int
     };
     Layer<S> L{w, b, t, d, h, dh, dff, n, cross, norm_first, act, static_cast<float>(eps), static_cast<float>(scale),
                len, cross_len, p(ck), p(cv), {0, 0, 0}, {0, 0, 0}, src, group, p(keys), p(values), pos,
-               xf.get(), xb.get(), sums.get(), sums_size, &scratch, yf.get(), p(&qkv), p(&o), p(&y), p(&q), p(&f), p(&out)};
+               xf.get(), xb.get(), sums.get(), sums_size, &scratch, yf.get(), p(&qkv), p(&o), p(&y), p(&q), p(&f),
+               p(&out)};
     for (int i = 0; cross && i < 3; ++i) {
       L.ck_s[i] = ck->stride(i);
       L.cv_s[i] = cv->stride(i);

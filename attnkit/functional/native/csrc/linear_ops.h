@@ -22,8 +22,8 @@
 // K and N multiples of 16; act 0 none, 1 ReLU, 2 SiLU, 3 GELU (erf), 4 GELU (tanh).
 namespace attnkit_ops {
 
-// The layout of a packed weight of dtype dt: 1 blocked (N / 4, K / 16, 4, 16), 2 panels (float32 (N / 16, K, 16),
-// bfloat16 (N / 16, K / 2, 16, 2)), 0 neither (nn.Linear's (N, K) is the caller's to tell).
+// A packed weight's layout, from its dtype and shape: 1 blocked (N / 4, K / 16, 4, 16), 2 panels (float32
+// (N / 16, K, 16), bfloat16 (N / 16, K / 2, 16, 2)), 0 neither (nn.Linear's (N, K) is the caller's to tell).
 inline int packed_layout(const at::Tensor& w) {
   if (w.dim() == 4 && w.size(2) == 4 && w.size(3) == 16) return 1;
   const bool f32 = w.scalar_type() == at::kFloat;
@@ -94,10 +94,12 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
   auto go = [&](auto tag) {
     using S = decltype(tag);
     const S* xp = reinterpret_cast<const S*>(x.data_ptr());
-    const auto xf = attnkit_simd::scratch_floats(static_cast<size_t>(m * k));  // x widened once (normalised)
+    // x widened once (normalised), unless bfloat16 panels take x as it is
+    const bool widen = std::is_same<S, float>::value || !panels || x_norm;
+    const auto xf = attnkit_simd::scratch_floats(widen ? static_cast<size_t>(m * k) : 0);
     const S* xg = x_norm ? reinterpret_cast<const S*>(x_norm_weight->data_ptr()) : nullptr;
     const S* xh = x_norm ? reinterpret_cast<const S*>(x_norm_bias->data_ptr()) : nullptr;
-    attnkit_linear::widen_rows<S>(xp, m, k, xg, xh, static_cast<float>(eps), xf.get());
+    if (widen) attnkit_linear::widen_rows<S>(xp, m, k, xg, xh, static_cast<float>(eps), xf.get());
     // the panels' rows: float32 x widened (normalised); bfloat16 x itself, or its norm rounded to bfloat16
     std::unique_ptr<uint16_t[]> xb;
     const S* xin = reinterpret_cast<const S*>(xf.get());
