@@ -35,11 +35,25 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose sub-commands (``add_subparsers``) use ``HelpFormatter`` too."""
+    """An ArgumentParser whose sub-commands (``add_subparsers``) use ``HelpFormatter`` too, and whose
+    commands take their positionals between options: ``attnkit translate RUN --beam 5 "Ein Hund."`` gives the
+    text to ``texts`` (plain argparse stops a list of positionals at the first option, and then refuses the
+    rest as unrecognized)."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+        self._intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        # a parser with sub-commands (or already inside the intermixed parse) parses as argparse does
+        if self._intermixing or any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions):
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 def utf8_text(value: str, name: str) -> str:

@@ -1,6 +1,6 @@
 """``attnkit translate RUN "Ein Mann fährt Fahrrad." [--beam 5] [--sample --top-p 0.9] [--file IN]
 [--attention DIR] [--dtype bfloat16]``: translations, one line per text, and optionally the cross-attention as
-PNG and HTML.
+PNG and HTML. Texts come from the arguments, ``--file`` (``-``: stdin), or, with neither, stdin.
 A non-autoregressive run (``--decoder nat``): ``[--iterations 10] [--length-candidates 3]``."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import sys
 import warnings
 from pathlib import Path
 
-from ..data.multi30k import read_lines
 from ..train.checkpoint import CheckpointError, load_meta
 from .decoding import add_decoding_args, generate_kwargs
 from .evaluate import open_checkpoint
+from .options import read_lines, utf8_text
 
 
 def open_translator(path: Path, which: str = "best", dtype: str = "float32"):
@@ -61,15 +61,18 @@ def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path
 
 
 def run(args) -> int:
-    if args.file is None and not args.texts:
-        raise ValueError("translate: give texts to translate or --file IN")
+    texts = [utf8_text(t, f"translate: text {i + 1}") for i, t in enumerate(args.texts)]
+    if args.file is not None and str(args.file) != "-" and not args.file.is_file():
+        raise FileNotFoundError(f"translate: --file not found: {args.file}")
+    stdin = args.file is None and not texts
+    if stdin and (sys.stdin is None or sys.stdin.isatty()):
+        raise ValueError("translate: give texts as arguments, --file IN, or pipe them on stdin")
     tr, folder = open_translator(args.checkpoint, args.which, args.dtype)
     if args.attention is not None and not hasattr(tr, "attend"):
         raise ValueError(f"translate: --attention is not available for Marian folders ({folder})")
     kw = generate_kwargs(args, getattr(tr, "decoding", "ar"))
-    texts = list(args.texts)
-    if args.file is not None:
-        texts += read_lines(args.file)
+    if args.file is not None or stdin:
+        texts += read_lines("-" if stdin else args.file)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outputs = tr.translate(texts, **kw)
@@ -92,7 +95,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "or a Hugging Face Marian (opus-mt) folder")
     p.add_argument("texts", nargs="*", help="texts to translate (one output line each)")
     p.add_argument("--file", type=Path, default=None,
-                   help="translate every line of this file too, empty lines stay empty (default: none)")
+                   help="translate every line of this UTF-8 file too ('-' for stdin), empty lines stay empty "
+                        "(default: none; with no texts either, the lines piped on stdin)")
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",
                    help="write each layer's cross-attention as PNG and an interactive HTML page (default: none)")
     p.add_argument("--which", choices=("best", "latest"), default="best",

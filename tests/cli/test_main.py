@@ -64,3 +64,18 @@ def test_latin1_file_and_stdin_name_the_line(tmp_path, monkeypatch, capsys):
 def test_predict_names_the_input(tmp_path, capsys):
     assert main(["predict", str(tmp_path / "no-run"), "ok", "b\udce9"]) == 1
     assert capsys.readouterr().err == "attnkit: error: predict: input 2 is not UTF-8 text (byte 0xe9 at character 2)\n"
+
+
+def test_positionals_may_follow_options():
+    """Plain argparse ends a command's list of positionals at the first option and refuses what follows; every
+    attnkit command takes them anywhere (commands with sub-commands, like ``train``, parse as before)."""
+    from attnkit.cli.main import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["translate", "runs/x", "--beam", "4", "Ein Hund.", "--dtype", "bfloat16", "Eine Katze."])
+    assert str(args.checkpoint) == "runs/x" and args.texts == ["Ein Hund.", "Eine Katze."]
+    assert args.beam == 4 and args.dtype == "bfloat16"
+    args = parser.parse_args(["embed", "--batch-size", "8", "one", "two"])
+    assert args.texts == ["one", "two"] and args.batch_size == 8
+    with pytest.raises(SystemExit):
+        parser.parse_args(["translate", "runs/x", "--no-such-option", "text"])

@@ -1,6 +1,7 @@
 """The translation task end to end on a tiny generated corpus: train, translate, evaluate, attention, Python API,
 bad input."""
 
+import io
 import json
 import os
 import subprocess
@@ -87,10 +88,22 @@ def test_bfloat16_weights(run, capsys):
     assert "invalid choice: 'float16'" in capsys.readouterr().err
 
 
-def test_cli_translate_evaluate_and_attention(run, capsys, tmp_path):
+def test_cli_translate_evaluate_and_attention(run, capsys, tmp_path, monkeypatch):
     out, paths = run
     assert main(["translate", str(out), "Ein mann fährt ein fahrrad.", "--beam", "3"]) == 0
     assert capsys.readouterr().out.strip() == "A man rides a bike."
+    # texts after options, as after the run folder
+    assert main(["translate", str(out), "--beam", "3", "Ein mann fährt ein fahrrad.", "Ein hund sieht ein haus."]) == 0
+    assert capsys.readouterr().out.splitlines() == ["A man rides a bike.", "A dog sees a house."]
+    # no texts and no --file: the lines piped on stdin; --file - is stdin too
+    monkeypatch.setattr("sys.stdin", io.StringIO("Ein kind hat ein ball.\n"))
+    assert main(["translate", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["A child has a ball."]
+    monkeypatch.setattr("sys.stdin", io.StringIO("Ein hund sieht ein haus.\n"))
+    assert main(["translate", str(out), "Ein kind hat ein ball.", "--file", "-"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["A child has a ball.", "A dog sees a house."]
+    assert main(["translate", str(out), "--file", str(tmp_path / "missing.txt")]) == 1
+    assert "translate: --file not found" in capsys.readouterr().err
     inp = tmp_path / "in.txt"
     inp.write_text("Ein kind hat ein ball.\n\nEin hund sieht ein haus.\n", encoding="utf-8")
     assert main(["translate", str(out), "--file", str(inp), "--sample", "--top-p", "0.5"]) == 0
