@@ -17,13 +17,14 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from ..data.bpe import EOS_ID, PAD_ID, UNK_ID
 from ..generation.mask_predict import NATOutput, mask_predict
 from ..models.nat import LENGTH_STRATEGIES, NATConfig, NATModel, length_classes, random_mask, row_lengths_for
 from ..train import Task
 from ..train.checkpoint import CheckpointError, load_meta, load_weights
-from .translator import Translator
+from .translator import Alignment, Translator
 
 NAT_OPTIONS = ("iterations", "length_candidates", "suppress_tokens")
 
@@ -222,9 +223,37 @@ class NATTranslator(Translator):
         how = "one pass" if kw["iterations"] == 1 else f"mask-predict {kw['iterations']} iterations"
         return f"NAT {how}, {kw['length_candidates']} length candidate{'s' * (kw['length_candidates'] > 1)}"
 
-    def lecture(self, text: str, path, **kwargs):
-        return self.attend(text, **kwargs)
+    # -- attention -------------------------------------------------------------------------------
+    # A NAT translation has no step that wrote each token, so its map is the decoder run once over the
+    # translation itself, every position visible (as a Mask-Predict pass sees the tokens it keeps):
+    # per layer and head, where each target position looks in the source.
 
-    def attend(self, text: str, **kwargs):
-        raise ValueError("attend: cross-attention maps are drawn for autoregressive runs (each token from one step); "
-                         "this run is non-autoregressive")
+    def _attend(self, text: str, kwargs: dict) -> tuple[Alignment, Tensor, Tensor, Tensor]:
+        """(the alignment, source ids (1, S), its mask (1, S), the translation's tokens (1, T), END not
+        included: the decoder writes T positions and END follows)."""
+        if not text.strip():
+            raise ValueError("attend: the text is empty")
+        ids, mask = self.batch([self.source_ids(text.strip())])
+        res = self.generate(ids, mask, **kwargs)
+        n = int(res.lengths[0]) - 1  # the tokens before END
+        tokens = res.sequences[:, 1:1 + n]  # (1, T)
+        with torch.no_grad():
+            memory = self.model.encode(ids, mask)
+            out = self.model.decode_parallel(tokens, memory, mask, output_attentions=True)
+        weights = torch.stack([a[0] for a in out.cross_attentions])  # L x (H, T, S) -> (L, H, T, S)
+        al = Alignment([self.subwords.piece(i) for i in ids[0].tolist()],
+                       [self.subwords.piece(i) for i in tokens[0].tolist()], weights, self.decode(res.sequences[0]))
+        return al, ids, mask, tokens
+
+    def lecture(self, text: str, path, **kwargs):
+        """Translate one text, then write the lecture page of the decoder's cross-attention over the translation
+        (``attnkit.viz.model_lecture_html``; the pass of ``attend``). Returns (page, Alignment)."""
+        from ..viz.lecture import model_lecture_html
+
+        al, ids, mask, tokens = self._attend(text, kwargs)
+        with torch.no_grad():
+            page = model_lecture_html(
+                self.model, lambda: self.model.decode_parallel(tokens, self.model.encode(ids, mask), mask),
+                al.target, path, keys=al.source,
+                title=f"cross-attention of the parallel decoder: {text.strip()} -> {al.translation}")
+        return page, al

@@ -117,6 +117,26 @@ def test_cli_distillation_training_translation_and_clear_errors(tmp_path, capsys
         assert tr.decoding == "nat" and len(tr.translate(["Ein mann sieht ein auto.", ""], iterations=2)) == 2
     assert main(["translate", str(nat), "Ein hund hat ein ball.", "--iterations", "1", "--length-candidates", "1"]) == 0
     capsys.readouterr()
+    # the cross-attention of the decoder over its translation: each position's weights over the source sum to 1
+    text = "Ein hund hat ein ball."
+    al = tr.attend(text, iterations=2)
+    ids, mask = tr.batch([tr.source_ids(text)])
+    res = tr.generate(ids, mask, iterations=2)
+    cfg = tr.model.config.transformer
+    assert al.translation == tr.translate([text], iterations=2)[0]
+    assert len(al.source) == ids.shape[1] and len(al.target) == int(res.lengths[0]) - 1  # END follows the row
+    assert al.weights.shape == (cfg.num_decoder_layers, cfg.num_heads, len(al.target), len(al.source))
+    torch.testing.assert_close(al.weights.sum(-1), torch.ones(al.weights.shape[:-1]))
+    att = tmp_path / "att"
+    assert main(["translate", str(nat), text, "--iterations", "2", "--attention", str(att)]) == 0
+    capsys.readouterr()
+    layers = [f"cross_attention_0_layer{i + 1}.png" for i in range(cfg.num_decoder_layers)]
+    assert sorted(p.name for p in att.iterdir()) == sorted(["cross_attention_0.html", "cross_attention_0_lecture.html",
+                                                           *layers])
+    from attnkit.viz.lecture import read_lecture_html
+
+    page = read_lecture_html(att / "cross_attention_0_lecture.html")
+    assert page["keys"] == al.source and page["q"].shape[0] == cfg.num_decoder_layers
     half = attnkit.load_pretrained(nat, dtype=torch.bfloat16)  # a NAT run in bfloat16 too
     assert {p.dtype for p in half.model.parameters()} == {torch.bfloat16}
     assert len(half.translate(["Ein mann sieht ein auto.", "Ein hund."], iterations=2)) == 2
