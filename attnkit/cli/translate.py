@@ -40,16 +40,12 @@ def _print_warnings(caught) -> None:
 
 
 def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path]:
-    """Per layer a PNG (source x target, every head and their mean), the interactive page and, for a trained
-    run, the lecture page of its cross-attention (q, k, scores, softmax, weighted values, W^o)."""
+    """Per layer a PNG (source x target, every head and their mean), the interactive page and the lecture page
+    of its cross-attention (q, k, scores, softmax, weighted values, W^o)."""
     from ..viz import cross_attention_html
     from ..viz.alignment import cross_attention_png
 
-    lecture = hasattr(tr, "lecture")
-    if lecture:
-        page, al = tr.lecture(text, out_dir / f"cross_attention_{k}_lecture.html", **kw)
-    else:
-        al = tr.attend(text, **kw)
+    page, al = tr.lecture(text, out_dir / f"cross_attention_{k}_lecture.html", **kw)
     paths = []
     for layer in range(al.weights.shape[0]):
         paths.append(cross_attention_png(al.weights[layer], al.source, al.target,
@@ -57,7 +53,7 @@ def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path
                                          title=f"layer {layer + 1}: {al.translation}"))
     paths.append(cross_attention_html(al.weights, al.source, al.target, out_dir / f"cross_attention_{k}.html",
                                       title=f"cross-attention: {text} -> {al.translation}"))
-    return paths + ([page] if lecture else [])
+    return [*paths, page]
 
 
 def run(args) -> int:
@@ -67,9 +63,7 @@ def run(args) -> int:
     stdin = args.file is None and not texts
     if stdin and (sys.stdin is None or sys.stdin.isatty()):
         raise ValueError("translate: give texts as arguments, --file IN, or pipe them on stdin")
-    tr, folder = open_translator(args.checkpoint, args.which, args.dtype)
-    if args.attention is not None and not hasattr(tr, "attend"):
-        raise ValueError(f"translate: --attention is not available for Marian folders ({folder})")
+    tr, _ = open_translator(args.checkpoint, args.which, args.dtype)
     kw = generate_kwargs(args, getattr(tr, "decoding", "ar"))
     if args.file is not None or stdin:
         texts += read_lines("-" if stdin else args.file)

@@ -4,17 +4,21 @@
 texts translate to empty texts (with a ``TranslationWarning``), the others are turned into ids, sorted
 by length (so a batch pads little), decoded ``batch_size`` at a time, and returned in the input's order.
 The tokenizer and the model stay with the caller (``source_ids``, ``generate``, ``decode``).
+
+``align_text(text, ...)``: one text's translation with the cross-attention that produced each target
+piece (an ``Alignment``); ``lecture_page(model, ...)`` the lecture page of that cross-attention.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-__all__ = ["TranslationWarning", "pad_batch", "translate_texts"]
+__all__ = ["Alignment", "TranslationWarning", "align_text", "lecture_page", "pad_batch", "translate_texts"]
 
 
 class TranslationWarning(UserWarning):
@@ -60,3 +64,43 @@ def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], 
         for i, seq in zip(chunk, generate(ids, mask).sequences):
             out[i] = decode(seq)
     return out
+
+
+@dataclass
+class Alignment:
+    source: list[str]  # subword pieces of the source, END included
+    target: list[str]  # the generated pieces, END included
+    weights: Tensor  # (layers, heads, target, source) cross-attention
+    translation: str
+
+
+def align_text(text: str, *, source_ids: Callable[[str], list[int]],
+               batch: Callable[[list[list[int]]], tuple[Tensor, Tensor]], generate: Callable[..., object],
+               decode: Callable[[Tensor], str],
+               piece: Callable[[int], str]) -> tuple[Alignment, Tensor, Tensor, Tensor]:
+    """Translate one text with ``generate(ids, mask, output_attentions=True)`` -> (the Alignment, source ids
+    (1, S), its mask (1, S), the decoder's input (1, T): the start token and every generated piece but the
+    last). ``decode(sequences row)`` -> text; ``piece(id)`` -> the piece's string."""
+    if not text.strip():
+        raise ValueError("attend: the text is empty")
+    ids, mask = batch([source_ids(text.strip())])
+    res = generate(ids, mask, output_attentions=True)
+    n = int(res.lengths[0])
+    tgt = res.sequences[0, 1:1 + n].tolist()
+    al = Alignment([piece(i) for i in ids[0].tolist()], [piece(i) for i in tgt], res.cross_attentions[0, :, :, :n],
+                   decode(res.sequences[0]))
+    return al, ids, mask, res.sequences[:, :n]
+
+
+def lecture_page(model, al: Alignment, ids: Tensor, mask: Tensor, decoder_input: Tensor, path, text: str):
+    """The lecture page of a seq2seq model's cross-attention for ``al`` (``attnkit.viz.model_lecture_html``):
+    per layer and head, q of each target position, k and v of every source piece, the scores, the softmax,
+    the weighted sum and W^o, from ``model(ids, mask, decoder_input)`` run once over its own translation
+    (teacher-forced; the same weights as decoding step by step). Returns the page's path."""
+    import torch
+
+    from ..viz.lecture import model_lecture_html
+
+    with torch.no_grad():
+        return model_lecture_html(model, lambda: model(ids, mask, decoder_input), al.target, path, keys=al.source,
+                                  title=f"cross-attention, step by step: {text.strip()} -> {al.translation}")

@@ -16,23 +16,14 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
 
 from torch import Tensor
 
 from ..data.bpe import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Subwords
 from ..generation import GenerateOutput, generate
-from ..generation.texts import TranslationWarning, pad_batch, translate_texts
+from ..generation.texts import Alignment, TranslationWarning, align_text, lecture_page, pad_batch, translate_texts
 
 __all__ = ["Translator", "Alignment", "TranslationWarning", "bleu_report"]
-
-
-@dataclass
-class Alignment:
-    source: list[str]  # subword pieces of the source, END included
-    target: list[str]  # the generated pieces, END included
-    weights: Tensor  # (layers, heads, target, source) cross-attention
-    translation: str
 
 
 class Translator:
@@ -115,31 +106,15 @@ class Translator:
     def _attend(self, text: str, generate_kwargs: dict) -> tuple[Alignment, Tensor, Tensor, Tensor]:
         """(the alignment, source ids (1, S), its mask (1, S), the decoder's input (1, T): the start token and
         every generated piece but the last)."""
-        if not text.strip():
-            raise ValueError("attend: the text is empty")
-        ids, mask = self.batch([self.source_ids(text.strip())])
-        res = self.generate(ids, mask, output_attentions=True, **generate_kwargs)
-        n = int(res.lengths[0])
-        tgt = res.sequences[0, 1:1 + n].tolist()
-        al = Alignment([self.subwords.piece(i) for i in ids[0].tolist()], [self.subwords.piece(i) for i in tgt],
-                       res.cross_attentions[0, :, :, :n], self.decode(res.sequences[0]))
-        return al, ids, mask, res.sequences[:, :n]
+        return align_text(text, source_ids=self.source_ids, batch=self.batch, decode=self.decode,
+                          piece=self.subwords.piece,
+                          generate=lambda ids, mask, **kw: self.generate(ids, mask, **kw, **generate_kwargs))
 
     def lecture(self, text: str, path, **generate_kwargs):
         """Translate one text, then write the lecture page of the decoder's cross-attention for it
-        (``attnkit.viz.model_lecture_html``): per layer and head, q of each target position, k and v of every
-        source piece, the scores, the softmax, the weighted sum and W^o, from the model run once over its own
-        translation (teacher-forced; the same weights as decoding step by step). Returns (page, Alignment)."""
-        import torch
-
-        from ..viz.lecture import model_lecture_html
-
+        (``generation.texts.lecture_page``). Returns (page, Alignment)."""
         al, ids, mask, dec_in = self._attend(text, generate_kwargs)
-        with torch.no_grad():
-            page = model_lecture_html(self.model, lambda: self.model(ids, mask, dec_in), al.target, path,
-                                      keys=al.source, title=f"cross-attention, step by step: {text.strip()} -> "
-                                                            f"{al.translation}")
-        return page, al
+        return lecture_page(self.model, al, ids, mask, dec_in, path, text), al
 
 
 def bleu_report(translator: Translator, sources: list[str], references: list[str], *, name: str = "test",

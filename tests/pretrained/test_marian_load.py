@@ -125,5 +125,18 @@ def test_translate_command_reads_a_marian_folder(folder, capsys):
     assert main(["translate", str(folder), *texts, "--max-new-tokens", "6"]) == 0
     want = attnkit.load_pretrained(folder).translate(texts, num_beams=1, max_new_tokens=6)
     assert capsys.readouterr().out.splitlines() == want
-    assert main(["translate", str(folder), "ein mann", "--attention", str(folder / "maps")]) == 1
-    assert "--attention is not available for Marian folders" in capsys.readouterr().err
+    # the cross-attention of an opus-mt folder: the PNG per layer, the page and the lecture page
+    tr = attnkit.load_pretrained(folder)
+    al = tr.attend("ein mann", num_beams=1, max_new_tokens=6)
+    assert al.translation == tr.translate(["ein mann"], num_beams=1, max_new_tokens=6)[0]
+    assert al.source == [tr.tokenizer.piece(i) for i in tr.source_ids("ein mann")]
+    assert al.weights.shape == (1, 2, len(al.target), len(al.source))  # 1 decoder layer, 2 heads
+    torch.testing.assert_close(al.weights.sum(-1), torch.ones(al.weights.shape[:-1]))
+    maps = folder / "maps"
+    assert main(["translate", str(folder), "ein mann", "--attention", str(maps), "--max-new-tokens", "6"]) == 0
+    assert sorted(p.name for p in maps.iterdir()) == ["cross_attention_0.html", "cross_attention_0_layer1.png",
+                                                      "cross_attention_0_lecture.html"]
+    from attnkit.viz import read_attention_html
+
+    page = read_attention_html(maps / "cross_attention_0.html")
+    assert page["keys"] == al.source and page["queries"] == al.target

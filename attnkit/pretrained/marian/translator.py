@@ -3,6 +3,7 @@
     tr = attnkit.load_pretrained("opus-mt-de-en")            # a folder on disk
     tr.translate(["Ein Mann fährt Fahrrad."])                  # the folder's defaults (e.g. num_beams=4)
     tr.translate(texts, num_beams=1, max_new_tokens=64)        # any ``attnkit.generation.generate`` argument
+    al = tr.attend("Ein Mann fährt Fahrrad.")                  # cross-attention of the chosen translation
 
 Defaults come from the folder's ``generation_config.json`` (else ``config.json``), as Hugging Face's
 ``generate`` reads them: ``num_beams``, ``max_length`` (start token included, so ``max_new_tokens`` is
@@ -19,7 +20,7 @@ from pathlib import Path
 from torch import Tensor
 
 from ...generation import GenerateOutput, generate
-from ...generation.texts import TranslationWarning, pad_batch, translate_texts
+from ...generation.texts import Alignment, TranslationWarning, align_text, lecture_page, pad_batch, translate_texts
 from ..folder import read_json
 from .tokenizer import MarianTokenizer
 
@@ -87,6 +88,21 @@ class MarianTranslator:
         return translate_texts(texts, source_ids=self.source_ids, decode=lambda seq: self.decode(seq[1:]),
                                generate=lambda ids, mask: self.generate(ids, mask, **generate_kwargs),
                                pad_id=self.config.pad_token_id, batch_size=batch_size or self.batch_size)
+
+    def attend(self, text: str, **generate_kwargs) -> Alignment:
+        """Translate one text and return the cross-attention that produced each target piece."""
+        return self._attend(text, generate_kwargs)[0]
+
+    def _attend(self, text: str, generate_kwargs: dict) -> tuple[Alignment, Tensor, Tensor, Tensor]:
+        return align_text(text, source_ids=self.source_ids, batch=self.batch,
+                          decode=lambda seq: self.decode(seq[1:]), piece=self.tokenizer.piece,
+                          generate=lambda ids, mask, **kw: self.generate(ids, mask, **kw, **generate_kwargs))
+
+    def lecture(self, text: str, path, **generate_kwargs):
+        """Translate one text, then write the lecture page of the decoder's cross-attention for it
+        (``generation.texts.lecture_page``). Returns (page, Alignment)."""
+        al, ids, mask, dec_in = self._attend(text, generate_kwargs)
+        return lecture_page(self.model, al, ids, mask, dec_in, path, text), al
 
     def __repr__(self) -> str:
         tc = self.config.transformer
