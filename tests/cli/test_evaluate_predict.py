@@ -55,6 +55,8 @@ def test_classifier_defaults_to_sst2_dev(tmp_path, capsys):
     capsys.readouterr()
     assert main(["evaluate", str(out), "--data-dir", str(tmp_path / "data")]) == 0
     assert "examples scored: 12 " in capsys.readouterr().out
+    assert main(["evaluate", str(out), "--dtype", "bfloat16"]) == 1  # a weights' dtype for translation runs only
+    assert "--dtype bfloat16 applies to translation runs" in capsys.readouterr().err
     other = tmp_path / "other"
     assert main(["train", "classifier", "--train", str(sst2 / "train.tsv"), "--out", str(other), "--epochs", "1",
                  *TINY]) == 0

@@ -116,6 +116,9 @@ def test_cli_translate_evaluate_and_attention(run, capsys, tmp_path, monkeypatch
     assert "beam 2" in text and "sacreBLEU signature: nrefs:1|case:mixed|eff:no|tok:13a" in text
     bleu = float(text.split("BLEU ")[1].split()[0])
     assert bleu > 80
+    assert main(["evaluate", str(out), "--data", str(paths["dev_src"]), "--ref", str(paths["dev_tgt"]),
+                 "--dtype", "bfloat16"]) == 0  # the weights in bfloat16: the toy language as well
+    assert float(capsys.readouterr().out.split("BLEU ")[1].split()[0]) > 80
     att = tmp_path / "att"
     assert main(["translate", str(out), "Ein frau hat ein auto.", "--attention", str(att)]) == 0
     assert sorted(p.name for p in att.iterdir()) == ["cross_attention_0.html", "cross_attention_0_layer1.png",
