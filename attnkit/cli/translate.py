@@ -69,7 +69,8 @@ def run(args) -> int:
         texts += read_lines("-" if stdin else args.file)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        outputs = tr.translate(texts, **kw)
+        progress = sys.stderr.isatty() if args.progress is None else args.progress
+        outputs = tr.translate(texts, progress=progress, **kw)
         written = []
         if args.attention is not None:
             for k, text in enumerate(args.texts or texts[:1]):
@@ -93,6 +94,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(default: none; with no texts either, the lines piped on stdin)")
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",
                    help="write each layer's cross-attention as PNG and an interactive HTML page (default: none)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a progress bar counting the texts translated (default: only when stderr is a terminal)")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="in a run folder: the checkpoint with the best dev score, or the last one saved")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",

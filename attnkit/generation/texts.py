@@ -38,13 +38,23 @@ def pad_batch(rows: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
     return ids, mask
 
 
+def _progress_bar(total: int):
+    """A tqdm bar over ``total`` texts, on stderr."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ImportError("translate(progress=True) needs tqdm: pip install 'attnkit[translate]'") from e
+    return tqdm(total=total, desc="translate", unit="text", leave=False, dynamic_ncols=True, mininterval=0, miniters=1)
+
+
 def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], list[int]],
                     generate: Callable[[Tensor, Tensor], object], decode: Callable[[Tensor], str], pad_id: int,
-                    batch_size: int) -> list[str]:
+                    batch_size: int, progress: bool = False) -> list[str]:
     """Translate ``texts`` (a list, or one string) -> list of texts in the same order (see the module doc).
 
     ``source_ids(text, where)``: the ids to translate (``where`` names the text in warnings);
     ``generate(input_ids, attention_mask)``: an object with ``.sequences`` (B, T); ``decode(row)``: text.
+    ``progress``: a progress bar (tqdm, on stderr) counting the texts translated.
     """
     if isinstance(texts, str):
         texts = [texts]
@@ -58,11 +68,18 @@ def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], 
             continue
         rows[i] = source_ids(text.strip(), f"text {i + 1}")
     order = sorted(rows, key=lambda i: len(rows[i]))
-    for start in range(0, len(order), batch_size):
-        chunk = order[start:start + batch_size]
-        ids, mask = pad_batch([rows[i] for i in chunk], pad_id)
-        for i, seq in zip(chunk, generate(ids, mask).sequences):
-            out[i] = decode(seq)
+    bar = _progress_bar(len(order)) if progress else None
+    try:
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            ids, mask = pad_batch([rows[i] for i in chunk], pad_id)
+            for i, seq in zip(chunk, generate(ids, mask).sequences):
+                out[i] = decode(seq)
+            if bar is not None:
+                bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
     return out
 
 

@@ -93,11 +93,13 @@ class Translator:
         """One row of ``generate(...).sequences`` -> text (start, END and padding dropped)."""
         return self.subwords.decode(t for t in sequence.tolist() if t not in (PAD_ID, BOS_ID, EOS_ID))
 
-    def translate(self, texts: list[str] | str, *, batch_size: int | None = None, **generate_kwargs) -> list[str]:
-        """Translate ``texts`` (a list, or one string) -> list of texts, in the same order."""
+    def translate(self, texts: list[str] | str, *, batch_size: int | None = None, progress: bool = False,
+                  **generate_kwargs) -> list[str]:
+        """Translate ``texts`` (a list, or one string) -> list of texts, in the same order. ``progress``: a bar
+        (tqdm, on stderr) counting the texts translated."""
         return translate_texts(texts, source_ids=self.source_ids, decode=self.decode, pad_id=PAD_ID,
                                generate=lambda ids, mask: self.generate(ids, mask, **generate_kwargs),
-                               batch_size=batch_size or self.batch_size)
+                               batch_size=batch_size or self.batch_size, progress=progress)
 
     def attend(self, text: str, **generate_kwargs) -> Alignment:
         """Translate one text and return the cross-attention that produced each target piece."""
@@ -118,7 +120,7 @@ class Translator:
 
 
 def bleu_report(translator: Translator, sources: list[str], references: list[str], *, name: str = "test",
-                **generate_kwargs) -> list[str]:
+                progress: bool = False, **generate_kwargs) -> list[str]:
     """Translate ``sources`` and score them against ``references`` with sacreBLEU: lines to print."""
     try:
         import sacrebleu
@@ -129,7 +131,7 @@ def bleu_report(translator: Translator, sources: list[str], references: list[str
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TranslationWarning)
-        hyps = translator.translate(sources, **generate_kwargs)
+        hyps = translator.translate(sources, progress=progress, **generate_kwargs)
     seconds = time.perf_counter() - t0
     bleu = sacrebleu.metrics.BLEU()
     chrf = sacrebleu.metrics.CHRF()

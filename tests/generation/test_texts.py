@@ -38,3 +38,19 @@ def test_translate_texts_keeps_the_order_batches_by_length_and_warns_on_empty_te
     assert out == ["5 5 5", "", "5", "5 5"]
     assert seen == [(2, 2), (1, 3)]  # the two shortest first, then the longest: little padding
     assert [type(w.message) for w in caught] == [TranslationWarning]
+
+
+def test_translate_texts_can_count_its_texts_on_a_progress_bar(capsys):
+    class Out:
+        def __init__(self, ids):
+            self.sequences = ids
+
+    kw = dict(source_ids=lambda t, where: [len(w) + 4 for w in t.split()], pad_id=0,
+              generate=lambda ids, mask: Out(ids * mask), decode=lambda row: " ".join(str(int(v)) for v in row if v),
+              batch_size=2)
+    texts = ["a b c", "d", "e f", "g h i j", "k"]
+    quiet = translate_texts(texts, **kw)
+    assert capsys.readouterr().err == ""
+    assert translate_texts(texts, progress=True, **kw) == quiet  # the same translations
+    err = capsys.readouterr().err
+    assert "translate" in err and "5/5" in err  # every text counted, on stderr

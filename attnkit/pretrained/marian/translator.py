@@ -83,11 +83,13 @@ class MarianTranslator:
     def decode(self, sequence) -> str:
         return self.tokenizer.decode(sequence.tolist() if isinstance(sequence, Tensor) else sequence)
 
-    def translate(self, texts: list[str] | str, *, batch_size: int | None = None, **generate_kwargs) -> list[str]:
+    def translate(self, texts: list[str] | str, *, batch_size: int | None = None, progress: bool = False,
+                  **generate_kwargs) -> list[str]:
         """Translate ``texts`` (a list, or one string) -> list of texts in the same order."""
         return translate_texts(texts, source_ids=self.source_ids, decode=lambda seq: self.decode(seq[1:]),
                                generate=lambda ids, mask: self.generate(ids, mask, **generate_kwargs),
-                               pad_id=self.config.pad_token_id, batch_size=batch_size or self.batch_size)
+                               pad_id=self.config.pad_token_id, batch_size=batch_size or self.batch_size,
+                               progress=progress)
 
     def attend(self, text: str, **generate_kwargs) -> Alignment:
         """Translate one text and return the cross-attention that produced each target piece."""
