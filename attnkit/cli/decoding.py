@@ -5,9 +5,18 @@ from __future__ import annotations
 import argparse
 
 
-def generate_kwargs(args, decoder: str = "ar") -> dict:
+def generate_kwargs(args, decoder: str = "ar", command: str = "translate") -> dict:
     """The decoding options as ``attnkit.generation.generate`` arguments, or for a non-autoregressive run
-    (``decoder="nat"``) as ``attnkit.generation.mask_predict`` arguments; options of the other kind: a ValueError."""
+    (``decoder="nat"``) as ``attnkit.generation.mask_predict`` arguments; options of the other kind or out of
+    range: a ValueError naming the option, after ``command``."""
+    try:
+        return _kwargs(args, decoder)
+    except ValueError as e:
+        raise ValueError(f"{command}: {e}") from None
+
+
+def _kwargs(args, decoder: str) -> dict:
+    _check_ranges(args)
     nat = {k: v for k, v in (("iterations", args.iterations), ("length_candidates", args.length_candidates))
            if v is not None}
     ar = [flag for flag, given in (("--beam", args.beam is not None), ("--sample", args.sample),
@@ -15,22 +24,41 @@ def generate_kwargs(args, decoder: str = "ar") -> dict:
                                    ("--max-new-tokens", args.max_new_tokens is not None)) if given]
     if decoder == "nat":
         if ar:
-            raise ValueError(f"translate: {', '.join(ar)} {'is' if len(ar) == 1 else 'are'} for autoregressive runs; "
+            raise ValueError(f"{', '.join(ar)} {'is' if len(ar) == 1 else 'are'} for autoregressive runs; "
                              "this run is non-autoregressive (trained with --decoder nat): use --iterations and "
                              "--length-candidates")
         return nat
     if nat:
-        raise ValueError("translate: --iterations and --length-candidates are for non-autoregressive runs (trained "
+        raise ValueError("--iterations and --length-candidates are for non-autoregressive runs (trained "
                          "with --decoder nat); this run is autoregressive: use --beam or --sample")
     beam = args.default_beam if args.beam is None else args.beam
     if args.sample and beam > 1:
-        raise ValueError("translate: --sample and --beam > 1 do not go together (sampling uses one hypothesis)")
+        raise ValueError("--sample and --beam > 1 do not go together (sampling uses one hypothesis)")
+    sampling = [flag for flag, v in (("--temperature", args.temperature), ("--top-k", args.top_k),
+                                     ("--top-p", args.top_p), ("--seed", args.seed)) if v is not None]
+    if sampling and not args.sample:
+        raise ValueError(f"{', '.join(sampling)} {'applies' if len(sampling) == 1 else 'apply'} with "
+                         "--sample only")
     kw = {"num_beams": beam, "length_penalty": 1.0 if args.length_penalty is None else args.length_penalty}
     if args.max_new_tokens is not None:
         kw["max_new_tokens"] = args.max_new_tokens
     if args.sample:
-        kw.update(do_sample=True, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+        kw.update(do_sample=True, temperature=1.0 if args.temperature is None else args.temperature, top_k=args.top_k,
+                  top_p=1.0 if args.top_p is None else args.top_p, seed=0 if args.seed is None else args.seed)
     return kw
+
+
+def _check_ranges(args) -> None:
+    """Each decoding option in its range, the error naming the option as typed."""
+    for flag, v, ok, want in (("--beam", args.beam, lambda v: v >= 1, ">= 1"),
+                              ("--max-new-tokens", args.max_new_tokens, lambda v: v >= 0, ">= 0"),
+                              ("--iterations", args.iterations, lambda v: v >= 1, ">= 1"),
+                              ("--length-candidates", args.length_candidates, lambda v: v >= 1, ">= 1"),
+                              ("--temperature", args.temperature, lambda v: v > 0, "> 0"),
+                              ("--top-k", args.top_k, lambda v: v >= 0, ">= 0"),
+                              ("--top-p", args.top_p, lambda v: 0 < v <= 1, "in (0, 1]")):
+        if v is not None and not ok(v):
+            raise ValueError(f"{flag} must be {want}, got {v}")
 
 
 def add_decoding_args(p: argparse.ArgumentParser, beam: int = 1) -> None:
@@ -42,13 +70,14 @@ def add_decoding_args(p: argparse.ArgumentParser, beam: int = 1) -> None:
                    help="beam scores are log p / length ** this (default 1.0)")
     g.add_argument("--max-new-tokens", type=int, default=None, help="default 1.5 x the source length + 10")
     g.add_argument("--sample", action="store_true", help="sample instead of searching")
-    g.add_argument("--temperature", type=float, default=1.0, help="sampling: divide the logits by this (default 1.0)")
+    g.add_argument("--temperature", type=float, default=None,
+                   help="sampling: divide the logits by this (default 1.0)")
     g.add_argument("--top-k", type=int, default=None,
                    help="sampling: keep only the k most likely tokens (default: all)")
-    g.add_argument("--top-p", type=float, default=1.0,
+    g.add_argument("--top-p", type=float, default=None,
                    help="sampling: keep the smallest set of most likely tokens whose probability reaches p "
                         "(default 1.0: all)")
-    g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    g.add_argument("--seed", type=int, default=None, help="sampling seed (default 0)")
     n = p.add_argument_group("non-autoregressive runs (trained with --decoder nat)")
     n.add_argument("--iterations", type=int, default=None, metavar="N",
                    help="Mask-Predict iterations (1: one pass; default: the run's, 10)")

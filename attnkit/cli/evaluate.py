@@ -46,7 +46,7 @@ def run(args) -> int:
     folder, meta, mod, model = open_checkpoint(args.checkpoint, args.which, options)
     if hasattr(mod, "score"):  # tasks with their own metric (translation: BLEU and chrF of decoded text)
         print(f"checkpoint: {folder} (task {meta['task']}, step {meta.get('step')})")
-        for line in mod.score(model, meta, args, generate_kwargs(args, meta.get("decoder", "ar"))):
+        for line in mod.score(model, meta, args, generate_kwargs(args, meta.get("decoder", "ar"), "evaluate")):
             print(line)
         return 0
     data = mod.evaluation_data(meta, args.data, args)

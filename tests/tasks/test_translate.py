@@ -104,6 +104,18 @@ def test_cli_translate_evaluate_and_attention(run, capsys, tmp_path, monkeypatch
     assert capsys.readouterr().out.splitlines() == ["A child has a ball.", "A dog sees a house."]
     assert main(["translate", str(out), "--file", str(tmp_path / "missing.txt")]) == 1
     assert "translate: --file not found" in capsys.readouterr().err
+    # decoding options out of range, or sampling's without --sample: one line naming the option as typed
+    for bad, words in ((["--beam", "0"], "translate: --beam must be >= 1, got 0"),
+                       (["--max-new-tokens", "-1"], "--max-new-tokens must be >= 0"),
+                       (["--sample", "--top-p", "1.5"], "--top-p must be in (0, 1]"),
+                       (["--sample", "--temperature", "0"], "--temperature must be > 0"),
+                       (["--top-p", "0.9", "--seed", "1"], "--top-p, --seed apply with --sample only")):
+        assert main(["translate", str(out), "Ein hund.", *bad]) == 1
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1, (bad, err)
+    assert main(["evaluate", str(out), "--data", str(paths["dev_src"]), "--ref", str(paths["dev_tgt"]), "--beam",
+                 "0"]) == 1
+    assert "evaluate: --beam must be >= 1" in capsys.readouterr().err
     inp = tmp_path / "in.txt"
     inp.write_text("Ein kind hat ein ball.\n\nEin hund sieht ein haus.\n", encoding="utf-8")
     assert main(["translate", str(out), "--file", str(inp), "--sample", "--top-p", "0.5"]) == 0
