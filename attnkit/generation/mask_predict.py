@@ -99,7 +99,7 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         cands = model.row_lengths(attention_mask, memory)[:, None]  # (B, 1)
     k = cands.shape[1]
     lengths = cands.reshape(-1)  # (R,), R = B k
-    width = int(lengths.max()) if lengths.numel() > 1 else int(lengths) if lengths.numel() else 0  # longest row
+    width = int(lengths.max()) if lengths.numel() else 0  # the longest row
     if k > 1:  # every candidate a row of its own
         rows = torch.arange(b, device=dev).repeat_interleave(k)  # (R,) source row of each candidate
         memory = memory.index_select(0, rows)  # (R, S, d)

@@ -228,32 +228,22 @@ class NATTranslator(Translator):
     # translation itself, every position visible (as a Mask-Predict pass sees the tokens it keeps):
     # per layer and head, where each target position looks in the source.
 
+    LECTURE = "cross-attention of the parallel decoder"
+
     def _attend(self, text: str, kwargs: dict) -> tuple[Alignment, Tensor, Tensor, Tensor]:
         """(the alignment, source ids (1, S), its mask (1, S), the translation's tokens (1, T), END not
         included: the decoder writes T positions and END follows)."""
-        if not text.strip():
-            raise ValueError("attend: the text is empty")
-        ids, mask = self.batch([self.source_ids(text.strip())])
+        ids, mask = self._source(text)
         res = self.generate(ids, mask, **kwargs)
         n = int(res.lengths[0]) - 1  # the tokens before END
         tokens = res.sequences[:, 1:1 + n]  # (1, T)
         with torch.no_grad():
-            memory = self.model.encode(ids, mask)
-            out = self.model.decode_parallel(tokens, memory, mask, output_attentions=True)
+            out = self._lecture_pass(ids, mask, tokens)
         weights = torch.stack([a[0] for a in out.cross_attentions])  # L x (H, T, S) -> (L, H, T, S)
-        al = Alignment([self.subwords.piece(i) for i in ids[0].tolist()],
-                       [self.subwords.piece(i) for i in tokens[0].tolist()], weights, self.decode(res.sequences[0]))
+        al = Alignment([self._piece(i) for i in ids[0].tolist()], [self._piece(i) for i in tokens[0].tolist()],
+                       weights, self._row_text(res.sequences[0]))
         return al, ids, mask, tokens
 
-    def lecture(self, text: str, path, **kwargs):
-        """Translate one text, then write the lecture page of the decoder's cross-attention over the translation
-        (``attnkit.viz.model_lecture_html``; the pass of ``attend``). Returns (page, Alignment)."""
-        from ..viz.lecture import model_lecture_html
-
-        al, ids, mask, tokens = self._attend(text, kwargs)
-        with torch.no_grad():
-            page = model_lecture_html(
-                self.model, lambda: self.model.decode_parallel(tokens, self.model.encode(ids, mask), mask),
-                al.target, path, keys=al.source,
-                title=f"cross-attention of the parallel decoder: {text.strip()} -> {al.translation}")
-        return page, al
+    def _lecture_pass(self, ids: Tensor, mask: Tensor, rows: Tensor):
+        """The parallel decoder once over the translation ``rows`` (1, T), its attention weights kept."""
+        return self.model.decode_parallel(rows, self.model.encode(ids, mask), mask, output_attentions=True)

@@ -21,15 +21,16 @@ from torch import Tensor
 
 from ..data.bpe import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Subwords
 from ..generation import GenerateOutput, generate
-from ..generation.texts import Alignment, TranslationWarning, align_text, lecture_page, pad_batch, translate_texts
+from ..generation.texts import Alignment, TextTranslator, TranslationWarning, pad_batch
 
 __all__ = ["Translator", "Alignment", "TranslationWarning", "bleu_report"]
 
 
-class Translator:
+class Translator(TextTranslator):
     """A ``Seq2SeqModel`` + its subword vocabulary + the run's meta. ``translate`` / ``generate`` / ``attend``."""
 
     decoding = "ar"  # autoregressive; a non-autoregressive run loads as ``translate_nat.NATTranslator``
+    _pad_id = PAD_ID
 
     def __init__(self, model, subwords: Subwords, meta: dict, *, batch_size: int = 64):
         self.model, self.subwords, self.meta = model.eval(), subwords, meta
@@ -93,30 +94,11 @@ class Translator:
         """One row of ``generate(...).sequences`` -> text (start, END and padding dropped)."""
         return self.subwords.decode(t for t in sequence.tolist() if t not in (PAD_ID, BOS_ID, EOS_ID))
 
-    def translate(self, texts: list[str] | str, *, batch_size: int | None = None, progress: bool = False,
-                  **generate_kwargs) -> list[str]:
-        """Translate ``texts`` (a list, or one string) -> list of texts, in the same order. ``progress``: a bar
-        (tqdm, on stderr) counting the texts translated."""
-        return translate_texts(texts, source_ids=self.source_ids, decode=self.decode, pad_id=PAD_ID,
-                               generate=lambda ids, mask: self.generate(ids, mask, **generate_kwargs),
-                               batch_size=batch_size or self.batch_size, progress=progress)
+    def _row_text(self, sequence: Tensor) -> str:
+        return self.decode(sequence)
 
-    def attend(self, text: str, **generate_kwargs) -> Alignment:
-        """Translate one text and return the cross-attention that produced each target piece."""
-        return self._attend(text, generate_kwargs)[0]
-
-    def _attend(self, text: str, generate_kwargs: dict) -> tuple[Alignment, Tensor, Tensor, Tensor]:
-        """(the alignment, source ids (1, S), its mask (1, S), the decoder's input (1, T): the start token and
-        every generated piece but the last)."""
-        return align_text(text, source_ids=self.source_ids, batch=self.batch, decode=self.decode,
-                          piece=self.subwords.piece,
-                          generate=lambda ids, mask, **kw: self.generate(ids, mask, **kw, **generate_kwargs))
-
-    def lecture(self, text: str, path, **generate_kwargs):
-        """Translate one text, then write the lecture page of the decoder's cross-attention for it
-        (``generation.texts.lecture_page``). Returns (page, Alignment)."""
-        al, ids, mask, dec_in = self._attend(text, generate_kwargs)
-        return lecture_page(self.model, al, ids, mask, dec_in, path, text), al
+    def _piece(self, token_id: int) -> str:
+        return self.subwords.piece(token_id)
 
 
 def bleu_report(translator: Translator, sources: list[str], references: list[str], *, name: str = "test",

@@ -20,7 +20,7 @@ from pathlib import Path
 from torch import Tensor
 
 from ...generation import GenerateOutput, generate
-from ...generation.texts import Alignment, TranslationWarning, align_text, lecture_page, pad_batch, translate_texts
+from ...generation.texts import TextTranslator, TranslationWarning, pad_batch
 from ..folder import read_json
 from .tokenizer import MarianTokenizer
 
@@ -45,7 +45,7 @@ def generation_defaults(folder: Path, hf: dict) -> dict:
     return out
 
 
-class MarianTranslator:
+class MarianTranslator(TextTranslator):
     """A ``Seq2SeqModel`` + its ``MarianTokenizer`` + generation defaults. ``translate`` / ``generate``."""
 
     def __init__(self, model, tokenizer: MarianTokenizer, defaults: dict | None = None, *, name: str = "marian",
@@ -83,28 +83,15 @@ class MarianTranslator:
     def decode(self, sequence) -> str:
         return self.tokenizer.decode(sequence.tolist() if isinstance(sequence, Tensor) else sequence)
 
-    def translate(self, texts: list[str] | str, *, batch_size: int | None = None, progress: bool = False,
-                  **generate_kwargs) -> list[str]:
-        """Translate ``texts`` (a list, or one string) -> list of texts in the same order."""
-        return translate_texts(texts, source_ids=self.source_ids, decode=lambda seq: self.decode(seq[1:]),
-                               generate=lambda ids, mask: self.generate(ids, mask, **generate_kwargs),
-                               pad_id=self.config.pad_token_id, batch_size=batch_size or self.batch_size,
-                               progress=progress)
+    @property
+    def _pad_id(self) -> int:
+        return self.config.pad_token_id
 
-    def attend(self, text: str, **generate_kwargs) -> Alignment:
-        """Translate one text and return the cross-attention that produced each target piece."""
-        return self._attend(text, generate_kwargs)[0]
+    def _row_text(self, sequence: Tensor) -> str:
+        return self.decode(sequence[1:])  # after the start token
 
-    def _attend(self, text: str, generate_kwargs: dict) -> tuple[Alignment, Tensor, Tensor, Tensor]:
-        return align_text(text, source_ids=self.source_ids, batch=self.batch,
-                          decode=lambda seq: self.decode(seq[1:]), piece=self.tokenizer.piece,
-                          generate=lambda ids, mask, **kw: self.generate(ids, mask, **kw, **generate_kwargs))
-
-    def lecture(self, text: str, path, **generate_kwargs):
-        """Translate one text, then write the lecture page of the decoder's cross-attention for it
-        (``generation.texts.lecture_page``). Returns (page, Alignment)."""
-        al, ids, mask, dec_in = self._attend(text, generate_kwargs)
-        return lecture_page(self.model, al, ids, mask, dec_in, path, text), al
+    def _piece(self, token_id: int) -> str:
+        return self.tokenizer.piece(token_id)
 
     def __repr__(self) -> str:
         tc = self.config.transformer
