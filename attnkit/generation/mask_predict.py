@@ -14,15 +14,17 @@
    that cuts at END keeps the tokens before the first END.
 
 The model is reached only through ``models.nat.is_nat``'s protocol: ``encode``, ``decode_parallel``,
-``length_candidates`` / ``row_lengths`` and ``config`` (pad, END, mask ids, ``length``).
+``length_candidates`` / ``row_lengths`` and ``config`` (pad, END, mask ids, ``length``). A model may also
+give ``first_pass(input_ids, suppressed, use_cache=)``, steps 1 and 2 for one unpadded sentence and one
+length in one call (``pretrained.fast_nat.FastNAT``'s, for latency at batch 1), or None to leave them here.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ..functional.masks import keep_positions
@@ -64,12 +66,20 @@ def _suppressed(cfg, extra, device) -> Tensor:
     if extra and not all(isinstance(i, int) and 0 <= i < cfg.tgt_vocab_size for i in extra):
         raise ValueError(f"mask_predict: `suppress_tokens` must be token ids in [0, {cfg.tgt_vocab_size}), "
                          f"got {list(extra)}")
-    return _suppressed_ids(cfg, extra, device)
+    key = (id(cfg), extra, device)  # by identity: hashing a config hashes every field, at every call
+    hit = _SUPPRESSED.get(key)
+    if hit is None or hit[0] is not cfg:
+        if len(_SUPPRESSED) >= 64:
+            _SUPPRESSED.clear()
+        hit = _SUPPRESSED[key] = (cfg, _suppressed_ids(cfg, extra, device))
+    return hit[1]
 
 
-@functools.lru_cache(maxsize=64)
+_SUPPRESSED: dict = {}  # (id(config), extra ids, device) -> (config, ids): the config kept, so its id stays its own
+
+
 def _suppressed_ids(cfg, extra: tuple[int, ...], device) -> Tensor:
-    """``_suppressed``, made once per config, ids and device (the tensor is only read)."""
+    """``_suppressed``'s ids as a tensor (only read by the caller)."""
     ids = {cfg.pad_token_id, cfg.mask_id, *extra}
     if cfg.length == "classifier":
         ids.add(cfg.eos_token_id)
@@ -92,11 +102,19 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
     b, dev = input_ids.shape[0], input_ids.device
     if attention_mask is not None and bool(attention_mask.all()):
         attention_mask = None  # no padding: every step below takes its no-mask path
-    memory = model.encode(input_ids, attention_mask)  # (B, S, d)
-    if cfg.length == "classifier":
-        cands = model.length_candidates(memory, attention_mask, length_candidates)  # (B, k)
+    bad = _suppressed(cfg, suppress_tokens, dev)
+    first = None  # the model's own first pass, where it has one (one unpadded sentence, one length)
+    if callable(getattr(model, "first_pass", None)) and attention_mask is None and length_candidates == 1 \
+            and cfg.length == "classifier":
+        first = model.first_pass(input_ids, bad, use_cache=iterations > 1)
+    if first is not None:
+        memory, cands, tokens, logp_tok, cache = first
     else:
-        cands = model.row_lengths(attention_mask, memory)[:, None]  # (B, 1)
+        memory = model.encode(input_ids, attention_mask)  # (B, S, d)
+        if cfg.length == "classifier":
+            cands = model.length_candidates(memory, attention_mask, length_candidates)  # (B, k)
+        else:
+            cands = model.row_lengths(attention_mask, memory)[:, None]  # (B, 1)
     k = cands.shape[1]
     lengths = cands.reshape(-1)  # (R,), R = B k
     width = int(lengths.max()) if lengths.numel() else 0  # the longest row
@@ -106,15 +124,21 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         attention_mask = None if attention_mask is None else attention_mask.index_select(0, rows)
     every = lengths.numel() == 1 or bool((lengths == width).all())  # no padding: the first pass writes all (R, T)
     real = None if every else keep_positions(lengths, width)  # (R, T) True = a position of the row
-    tokens = torch.full((lengths.shape[0], width), cfg.mask_id, dtype=torch.long, device=dev)
-    if real is not None:
-        tokens = tokens.masked_fill(~real, cfg.pad_token_id)
-    fdt = torch.promote_types(memory.dtype, torch.float32)  # scores in float32, or float64 for float64 models
-    logp_tok = None if every else torch.zeros(lengths.shape[0], width, device=dev, dtype=fdt)  # (R, T) token log-p
+    if first is None:
+        tokens = torch.full((lengths.shape[0], width), cfg.mask_id, dtype=torch.long, device=dev)
+        if real is not None:
+            tokens = tokens.masked_fill(~real, cfg.pad_token_id)
+        fdt = torch.promote_types(memory.dtype, torch.float32)  # scores in float32, or float64 for float64 models
+        logp_tok = None if every else torch.zeros(lengths.shape[0], width, device=dev, dtype=fdt)  # (R, T) log-p
+        cache = None
     masked = real
-    bad = _suppressed(cfg, suppress_tokens, dev)
-    cache = None
-    for it in range(iterations):
+    for it in range(1 if first is not None else 0, iterations):
+        if it > 0:  # re-mask the n = T (N - it) / N least confident tokens
+            n = (lengths * (iterations - it)) // iterations  # (R,)
+            order = (logp_tok if real is None else logp_tok.masked_fill(~real, float("inf"))).argsort(dim=1)
+            rank = order.argsort(dim=1)  # (R, T) rank of each position, least confident first
+            masked = rank < n[:, None] if real is None else (rank < n[:, None]) & real
+            tokens = tokens.masked_fill(masked, cfg.mask_id)
         out = model.decode_parallel(tokens, memory, attention_mask, None if every else lengths, cache=cache,
                                     use_cache=iterations > 1)
         if out.cache is not None:  # keep the projected memory for the next iterations, not the row
@@ -128,13 +152,6 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         else:
             tokens = tokens.masked_scatter(masked, pred)
             logp_tok = logp_tok.masked_scatter(masked, best)
-        if it == iterations - 1:
-            break
-        n = (lengths * (iterations - 1 - it)) // iterations  # (R,) how many to predict again
-        order = (logp_tok if real is None else logp_tok.masked_fill(~real, float("inf"))).argsort(dim=1)  # (R, T)
-        rank = order.argsort(dim=1)  # (R, T) rank of each position, least confident first
-        masked = rank < n[:, None] if real is None else (rank < n[:, None]) & real
-        tokens = tokens.masked_fill(masked, cfg.mask_id)
     # (R,) mean log-probability
     scores = logp_tok.sum(1) / max(width, 1) if real is None else (logp_tok * real).sum(1) / lengths.clamp(min=1)
     if k > 1:  # each sentence's best candidate
@@ -142,11 +159,11 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         tokens, lengths, scores = tokens[chosen], lengths[chosen], scores[chosen]  # (B, T), (B,), (B,)
     if cfg.length == "end":  # keep what comes before the first END
         is_end = (tokens == cfg.eos_token_id) & keep_positions(lengths, width)
-        first = torch.where(is_end.any(1), is_end.float().argmax(1), lengths)  # (B,)
-        lengths = first
+        lengths = torch.where(is_end.any(1), is_end.float().argmax(1), lengths)  # (B,) the first END
     elif every:  # every row full: start, its tokens, END -> (B, 1 + T + 1)
-        edge = [tokens.new_full((b, 1), cfg.start_token_id), tokens, tokens.new_full((b, 1), cfg.eos_token_id)]
-        return NATOutput(torch.cat(edge, dim=1), scores, lengths + 1, cands)
+        sequences = F.pad(tokens, (1, 1), value=cfg.start_token_id)  # (B, T) -> (B, 1 + T + 1)
+        sequences[:, -1] = cfg.eos_token_id
+        return NATOutput(sequences, scores, lengths + 1, cands)
     width = int(lengths.max()) if lengths.numel() else 0
     keep = keep_positions(lengths, width)  # (B, T)
     body = tokens[:, :width].masked_fill(~keep, cfg.pad_token_id)

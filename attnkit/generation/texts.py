@@ -54,7 +54,8 @@ def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], 
     """Translate ``texts`` (a list, or one string) -> list of texts in the same order (see the module doc).
 
     ``source_ids(text, where)``: the ids to translate (``where`` names the text in warnings);
-    ``generate(input_ids, attention_mask)``: an object with ``.sequences`` (B, T); ``decode(row)``: text.
+    ``generate(input_ids, attention_mask)``: an object with ``.sequences`` (B, T), the mask None when no row is
+    padded; ``decode(row)``: text.
     ``progress``: a progress bar (tqdm, on stderr) counting the texts translated.
     """
     if isinstance(texts, str):
@@ -73,7 +74,10 @@ def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], 
     try:
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
-            ids, mask = pad_batch([rows[i] for i in chunk], pad_id)
+            batch = [rows[i] for i in chunk]
+            ids, mask = pad_batch(batch, pad_id)
+            if all(len(r) == len(batch[0]) for r in batch):
+                mask = None  # nothing padded: generate takes its no-mask path without checking a mask of ones
             for i, seq in zip(chunk, generate(ids, mask).sequences):
                 out[i] = decode(seq)
             if bar is not None:

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from ..functional import native
 from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import for_heads, padding
+from ..functional.tokens import best_tokens
 from ..models.nat import NATModel
 from ..models.seq2seq import memory_mask_from
 from ..nn import LayerCache
@@ -55,6 +56,7 @@ class FastNAT(nn.Module):
         layer = getattr(native.kernel(), "layer_forward", None) if self.base._native_step is not None else None
         self.layer_weights = [lay.native_weights(panels=True) for lay in self.base.layers] if layer else []
         self._native_layer = layer if self.layer_weights and None not in self.layer_weights else None
+        self._mask_table: Tensor | None = None  # (1, n, d) decoder input of n mask tokens (``_masked_rows``)
 
     # -- the mask_predict protocol -------------------------------------------------------------
     def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
@@ -123,6 +125,54 @@ class FastNAT(nn.Module):
         if base.final_norm is not None:
             x = base.final_norm(x)
         return DecoderOutput(x.view(b, t, d), None, None, cache if use_cache else None)
+
+    @torch.no_grad()
+    def first_pass(self, input_ids: Tensor, suppressed: Tensor, *, use_cache: bool = False):
+        """Mask-Predict's first pass for one unpadded sentence with one length candidate, in one call: the
+        encoder, the classifier's best length T, the decoder over T mask tokens, each position's best token
+        outside ``suppressed``. The same calls as ``encode``, ``length_candidates``, ``decode_parallel`` and
+        ``output_logits``, without the checks and tensors that a batch, a mask or padding needs (the
+        decoder's input, mask embedding plus positions, is made once): what latency at batch 1 is made of.
+
+        input_ids (1, S) -> (memory (1, S, d), lengths (1, 1), tokens (1, T), log-probabilities (1, T), the
+        cross-attention cache with ``use_cache`` else None); None where this does not apply (a batch, a
+        model that cuts at END or that the native layers do not run): the caller takes the general path."""
+        base = self.base
+        if (self._length is None or self._native_layer is None or base._native_encoder is None
+                or input_ids.dim() != 2 or input_ids.shape[0] != 1
+                or not 0 < input_ids.shape[1] <= min(LAYER_ROWS, SHORT_MAX_LEN)):
+            return None
+        memory = base.encode(input_ids)  # (1, S, d)
+        lengths = self.length_candidates(memory, None, 1)  # (1, 1)
+        t = int(lengths[0, 0])
+        cache = self._cross_cache(memory)
+        if t > LAYER_ROWS or t > SHORT_MAX_LEN:  # a row longer than the native layers take
+            tokens = torch.full((1, t), self.config.mask_id, dtype=torch.long, device=input_ids.device)
+            x = self.decode_parallel(tokens, memory, cache=cache).last_hidden_state.view(t, base.d_model)
+        else:
+            x = self._masked_rows(t)  # (1, T, d): every position the mask token
+            for layer, w, c in zip(base.layers, self.layer_weights, cache):
+                x = self._native_layer(x, w, base.num_heads, base._no_lengths, c.cross_kv[0], c.cross_kv[1],
+                                       base._no_lengths, base.norm_first, layer.ff1._act_id,
+                                       layer.norms[0].args[3], base.scale)
+            x = x.view(t, base.d_model)  # (1, T, d) -> (T, d)
+            if base.final_norm is not None:
+                x = base.final_norm(x)
+        logp, tokens = best_tokens(base.output.rows(x), suppressed)  # (T, V) logits -> (T,), (T,)
+        return memory, lengths, tokens.view(1, t), logp.view(1, t), cache if use_cache else None
+
+    def _masked_rows(self, t: int) -> Tensor:
+        """The decoder's input for a row of t mask tokens, (1, t, d): ``decode_parallel``'s embedding and
+        positions, made once for the longest row and sliced."""
+        table = self._mask_table
+        if table is None or table.shape[1] < t or table.dtype != self.base.target_table.dtype:
+            n = max(t, self.config.max_target_length)
+            tokens = torch.full((1, n), self.config.mask_id, dtype=torch.long, device=self.base.target_table.device)
+            table = F.embedding(tokens, self.base.target_table)  # (1, n, d), already times sqrt(d)
+            if self.base.position is not None:
+                table = self.base.position(table, 0)
+            self._mask_table = table = table.contiguous()
+        return table[:, :t]
 
     def _layers(self, x: Tensor, b: int, t: int, cache: list[LayerCache], self_mask, self_lens, cross_mask,
                 cross_lens) -> Tensor:

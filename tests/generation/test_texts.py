@@ -26,8 +26,8 @@ def test_translate_texts_keeps_the_order_batches_by_length_and_warns_on_empty_te
             self.sequences = ids
 
     def generate(ids, mask):
-        seen.append(tuple(ids.shape))
-        return Out(ids * mask)
+        seen.append((tuple(ids.shape), None if mask is None else mask.tolist()))
+        return Out(ids if mask is None else ids * mask)
 
     texts = ["a b c", "", "d", "e f"]
     with warnings.catch_warnings(record=True) as caught:
@@ -36,7 +36,8 @@ def test_translate_texts_keeps_the_order_batches_by_length_and_warns_on_empty_te
                               generate=generate, decode=lambda row: " ".join(str(int(v)) for v in row if v),
                               batch_size=2)
     assert out == ["5 5 5", "", "5", "5 5"]
-    assert seen == [(2, 2), (1, 3)]  # the two shortest first, then the longest: little padding
+    # the two shortest first, then the longest: little padding; a batch with nothing padded gets no mask
+    assert seen == [((2, 2), [[1, 0], [1, 1]]), ((1, 3), None)]
     assert [type(w.message) for w in caught] == [TranslationWarning]
 
 
@@ -46,7 +47,7 @@ def test_translate_texts_can_count_its_texts_on_a_progress_bar(capsys):
             self.sequences = ids
 
     kw = dict(source_ids=lambda t, where: [len(w) + 4 for w in t.split()], pad_id=0,
-              generate=lambda ids, mask: Out(ids * mask), decode=lambda row: " ".join(str(int(v)) for v in row if v),
+              generate=lambda ids, mask: Out(ids if mask is None else ids * mask), decode=lambda row: " ".join(str(int(v)) for v in row if v),
               batch_size=2)
     texts = ["a b c", "d", "e f", "g h i j", "k"]
     quiet = translate_texts(texts, **kw)

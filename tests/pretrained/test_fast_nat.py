@@ -16,8 +16,8 @@ pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built wit
               pytest.mark.usefixtures("one_thread")]
 
 
-def model(norm_first: bool, length="classifier", activation="relu", positional="sinusoidal", seed=0):
-    tc = TransformerConfig(d_model=32, num_heads=2, d_ff=48, num_encoder_layers=2, num_decoder_layers=2, dropout=0.0,
+def model(norm_first: bool, length="classifier", activation="relu", positional="sinusoidal", seed=0, d_model=32):
+    tc = TransformerConfig(d_model=d_model, num_heads=2, d_ff=48, num_encoder_layers=2, num_decoder_layers=2, dropout=0.0,
                            norm_first=norm_first, activation=activation, positional=positional, max_len=64)
     cfg = NATConfig(30, 30, tc, share_embeddings=True, max_positions=64, length=length, max_length_offset=4)
     torch.manual_seed(seed)
@@ -133,6 +133,55 @@ def test_mask_predict_gives_the_reference_translation(length, iterations, k):
     out = mask_predict(FastNAT(m), ids, mask, iterations=iterations, length_candidates=k)
     assert torch.equal(out.sequences, ref.sequences) and torch.equal(out.lengths, ref.lengths)
     torch.testing.assert_close(out.sequences_scores, ref.sequences_scores, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("iterations", [1, 4])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_sentence_takes_the_first_pass_and_gives_the_reference_translation(iterations, dtype):
+    m = model(True, d_model=64).to(dtype)  # heads of 32: bfloat16's native layers
+    fast, general = FastNAT(m), FastNAT(m)
+    native = fast._native_layer is not None  # bfloat16's needs AVX512-BF16
+    general.first_pass = lambda *a, **k: None  # the steps one by one (mask_predict's own loop)
+    taken = []
+    first_pass = fast.first_pass
+    fast.first_pass = lambda *a, **k: taken.append(first_pass(*a, **k)) or taken[-1]
+    for seed in range(4):
+        torch.manual_seed(seed)
+        ids = torch.randint(4, 30, (1, 3 + 2 * seed))
+        out = mask_predict(fast, ids, torch.ones_like(ids), iterations=iterations, length_candidates=1)
+        same = mask_predict(general, ids, iterations=iterations, length_candidates=1)  # the same calls: equal
+        assert torch.equal(out.sequences, same.sequences) and torch.equal(out.sequences_scores, same.sequences_scores)
+        if dtype == torch.float32:  # bfloat16 rounds differently from the reference model's products
+            ref = mask_predict(m, ids, iterations=iterations, length_candidates=1)
+            assert torch.equal(out.sequences, ref.sequences) and torch.equal(out.lengths, ref.lengths)
+            torch.testing.assert_close(out.sequences_scores, ref.sequences_scores, atol=1e-5, rtol=1e-5)
+        if not native:
+            assert taken[-1] is None
+            continue
+        memory, lengths, tokens, logp, cache = taken[-1]
+        assert torch.equal(lengths, m.length_candidates(m.encode(ids), None, 1))
+        assert tokens.shape == logp.shape == (1, int(lengths)) and logp.dtype == torch.float32
+        assert (cache is None) == (iterations == 1)
+    if not native:
+        return
+    assert len(taken) == 4
+    ids = torch.randint(4, 30, (2, 5))  # a batch, or several length candidates: the general path
+    mask_predict(fast, ids, iterations=1, length_candidates=1)
+    assert len(taken) == 5 and taken[-1] is None  # asked, and it declines a batch
+    mask_predict(fast, ids[:1], iterations=1, length_candidates=2)
+    assert len(taken) == 5  # not asked
+
+
+def test_the_first_pass_of_a_row_longer_than_the_native_layers_take():
+    m = model(True)
+    with torch.no_grad():
+        m.length_head.bias[-1] = 1e4  # always the longest: T = S + 4 > LAYER_ROWS for S = LAYER_ROWS
+    ids = torch.randint(4, 30, (1, LAYER_ROWS))
+    fast = FastNAT(m)
+    _, lengths, tokens, _, _ = fast.first_pass(ids, torch.tensor([0, 1, 2]))
+    assert int(lengths) == LAYER_ROWS + 4 and tokens.shape == (1, LAYER_ROWS + 4)
+    ref = mask_predict(m, ids, iterations=1, length_candidates=1)
+    assert torch.equal(mask_predict(fast, ids, iterations=1, length_candidates=1).sequences, ref.sequences)
 
 
 def test_unsupported_models_are_refused():
