@@ -47,7 +47,8 @@ def test_translate_texts_can_count_its_texts_on_a_progress_bar(capsys):
             self.sequences = ids
 
     kw = dict(source_ids=lambda t, where: [len(w) + 4 for w in t.split()], pad_id=0,
-              generate=lambda ids, mask: Out(ids if mask is None else ids * mask), decode=lambda row: " ".join(str(int(v)) for v in row if v),
+              generate=lambda ids, mask: Out(ids if mask is None else ids * mask),
+              decode=lambda row: " ".join(str(int(v)) for v in row if v),
               batch_size=2)
     texts = ["a b c", "d", "e f", "g h i j", "k"]
     quiet = translate_texts(texts, **kw)
