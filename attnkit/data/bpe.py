@@ -44,13 +44,14 @@ class Subwords:
         return self.tokenizer.get_vocab_size()
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text).ids
+        """The text's subword ids, no special token added (the caller adds END)."""
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return [e.ids for e in self.tokenizer.encode_batch(texts)]
+        return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
 
     def pieces(self, text: str) -> list[str]:
-        return self.tokenizer.encode(text).tokens
+        return self.tokenizer.encode(text, add_special_tokens=False).tokens
 
     def decode(self, ids: Iterable[int]) -> str:
         """Ids -> text; special tokens (pad, BOS, EOS) are left out."""

@@ -117,7 +117,10 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
             cands = model.row_lengths(attention_mask, memory)[:, None]  # (B, 1)
     k = cands.shape[1]
     lengths = cands.reshape(-1)  # (R,), R = B k
-    width = int(lengths.max()) if lengths.numel() else 0  # the longest row
+    if first is not None:
+        width = tokens.shape[1]
+    else:
+        width = int(lengths.max()) if lengths.numel() else 0  # the longest row
     if k > 1:  # every candidate a row of its own
         rows = torch.arange(b, device=dev).repeat_interleave(k)  # (R,) source row of each candidate
         memory = memory.index_select(0, rows)  # (R, S, d)
@@ -153,7 +156,7 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
             tokens = tokens.masked_scatter(masked, pred)
             logp_tok = logp_tok.masked_scatter(masked, best)
     # (R,) mean log-probability
-    scores = logp_tok.sum(1) / max(width, 1) if real is None else (logp_tok * real).sum(1) / lengths.clamp(min=1)
+    scores = logp_tok.mean(1) if real is None else (logp_tok * real).sum(1) / lengths.clamp(min=1)
     if k > 1:  # each sentence's best candidate
         chosen = torch.arange(b, device=dev) * k + scores.view(b, k).argmax(dim=1)  # (B,) its row
         tokens, lengths, scores = tokens[chosen], lengths[chosen], scores[chosen]  # (B, T), (B,), (B,)

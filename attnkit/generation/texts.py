@@ -75,9 +75,10 @@ def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], 
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
             batch = [rows[i] for i in chunk]
-            ids, mask = pad_batch(batch, pad_id)
-            if all(len(r) == len(batch[0]) for r in batch):
-                mask = None  # nothing padded: generate takes its no-mask path without checking a mask of ones
+            if all(len(r) == len(batch[0]) for r in batch):  # nothing padded: no mask for generate to check
+                ids, mask = torch.tensor(batch, dtype=torch.long), None
+            else:
+                ids, mask = pad_batch(batch, pad_id)
             for i, seq in zip(chunk, generate(ids, mask).sequences):
                 out[i] = decode(seq)
             if bar is not None:

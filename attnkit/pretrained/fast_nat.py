@@ -142,24 +142,25 @@ class FastNAT(nn.Module):
                 or input_ids.dim() != 2 or input_ids.shape[0] != 1
                 or not 0 < input_ids.shape[1] <= min(LAYER_ROWS, SHORT_MAX_LEN)):
             return None
-        memory = base.encode(input_ids)  # (1, S, d)
+        memory = self.encode(input_ids)  # (1, S, d)
         lengths = self.length_candidates(memory, None, 1)  # (1, 1)
         t = int(lengths[0, 0])
-        cache = self._cross_cache(memory)
+        keys, values = base.cross_keys_values(memory)  # per layer (1, H, S, dh)
+        cache = [LayerCache(None, kv) for kv in zip(keys, values)] if use_cache else None
         if t > LAYER_ROWS or t > SHORT_MAX_LEN:  # a row longer than the native layers take
             tokens = torch.full((1, t), self.config.mask_id, dtype=torch.long, device=input_ids.device)
-            x = self.decode_parallel(tokens, memory, cache=cache).last_hidden_state.view(t, base.d_model)
+            x = self.decode_parallel(tokens, memory, cache=[LayerCache(None, kv) for kv in zip(keys, values)])
+            x = x.last_hidden_state.view(t, base.d_model)
         else:
             x = self._masked_rows(t)  # (1, T, d): every position the mask token
-            for layer, w, c in zip(base.layers, self.layer_weights, cache):
-                x = self._native_layer(x, w, base.num_heads, base._no_lengths, c.cross_kv[0], c.cross_kv[1],
-                                       base._no_lengths, base.norm_first, layer.ff1._act_id,
-                                       layer.norms[0].args[3], base.scale)
+            for layer, w, k, v in zip(base.layers, self.layer_weights, keys, values):
+                x = self._native_layer(x, w, base.num_heads, base._no_lengths, k, v, base._no_lengths,
+                                       base.norm_first, layer.ff1._act_id, layer.norms[0].args[3], base.scale)
             x = x.view(t, base.d_model)  # (1, T, d) -> (T, d)
             if base.final_norm is not None:
                 x = base.final_norm(x)
         logp, tokens = best_tokens(base.output.rows(x), suppressed)  # (T, V) logits -> (T,), (T,)
-        return memory, lengths, tokens.view(1, t), logp.view(1, t), cache if use_cache else None
+        return memory, lengths, tokens.view(1, t), logp.view(1, t), cache
 
     def _masked_rows(self, t: int) -> Tensor:
         """The decoder's input for a row of t mask tokens, (1, t, d): ``decode_parallel``'s embedding and

@@ -42,11 +42,11 @@ class Translator(TextTranslator):
     # -- sources -------------------------------------------------------------------------------
     def source_ids(self, text: str, where: str = "input") -> list[int]:
         """Subword ids + END, cut to the length limit (with a warning)."""
-        unknown = self.subwords.unknown_characters(text)
+        ids = self.subwords.encode(text)
+        unknown = self.subwords.unknown_characters(text) if UNK_ID in ids else None  # only they read as <unk>
         if unknown:
             warnings.warn(f"{where}: characters never seen in training, read as <unk>: "
                           f"{' '.join(repr(c) for c in unknown)}", TranslationWarning, stacklevel=3)
-        ids = self.subwords.encode(text)
         if len(ids) > self.max_length - 1:
             warnings.warn(f"{where}: {len(ids)} subwords, more than the model's limit of {self.max_length - 1}; "
                           f"translating the first {self.max_length - 1}", TranslationWarning, stacklevel=3)

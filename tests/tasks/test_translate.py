@@ -162,7 +162,7 @@ def test_bad_input_gives_clear_errors_and_warnings(run, capsys, tmp_path):
     assert res[0] == "" and res[1] and res[2]
     assert any("text 1 is empty" in m for m in msgs)
     assert any("text 2:" in m and "limit of 127" in m for m in msgs)
-    assert any("'🚲'" in m for m in msgs)
+    assert [m.split(":")[0] for m in msgs if "never seen" in m] == ["text 3"] and any("'🚲'" in m for m in msgs)
     # mismatched line counts: both files and both counts named
     short = tmp_path / "short.tgt"
     short.write_text("A dog.\n", encoding="utf-8")
