@@ -205,7 +205,8 @@ def main() -> int:
           f"rounds over {len(test.src)} sentences, batch 64; load average at end {os.getloadavg()[0]:.2f}")
     print(f"# sacreBLEU signature: {metric.get_signature()}")
     if args.phases:
-        print(table(["decoding", "part", "ms / sentence (median)"], phases(contenders, sample, warm, args.latency_block)))
+        parts = phases(contenders, sample, warm, args.latency_block)
+        print(table(["decoding", "part", "ms / sentence (median)"], parts))
     return 0
 
 

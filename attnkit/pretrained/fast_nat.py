@@ -56,6 +56,9 @@ class FastNAT(nn.Module):
         layer = getattr(native.kernel(), "layer_forward", None) if self.base._native_step is not None else None
         self.layer_weights = [lay.native_weights(panels=True) for lay in self.base.layers] if layer else []
         self._native_layer = layer if self.layer_weights and None not in self.layer_weights else None
+        # every layer in one call (layers_forward: the same kernels) where they share activation and eps
+        same = len({(lay.ff1._act_id, lay.norms[0].args[3]) for lay in self.base.layers}) == 1
+        self._native_stack = getattr(native.kernel(), "layers_forward", None) if self._native_layer and same else None
         self._mask_table: Tensor | None = None  # (1, n, d) decoder input of n mask tokens (``_masked_rows``)
 
     # -- the mask_predict protocol -------------------------------------------------------------
@@ -115,10 +118,8 @@ class FastNAT(nn.Module):
             x = base.position(x, 0)
         if (self._native_layer is not None and b * t <= LAYER_ROWS and self_lens is not None and cross_lens is not None
                 and t <= SHORT_MAX_LEN and memory.shape[1] <= SHORT_MAX_LEN and x.is_contiguous()):
-            for layer, w, c in zip(base.layers, self.layer_weights, cache):  # where _attend runs the short kernel
-                x = self._native_layer(x, w, base.num_heads, self_lens, c.cross_kv[0], c.cross_kv[1],
-                                       cross_lens, base.norm_first, layer.ff1._act_id, layer.norms[0].args[3],
-                                       base.scale)
+            x = self._native_layers(x, self_lens, [c.cross_kv[0] for c in cache], [c.cross_kv[1] for c in cache],
+                                    cross_lens)  # where _attend runs the short kernel
             x = x.reshape(b * t, d)  # (B, T, d) -> (B*T, d)
         else:
             x = self._layers(x.reshape(b * t, d), b, t, cache, self_mask, self_lens, cross_mask, cross_lens)
@@ -152,15 +153,26 @@ class FastNAT(nn.Module):
             x = self.decode_parallel(tokens, memory, cache=[LayerCache(None, kv) for kv in zip(keys, values)])
             x = x.last_hidden_state.view(t, base.d_model)
         else:
-            x = self._masked_rows(t)  # (1, T, d): every position the mask token
-            for layer, w, k, v in zip(base.layers, self.layer_weights, keys, values):
-                x = self._native_layer(x, w, base.num_heads, base._no_lengths, k, v, base._no_lengths,
-                                       base.norm_first, layer.ff1._act_id, layer.norms[0].args[3], base.scale)
+            x = self._native_layers(self._masked_rows(t), base._no_lengths, keys, values, base._no_lengths)
             x = x.view(t, base.d_model)  # (1, T, d) -> (T, d)
             if base.final_norm is not None:
                 x = base.final_norm(x)
         logp, tokens = best_tokens(base.output.rows(x), suppressed)  # (T, V) logits -> (T,), (T,)
         return memory, lengths, tokens.view(1, t), logp.view(1, t), cache
+
+    def _native_layers(self, x: Tensor, self_lens: Tensor, keys: list[Tensor], values: list[Tensor],
+                       cross_lens: Tensor) -> Tensor:
+        """The decoder's layers natively: x (B, T, d) contiguous, each layer's cross keys and values (B, H, S, dh)
+        -> (B, T, d); in one call (``layers_forward``) where the layers share their settings, else one each."""
+        base = self.base
+        lay = base.layers[0]
+        if self._native_stack is not None:
+            return self._native_stack(x, self.layer_weights, base.num_heads, self_lens, keys, values, cross_lens,
+                                      base.norm_first, lay.ff1._act_id, lay.norms[0].args[3], base.scale)
+        for layer, w, k, v in zip(base.layers, self.layer_weights, keys, values):
+            x = self._native_layer(x, w, base.num_heads, self_lens, k, v, cross_lens, base.norm_first,
+                                   layer.ff1._act_id, layer.norms[0].args[3], base.scale)
+        return x
 
     def _masked_rows(self, t: int) -> Tensor:
         """The decoder's input for a row of t mask tokens, (1, t, d): ``decode_parallel``'s embedding and

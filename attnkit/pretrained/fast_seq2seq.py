@@ -191,6 +191,10 @@ class FastSeq2Seq(nn.Module):
         enc = list(self.encoder.layers)
         native_enc = enc and all(isinstance(m, FusedEncoderLayer) and m._native_layer is not None for m in enc)
         self._native_encoder = enc if native_enc else None
+        # ... and all of them in one call (layers_forward: the same kernels) where they share their settings
+        same = native_enc and len({(m.num_heads, m.norm_first, m.linear1._act_id, m.norm1.eps) for m in enc}) == 1
+        self._encoder_stack = getattr(native.kernel(), "layers_forward", None) if same else None
+        self._encoder_weights = [m.native_weights for m in enc] if same else []
         self._encoder_norm = None if self.encoder.norm is None else _Norm(self.encoder.norm)
         self.position = model.decoder.position
         self.layers = [_Layer(layer) for layer in model.decoder.layers]
@@ -226,14 +230,19 @@ class FastSeq2Seq(nn.Module):
         return self.encoder(x, memory_mask_from(attention_mask, s)).last_hidden_state
 
     def _encode_unpadded(self, input_ids: Tensor) -> Tensor:
-        """input_ids (B, S) with no padding, B * S <= LAYER_ROWS -> memory (B, S, d): the embedding, every
-        layer's native call (``layer_forward``) and the final norm with no Python between them (a sentence's
-        latency). The encoder module, which ``encode`` runs otherwise, is its reference."""
+        """input_ids (B, S) with no padding, B * S <= LAYER_ROWS -> memory (B, S, d): the embedding, the
+        layers in one native call (``layers_forward``; else each layer's, ``layer_forward``) and the final norm
+        (a sentence's latency). The encoder module, which ``encode`` runs otherwise, is its reference."""
         x = F.embedding(input_ids, self.src_table)  # (B, S, d), already times sqrt(d)
         if self.encoder.position is not None:
             x = self.encoder.position(x)
-        for layer in self._native_encoder:
-            x = layer.native(x, self._no_lengths)
+        if self._encoder_stack is not None:  # every layer in one call
+            m = self._native_encoder[0]
+            x = self._encoder_stack(x, self._encoder_weights, m.num_heads, self._no_lengths, [], [], self._no_lengths,
+                                    m.norm_first, m.linear1._act_id, m.norm1.eps, m.head_dim ** -0.5)
+        else:
+            for layer in self._native_encoder:
+                x = layer.native(x, self._no_lengths)
         return x if self._encoder_norm is None else self._encoder_norm(x)
 
     @torch.no_grad()

@@ -11,6 +11,7 @@ from attnkit.models.nat import NATConfig, NATModel
 from attnkit.nn import TransformerConfig
 from attnkit.pretrained.fast import LAYER_ROWS, onednn_available
 from attnkit.pretrained.fast_nat import FastNAT
+from attnkit.pretrained.fast_seq2seq import FastSeq2Seq
 
 pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
               pytest.mark.usefixtures("one_thread")]
@@ -82,6 +83,11 @@ def test_unpadded_sources_run_the_native_encoder_and_the_short_length_classifier
         for k in (1, 3, 99):  # without a mask: the reference's candidates, in its order
             for mask in (None, ones):
                 assert torch.equal(fast.length_candidates(ref, None, k), m.length_candidates(ref, mask, k))
+        # the layers in one call (layers_forward), or one call each: the same kernels, the same memory
+        each = copy.copy(base)
+        each._encoder_stack = None
+        assert base._encoder_stack is not None and torch.equal(FastSeq2Seq._encode_unpadded(base, ids),
+                                                               FastSeq2Seq._encode_unpadded(each, ids))
     assert calls == [(2, 7)] * 3
 
 
@@ -103,26 +109,31 @@ def test_a_sentence_alone_gives_its_row_of_a_padded_batch():
 
 @pytest.mark.parametrize("norm_first,activation", [(True, "relu"), (False, "gelu")])
 def test_the_native_layers_give_the_python_sequence(norm_first, activation):
-    """At up to LAYER_ROWS positions each decoder layer is one native call (layer_forward): the same hidden
-    states as the Python sequence (``_layers``, its reference), padded rows and sources included."""
+    """At up to LAYER_ROWS positions the decoder's layers are one native call (layers_forward), or one each
+    (layer_forward): the same hidden states as each other, and as the Python sequence (``_layers``, their
+    reference), padded rows and sources included."""
     m = model(norm_first, activation=activation)
     fast = FastNAT(m)
-    if fast._native_layer is None:
-        pytest.skip("the native layer does not run here")
-    reference = copy.copy(fast)
+    if fast._native_layer is None or fast._native_stack is None:
+        pytest.skip("the native layers do not run here")
+    reference, each = copy.copy(fast), copy.copy(fast)
     reference._native_layer = None
-    calls, kernel = [], fast._native_layer
-    fast._native_layer = lambda *a: calls.append(a[0].shape) or kernel(*a)
+    each._native_stack = None
+    calls, stacks, kernel, stack = [], [], fast._native_layer, fast._native_stack
+    each._native_layer = lambda *a: calls.append(a[0].shape) or kernel(*a)
+    fast._native_stack = lambda *a: stacks.append((a[0].shape, len(a[1]), len(a[4]))) or stack(*a)
     ids, mask = source()
     memory = fast.encode(ids, mask)
     tokens, lengths = torch.randint(3, 30, (2, 6)), torch.tensor([6, 4])  # 12 rows; row 1's source is padded
     got = fast.decode_parallel(tokens, memory[1:], mask[1:], lengths).last_hidden_state
+    one_by_one = each.decode_parallel(tokens, memory[1:], mask[1:], lengths).last_hidden_state
     ref = reference.decode_parallel(tokens, memory[1:], mask[1:], lengths).last_hidden_state
     keep = torch.arange(6)[None] < lengths[:, None]
+    assert torch.equal(got[keep], one_by_one[keep])  # the same kernels in the same order
     torch.testing.assert_close(got[keep], ref[keep], atol=2e-5, rtol=1e-5)
-    assert calls == [(2, 6, 32)] * 2  # two layers
+    assert calls == [(2, 6, 32)] * 2 and stacks == [((2, 6, 32), 2, 2)]  # two layers: two calls, or one
     fast.decode_parallel(torch.randint(3, 30, (3, LAYER_ROWS // 3 + 1)), memory, mask)  # > LAYER_ROWS: Python
-    assert len(calls) == 2
+    assert len(stacks) == 1
 
 
 @pytest.mark.parametrize("length,iterations,k", [("classifier", 1, 1), ("classifier", 4, 3), ("end", 3, 1)])

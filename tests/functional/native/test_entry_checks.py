@@ -125,6 +125,26 @@ SCRIPT = textwrap.dedent('''
         "lf weight meta": lambda: lf(w=swap(4, pan(64, 32).to("meta"), base=EW)),
         "lf norm float64": lambda: lf(w=swap(8, torch.ones(32).double(), base=EW)),
         "lf norm 2-D": lambda: lf(w=swap(10, torch.ones(1, 32), base=EW)),
+        # layers_forward(x, ws, num_heads, lengths, cross_keys, cross_values, cross_lengths, norm_first, act, ...)
+        "lsf no layers": lambda: K.layers_forward(XL, [], 2, E, [], [], E, False, 1, 1e-5, 0.25),
+        "lsf layer 1 qkv outputs": lambda: K.layers_forward(XL, [EW, swap(0, pan(64, 32), torch.randn(64), base=EW)],
+                                                           2, E, [], [], E, False, 1, 1e-5, 0.25),
+        "lsf layer 1 w 13": lambda: K.layers_forward(XL, [EW, EW + [torch.ones(32)]], 2, E, [], [], E, False, 1,
+                                                    1e-5, 0.25),
+        "lsf kinds mixed": lambda: K.layers_forward(XL, [EW, DW], 2, E, [], [], E, False, 1, 1e-5, 0.25),
+        "lsf cross keys with 12": lambda: K.layers_forward(XL, [EW], 2, E, [CK], [CK], E, False, 1, 1e-5, 0.25),
+        "lsf one cross for two": lambda: K.layers_forward(XL, [DW, DW], 2, E, [CK], [CK], E, False, 1, 1e-5, 0.25),
+        "lsf cross values missing": lambda: K.layers_forward(XL, [DW], 2, E, [CK], [], E, False, 1, 1e-5, 0.25),
+        "lsf cross batch": lambda: K.layers_forward(XL, [DW, DW], 2, E, [CK, torch.randn(1, 2, 5, 16)], [CK, CK], E,
+                                                    False, 1, 1e-5, 0.25),
+        "lsf cross S differs": lambda: K.layers_forward(XL, [DW, DW], 2, E, [CK, CK], [CK, torch.randn(2, 2, 4, 16)],
+                                                        E, False, 1, 1e-5, 0.25),
+        "lsf cross meta": lambda: K.layers_forward(XL, [DW], 2, E, [CK.to("meta")], [CK], E, False, 1, 1e-5, 0.25),
+        "lsf x float64": lambda: K.layers_forward(XL.double(), [EW], 2, E, [], [], E, False, 1, 1e-5, 0.25),
+        "lsf heads 3": lambda: K.layers_forward(XL, [EW], 3, E, [], [], E, False, 1, 1e-5, 0.25),
+        "lsf act": lambda: K.layers_forward(XL, [EW], 2, E, [], [], E, False, 9, 1e-5, 0.25),
+        "lsf lengths size": lambda: K.layers_forward(XL, [EW], 2, torch.tensor([1, 2, 3]), [], [], E, False, 1, 1e-5,
+                                                     0.25),
         # window_forward(q, k, v, lengths, left, right, scale)
         "wf meta k": lambda: K.window_forward(q, meta, v, E, 2, 2, 0.25),
         "wf all meta": lambda: K.window_forward(*qkv(device="meta"), E, 2, 2, 0.25),
@@ -251,6 +271,9 @@ SCRIPT = textwrap.dedent('''
     assert lf(w=DW, ck=CK, cv=CK, clens=torch.tensor([5, 3])).shape == (2, 5, 32)  # blocked weights too
     assert lf(x=XL[:0], w=DW, ck=CK[:0], cv=CK[:0]).shape == (0, 5, 32)
     assert lf(x=XL[:, :0]).shape == (2, 0, 32)
+    assert K.layers_forward(XL, [EW, EW, EW], 2, E, [], [], E, True, 1, 1e-5, 0.25).shape == (2, 5, 32)
+    assert K.layers_forward(XL, [DW, DW], 2, E, [CK, CK], [CK, CK], E, False, 1, 1e-5, 0.25).shape == (2, 5, 32)
+    assert K.layers_forward(XL[:, :0], [EW, EW], 2, E, [], [], E, False, 1, 1e-5, 0.25).shape == (2, 0, 32)
     print("all", len(bad), "rejected")
 ''')
 

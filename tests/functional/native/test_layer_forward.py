@@ -106,3 +106,50 @@ def test_layer_forward_gives_the_layer_maths(data, d, dff, cross, panels, pre, a
     # bfloat16: every intermediate (q, k, v, the attention output, each sub-layer's sum) rounded to 8 bits
     tol = 6e-2 if bf16 else 2e-4
     torch.testing.assert_close(out.float(), want, atol=tol, rtol=tol)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), d=st.sampled_from([32, 64]), cross=st.booleans(), panels=st.booleans(), pre=st.booleans(),
+       threads=st.sampled_from([1, 2]), padded=st.booleans(), bf16=st.booleans(), layers=st.integers(1, 4))
+def test_layers_forward_is_layer_forward_layer_after_layer(data, d, cross, panels, pre, threads, padded, bf16,
+                                                           layers):
+    """One call over a stack of layers (one region, shared buffers, outputs in turn in two buffers) gives
+    bit for bit what calling layer_forward on each layer in turn gives; each layer its own feed-forward width
+    and its own memory."""
+    dh = 32 if bf16 else 16
+    assume(d % dh == 0 and (not bf16 or K.cpu_has_bf16()))
+    dt = torch.bfloat16 if bf16 else torch.float32
+    b = data.draw(st.integers(1, 3), label="B")
+    t = data.draw(st.integers(1, 32 // b), label="T")
+    heads, s = d // dh, data.draw(st.integers(1, 10), label="S")
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 2 ** 16), label="seed"))
+
+    def rnd(*shape, std=1.0):
+        return (torch.randn(*shape, generator=g) * std).to(dt)
+
+    ws, cks, cvs = [], [], []
+    for _ in range(layers):
+        dff = data.draw(st.sampled_from([32, 48, 96]), label="dff")
+        shapes = [(3 * d, d), (d, d)] + ([(d, d), (d, d)] if cross else []) + [(dff, d), (d, dff)]
+        lin = [(rnd(n, k, std=k ** -0.5), rnd(n, std=0.1)) for n, k in shapes]
+        norms = [(1 + rnd(d, std=0.1), rnd(d, std=0.1)) for _ in range(3 if cross else 2)]
+        ws.append([p for (wt, bias) in lin for p in (packed(wt, panels), bias)] + [p for n in norms for p in n])
+        cks.append(rnd(b, heads, s, dh) if cross else None)
+        cvs.append(rnd(b, heads, s, dh) if cross else None)
+    x = rnd(b, t, d)
+    lens = native.lengths_arg(torch.tensor([data.draw(st.integers(0, t)) for _ in range(b)]) if padded else None)
+    clens = native.lengths_arg(torch.tensor([data.draw(st.integers(0, s)) for _ in range(b)])
+                               if padded and cross else None)
+    act, scale = data.draw(st.integers(0, 4), label="act"), 1 / math.sqrt(dh)
+    n = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        out = K.layers_forward(x, ws, heads, lens, cks if cross else [], cvs if cross else [], clens, pre, act, EPS,
+                               scale)
+        want = x
+        for w, ck, cv in zip(ws, cks, cvs):
+            want = K.layer_forward(want, w, heads, lens, ck, cv, clens, pre, act, EPS, scale)
+    finally:
+        torch.set_num_threads(n)
+    assert out.shape == x.shape and out.dtype == dt
+    assert torch.equal(out, want)

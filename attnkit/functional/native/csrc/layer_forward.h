@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -233,15 +234,24 @@ inline void check_memory(const at::Tensor& m, int64_t b, int64_t h, int64_t dh, 
 
 // Everything after the entry points' checks: the buffers (allocated before the region: nothing in it
 // allocates or throws), then the region. x: b rows of t positions, (b * t, d) in memory -> (b * t, d).
-inline at::Tensor run(const at::Tensor& x, const std::vector<at::Tensor>& w, int64_t b, int64_t t, int64_t h,
-                      bool cross, bool norm_first, int64_t act, double eps, double scale, const int64_t* len,
-                      const at::Tensor* ck, const at::Tensor* cv, const int64_t* cross_len, int64_t group,
-                      const at::Tensor* keys, const at::Tensor* values, int64_t pos) {
-  const int64_t n = b * t, d = x.size(-1), dh = d / h, dff = packed_outputs(w[cross ? 8 : 4]);
-  const int64_t src = cross ? ck->size(2) : 0;
+// ws: the layers, run one after the other in the same region (a barrier between two), layer i's cross
+// keys and values cks[i], cvs[i] (cross-attention); the output of one is the input of the next (two
+// buffers in turn), the scratch is shared.
+inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const std::vector<at::Tensor>*>& ws, int64_t b,
+                             int64_t t, int64_t h, bool cross, bool norm_first, int64_t act, double eps, double scale,
+                             const int64_t* len, const std::vector<const at::Tensor*>& cks,
+                             const std::vector<const at::Tensor*>& cvs, const int64_t* cross_len, int64_t group,
+                             const at::Tensor* keys, const at::Tensor* values, int64_t pos) {
+  const int64_t n = b * t, d = x.size(-1), dh = d / h, layers = static_cast<int64_t>(ws.size());
+  int64_t dff = 0, src = 0;
+  for (int64_t l = 0; l < layers; ++l) {
+    dff = std::max(dff, packed_outputs((*ws[l])[cross ? 8 : 4]));
+    if (cross) src = std::max(src, cks[l]->size(2));
+  }
   auto opts = x.options();
   auto out = at::empty({n, d}, opts);
   if (n == 0) return out;
+  auto other = layers > 1 ? at::empty({n, d}, opts) : at::Tensor();  // the layers write out and other in turn
   auto qkv = at::empty({n, 3 * d}, opts), o = at::empty({n, d}, opts), y = at::empty({n, d}, opts);
   auto f = at::empty({n, dff}, opts);
   auto q = cross ? at::empty({n, d}, opts) : at::Tensor();
@@ -262,23 +272,99 @@ inline at::Tensor run(const at::Tensor& x, const std::vector<at::Tensor>& w, int
     auto p = [](const at::Tensor* u) {
       return u != nullptr && u->defined() ? reinterpret_cast<S*>(u->data_ptr()) : nullptr;
     };
-    Layer<S> L{w, b, t, d, h, dh, dff, n, cross, norm_first, act, static_cast<float>(eps), static_cast<float>(scale),
-               len, cross_len, p(ck), p(cv), {0, 0, 0}, {0, 0, 0}, src, group, p(keys), p(values), pos,
-               xf.get(), xb.get(), sums.get(), sums_size, &scratch, yf.get(), p(&qkv), p(&o), p(&y), p(&q), p(&f),
-               p(&out)};
-    for (int i = 0; cross && i < 3; ++i) {
-      L.ck_s[i] = ck->stride(i);
-      L.cv_s[i] = cv->stride(i);
+    std::vector<Layer<S>> steps;
+    steps.reserve(layers);
+    for (int64_t l = 0; l < layers; ++l) {  // the last layer writes out
+      const at::Tensor* dst = (layers - 1 - l) % 2 == 0 ? &out : &other;
+      const at::Tensor* ck = cross ? cks[l] : nullptr;
+      const at::Tensor* cv = cross ? cvs[l] : nullptr;
+      steps.push_back(Layer<S>{*ws[l], b, t, d, h, dh, packed_outputs((*ws[l])[cross ? 8 : 4]), n, cross, norm_first,
+                               act, static_cast<float>(eps), static_cast<float>(scale), len, cross_len, p(ck), p(cv),
+                               {0, 0, 0}, {0, 0, 0}, cross ? ck->size(2) : 0, group, p(keys), p(values), pos,
+                               xf.get(), xb.get(), sums.get(), sums_size, &scratch, yf.get(), p(&qkv), p(&o), p(&y),
+                               p(&q), p(&f), p(dst)});
+      for (int i = 0; cross && i < 3; ++i) {
+        steps.back().ck_s[i] = ck->stride(i);
+        steps.back().cv_s[i] = cv->stride(i);
+      }
     }
     const S* xp = reinterpret_cast<const S*>(x.data_ptr());
 #pragma omp parallel num_threads(nt)
-    L.run(xp, omp_get_thread_num(), omp_get_num_threads());
+    {
+      const int tid = omp_get_thread_num(), team = omp_get_num_threads();
+      for (int64_t l = 0; l < layers; ++l) {
+        if (l > 0) {
+#pragma omp barrier
+        }
+        steps[l].run(l == 0 ? xp : steps[l - 1].out, tid, team);
+      }
+    }
   };
   if (x.scalar_type() == at::kFloat)
     go(float{});
   else
     go(uint16_t{});
   return out;
+}
+
+// One layer (layer_forward, decoder_layer_step).
+inline at::Tensor run(const at::Tensor& x, const std::vector<at::Tensor>& w, int64_t b, int64_t t, int64_t h,
+                      bool cross, bool norm_first, int64_t act, double eps, double scale, const int64_t* len,
+                      const at::Tensor* ck, const at::Tensor* cv, const int64_t* cross_len, int64_t group,
+                      const at::Tensor* keys, const at::Tensor* values, int64_t pos) {
+  return run_layers(x, {&w}, b, t, h, cross, norm_first, act, eps, scale, len, {ck}, {cv}, cross_len, group, keys,
+                    values, pos);
+}
+
+}  // namespace layer_detail
+
+namespace layer_detail {
+
+// layer_forward's checks of one layer's w against x (B, T, d), dtype dt, h heads; `which` names the layer in
+// a stack (-1: alone). Returns whether the layer has cross-attention (18 tensors).
+inline bool check_layer(const std::vector<at::Tensor>& w, at::ScalarType dt, int64_t d, const char* who,
+                        int64_t which) {
+  const std::string at_layer = which < 0 ? std::string() : " (layer " + std::to_string(which) + ")";
+  TORCH_CHECK(w.size() == 12 || w.size() == 18, who, at_layer, ": `w` must hold 12 tensors (an encoder layer) or 18 "
+              "(with cross-attention): W, b of each linear layer, then weight, bias of each norm; got ", w.size());
+  for (const auto& p : w) TORCH_CHECK(p.defined(), who, at_layer, ": every tensor of `w` must be defined");
+  const bool cross = w.size() == 18;
+  const int lin = cross ? 6 : 4, ff1 = 2 * (lin - 2), ff2 = ff1 + 2, norms = 2 * lin;
+  for (int i = 0; i < norms; i += 2) {
+    TORCH_CHECK(packed_outputs(w[i]) > 0 && w[i].device().is_cpu() && w[i].scalar_type() == dt &&
+                    w[i].is_contiguous(), who, at_layer, ": weight ", i / 2, " must be blocked (N / 4, K / 16, 4, 16) "
+                "or in panels (float32 (N / 16, K, 16), bfloat16 (N / 16, K / 2, 16, 2)), contiguous, x's dtype, on "
+                "the CPU");
+    check_param(w[i + 1], dt, packed_outputs(w[i]), who, i + 1);
+    TORCH_CHECK(packed_outputs(w[i]) % 16 == 0, who, at_layer, ": weight ", i / 2,
+                " must have a multiple of 16 outputs");
+  }
+  TORCH_CHECK(packed_outputs(w[0]) == 3 * d, who, at_layer, ": the qkv weight must have 3d = ", 3 * d, " outputs");
+  const int64_t dff = packed_outputs(w[ff1]);
+  for (int i = 0; i < norms; i += 2) {
+    TORCH_CHECK(i == 0 || i == ff1 || packed_outputs(w[i]) == d, who, at_layer, ": weight ", i / 2,
+                " must have d = ", d, " outputs");
+    TORCH_CHECK(packed_inputs(w[i]) == (i == ff2 ? dff : d), who, at_layer, ": weight ", i / 2, " must have ",
+                i == ff2 ? "ff1's outputs" : "d", " inputs");
+  }
+  for (int i = norms; i < static_cast<int>(w.size()); ++i) check_param(w[i], dt, d, who, i);
+  return cross;
+}
+
+// The checks every entry makes of x (B, T, d) and the head count; returns dt.
+inline at::ScalarType check_rows(const at::Tensor& x, int64_t num_heads, int64_t act, const char* who) {
+  TORCH_CHECK(x.defined() && x.device().is_cpu() && x.dim() == 3 && x.is_contiguous(), who,
+              ": `x` must be (B, T, d), contiguous, on the CPU");
+  const auto dt = x.scalar_type();
+  TORCH_CHECK(dt == at::kFloat || (dt == at::kBFloat16 && attnkit_simd::cpu_has_bf16()), who,
+              ": `x` must be float32, or bfloat16 on a CPU with AVX512-BF16");
+  check_sizes(x, who, "x");
+  const int64_t d = x.size(2);
+  TORCH_CHECK(num_heads >= 1 && d % num_heads == 0, who, ": num_heads=", num_heads, " must divide d=", d);
+  TORCH_CHECK((d / num_heads) % (dt == at::kFloat ? 16 : 32) == 0, who, ": the head size d / num_heads = ",
+              d / num_heads, " must be a multiple of 16 (bfloat16: 32)");
+  TORCH_CHECK(act >= 0 && act <= 4, who, ": act must be 0 (none), 1 (ReLU), 2 (SiLU), 3 (GELU) or 4 (GELU tanh)");
+  return dt;
 }
 
 }  // namespace layer_detail
@@ -288,57 +374,67 @@ inline at::Tensor layer_forward(const at::Tensor& x, const std::vector<at::Tenso
                                 const c10::optional<at::Tensor>& cross_values, const at::Tensor& cross_lengths,
                                 bool norm_first, int64_t act, double eps, double scale) {
   const char* who = "layer_forward";
-  TORCH_CHECK(w.size() == 12 || w.size() == 18, who, ": `w` must hold 12 tensors (an encoder layer) or 18 (with "
-              "cross-attention): W, b of each linear layer, then weight, bias of each norm; got ", w.size());
-  for (const auto& p : w) TORCH_CHECK(p.defined(), who, ": every tensor of `w` must be defined");
-  const bool cross = w.size() == 18;
-  const int lin = cross ? 6 : 4, ff1 = 2 * (lin - 2), ff2 = ff1 + 2, norms = 2 * lin;
-  TORCH_CHECK(x.defined() && x.device().is_cpu() && x.dim() == 3 && x.is_contiguous(), who,
-              ": `x` must be (B, T, d), contiguous, on the CPU");
-  const auto dt = x.scalar_type();
-  TORCH_CHECK(dt == at::kFloat || (dt == at::kBFloat16 && attnkit_simd::cpu_has_bf16()), who,
-              ": `x` must be float32, or bfloat16 on a CPU with AVX512-BF16");
-  check_sizes(x, who, "x");
-  const int64_t b = x.size(0), t = x.size(1), d = x.size(2);
-  TORCH_CHECK(num_heads >= 1 && d % num_heads == 0, who, ": num_heads=", num_heads, " must divide d=", d);
-  const int64_t h = num_heads, dh = d / h;
-  TORCH_CHECK(dh % (dt == at::kFloat ? 16 : 32) == 0, who, ": the head size d / num_heads = ", dh,
-              " must be a multiple of 16 (bfloat16: 32)");
-  for (int i = 0; i < norms; i += 2) {
-    TORCH_CHECK(packed_outputs(w[i]) > 0 && w[i].device().is_cpu() && w[i].scalar_type() == dt &&
-                    w[i].is_contiguous(), who, ": weight ", i / 2, " must be blocked (N / 4, K / 16, 4, 16) or in "
-                "panels (float32 (N / 16, K, 16), bfloat16 (N / 16, K / 2, 16, 2)), contiguous, x's dtype, on the CPU");
-    layer_detail::check_param(w[i + 1], dt, packed_outputs(w[i]), who, i + 1);
-    TORCH_CHECK(packed_outputs(w[i]) % 16 == 0, who, ": weight ", i / 2, " must have a multiple of 16 outputs");
-  }
-  TORCH_CHECK(packed_outputs(w[0]) == 3 * d, who, ": the qkv weight must have 3d = ", 3 * d, " outputs");
-  const int64_t dff = packed_outputs(w[ff1]);
-  for (int i = 0; i < norms; i += 2) {
-    TORCH_CHECK(i == 0 || i == ff1 || packed_outputs(w[i]) == d, who, ": weight ", i / 2, " must have d = ", d,
-                " outputs");
-    TORCH_CHECK(packed_inputs(w[i]) == (i == ff2 ? dff : d), who, ": weight ", i / 2, " must have ",
-                i == ff2 ? "ff1's outputs" : "d", " inputs");
-  }
-  for (int i = norms; i < static_cast<int>(w.size()); ++i) layer_detail::check_param(w[i], dt, d, who, i);
-  TORCH_CHECK(act >= 0 && act <= 4, who, ": act must be 0 (none), 1 (ReLU), 2 (SiLU), 3 (GELU) or 4 (GELU tanh)");
+  const auto dt = layer_detail::check_rows(x, num_heads, act, who);
+  const int64_t b = x.size(0), t = x.size(1), d = x.size(2), h = num_heads, dh = d / h;
+  const bool cross = layer_detail::check_layer(w, dt, d, who, -1);
   const bool has_ck = cross_keys.has_value() && cross_keys->defined();
   const bool has_cv = cross_values.has_value() && cross_values->defined();
   TORCH_CHECK(has_ck == cross && has_cv == cross, who,
               ": give cross_keys and cross_values with 18 tensors (cross-attention) and neither with 12");
   const int64_t* len = lengths_ptr(lengths, b, who);
   const int64_t* cross_len = nullptr;
-  int64_t src = 0;
   if (cross) {
     layer_detail::check_memory(*cross_keys, b, h, dh, dt, who, "cross_keys");
     layer_detail::check_memory(*cross_values, b, h, dh, dt, who, "cross_values");
-    src = cross_keys->size(2);
-    TORCH_CHECK(cross_values->size(2) == src, who, ": cross_keys and cross_values must have the same S");
+    TORCH_CHECK(cross_values->size(2) == cross_keys->size(2), who,
+                ": cross_keys and cross_values must have the same S");
     cross_len = lengths_ptr(cross_lengths, b, who);
   }
-
   return layer_detail::run(x, w, b, t, h, cross, norm_first, act, eps, scale, len,
                            cross ? &*cross_keys : nullptr, cross ? &*cross_values : nullptr, cross_len, 1, nullptr,
                            nullptr, 0)
+      .view({b, t, d});
+}
+
+// layer_forward of every layer of ws in turn, in one call (one region, the buffers allocated once): an
+// encoder's layers, or a non-autoregressive decoder's with cross_keys[i], cross_values[i] the memory
+// projected by layer i (empty lists for an encoder). Every layer of the same kind, norm placement and
+// activation; the same results as calling layer_forward layer by layer.
+inline at::Tensor layers_forward(const at::Tensor& x, const std::vector<std::vector<at::Tensor>>& ws,
+                                 int64_t num_heads, const at::Tensor& lengths,
+                                 const std::vector<at::Tensor>& cross_keys, const std::vector<at::Tensor>& cross_values,
+                                 const at::Tensor& cross_lengths, bool norm_first, int64_t act, double eps,
+                                 double scale) {
+  const char* who = "layers_forward";
+  const auto dt = layer_detail::check_rows(x, num_heads, act, who);
+  const int64_t b = x.size(0), t = x.size(1), d = x.size(2), h = num_heads, dh = d / h;
+  TORCH_CHECK(!ws.empty(), who, ": `ws` must hold at least one layer's weights");
+  const int64_t layers = static_cast<int64_t>(ws.size());
+  const bool cross = layer_detail::check_layer(ws[0], dt, d, who, 0);
+  for (int64_t l = 1; l < layers; ++l)
+    TORCH_CHECK(layer_detail::check_layer(ws[l], dt, d, who, l) == cross, who, ": layer ", l, " has ",
+                cross ? "no " : "", "cross-attention and layer 0 ", cross ? "has" : "has none");
+  TORCH_CHECK(static_cast<int64_t>(cross_keys.size()) == (cross ? layers : 0) &&
+                  cross_values.size() == cross_keys.size(), who, ": give one cross_keys and one cross_values per "
+              "layer with cross-attention (", layers, " layers) and none without; got ", cross_keys.size(), " and ",
+              cross_values.size());
+  const int64_t* len = lengths_ptr(lengths, b, who);
+  const int64_t* cross_len = cross ? lengths_ptr(cross_lengths, b, who) : nullptr;
+  std::vector<const std::vector<at::Tensor>*> wp;
+  std::vector<const at::Tensor*> ck, cv;
+  for (int64_t l = 0; l < layers; ++l) {
+    wp.push_back(&ws[l]);
+    if (!cross) continue;
+    layer_detail::check_memory(cross_keys[l], b, h, dh, dt, who, "cross_keys");
+    layer_detail::check_memory(cross_values[l], b, h, dh, dt, who, "cross_values");
+    TORCH_CHECK(cross_values[l].size(2) == cross_keys[l].size(2), who, ": layer ", l,
+                ": cross_keys and cross_values must have the same S");
+    ck.push_back(&cross_keys[l]);
+    cv.push_back(&cross_values[l]);
+  }
+  if (!cross) ck.assign(layers, nullptr), cv.assign(layers, nullptr);
+  return layer_detail::run_layers(x, wp, b, t, h, cross, norm_first, act, eps, scale, len, ck, cv, cross_len, 1,
+                                  nullptr, nullptr, 0)
       .view({b, t, d});
 }
 

@@ -34,6 +34,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "position of a few short rows (small_linear and short_forward in one call)", py::arg("x"), py::arg("w"),
         py::arg("num_heads"), py::arg("lengths"), py::arg("cross_keys"), py::arg("cross_values"),
         py::arg("cross_lengths"), py::arg("norm_first"), py::arg("act"), py::arg("eps"), py::arg("scale"), nogil);
+  m.def("layers_forward", &layers_forward, "layer_forward of several layers in turn, in one call (an encoder's, "
+        "or a non-autoregressive decoder's with each layer's cross keys and values)", py::arg("x"), py::arg("ws"),
+        py::arg("num_heads"), py::arg("lengths"), py::arg("cross_keys"), py::arg("cross_values"),
+        py::arg("cross_lengths"), py::arg("norm_first"), py::arg("act"), py::arg("eps"), py::arg("scale"), nogil);
   m.def("best_tokens", &best_tokens, "each row's best allowed token and its log-probability (float32 logits)",
         py::arg("logits"), py::arg("suppressed"), nogil);
   m.def("cpu_has_bf16", &cpu_has_bf16, "whether this CPU has AVX512-BF16");
