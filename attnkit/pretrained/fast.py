@@ -163,6 +163,15 @@ class PackedLinear(nn.Module):
             return y if y.shape[1] == self.out_features else y[:, :self.out_features]  # padding rows dropped
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, *self._post_op)
 
+    def norm_rows(self, x: Tensor, norm_weight: Tensor, norm_bias: Tensor, eps: float) -> Tensor:
+        """act(LayerNorm(x) W^T + b) for x (N, in) -> (N, out): pre-LN's norm inside the kernel's widening of x
+        at a few rows (one call), else ``torch.layer_norm`` then ``rows``."""
+        w = self.small_weight(x.shape[0])
+        if w is not None and x.is_contiguous():
+            y = self.small(x, w, self._small_bias, None, self._act_id, None, None, eps, norm_weight, norm_bias)
+            return y if y.shape[1] == self.out_features else y[:, :self.out_features]
+        return self.rows(torch.layer_norm(x, (self.in_features,), norm_weight, norm_bias, eps))
+
     def forward(self, x: Tensor) -> Tensor:
         lead = x.shape[:-1]
         y = self.rows(x.reshape(-1, self.in_features))  # (..., in) -> (N, in) -> (N, out)

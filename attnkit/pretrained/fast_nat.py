@@ -151,13 +151,16 @@ class FastNAT(nn.Module):
         if t > LAYER_ROWS or t > SHORT_MAX_LEN:  # a row longer than the native layers take
             tokens = torch.full((1, t), self.config.mask_id, dtype=torch.long, device=input_ids.device)
             x = self.decode_parallel(tokens, memory, cache=[LayerCache(None, kv) for kv in zip(keys, values)])
-            x = x.last_hidden_state.view(t, base.d_model)
+            logits = base.output.rows(x.last_hidden_state.view(t, base.d_model))
         else:
             x = self._native_layers(self._masked_rows(t), base._no_lengths, keys, values, base._no_lengths)
             x = x.view(t, base.d_model)  # (1, T, d) -> (T, d)
-            if base.final_norm is not None:
-                x = base.final_norm(x)
-        logp, tokens = best_tokens(base.output.rows(x), suppressed)  # (T, V) logits -> (T,), (T,)
+            norm = base.final_norm
+            if norm is not None and norm.args is not None:  # the decoder's LayerNorm inside the output layer's call
+                logits = base.output.norm_rows(x, norm.args[1], norm.args[2], norm.args[3])
+            else:
+                logits = base.output.rows(x if norm is None else norm(x))
+        logp, tokens = best_tokens(logits, suppressed)  # (T, V) logits -> (T,), (T,)
         return memory, lengths, tokens.view(1, t), logp.view(1, t), cache
 
     def _native_layers(self, x: Tensor, self_lens: Tensor, keys: list[Tensor], values: list[Tensor],

@@ -195,6 +195,7 @@ class FastSeq2Seq(nn.Module):
         same = native_enc and len({(m.num_heads, m.norm_first, m.linear1._act_id, m.norm1.eps) for m in enc}) == 1
         self._encoder_stack = getattr(native.kernel(), "layers_forward", None) if same else None
         self._encoder_weights = [m.native_weights for m in enc] if same else []
+        self._source_table: Tensor | None = None  # the positions' rows (``_source_positions``), made on first use
         self._encoder_norm = None if self.encoder.norm is None else _Norm(self.encoder.norm)
         self.position = model.decoder.position
         self.layers = [_Layer(layer) for layer in model.decoder.layers]
@@ -229,13 +230,25 @@ class FastSeq2Seq(nn.Module):
         x = self.src_embed(input_ids) * self.embed_scale  # (B, S, d)
         return self.encoder(x, memory_mask_from(attention_mask, s)).last_hidden_state
 
+    def _source_positions(self, s: int, dtype: torch.dtype) -> Tensor | None:
+        """What the encoder's input positions add to S rows, (S, d) in ``dtype``: the module run once over
+        zeros of its longest input and sliced (a module call per sentence costs more than the sum), or None
+        past that length."""
+        table = self._source_table
+        if table is None or table.dtype != dtype:
+            n = max(self.config.max_positions, 1)
+            zeros = torch.zeros(1, n, self.d_model, dtype=dtype, device=self.src_table.device)
+            self._source_table = table = self.encoder.position(zeros)[0].contiguous()  # (n, d): 0 + P[i] = P[i]
+        return table[:s] if s <= table.shape[0] else None
+
     def _encode_unpadded(self, input_ids: Tensor) -> Tensor:
         """input_ids (B, S) with no padding, B * S <= LAYER_ROWS -> memory (B, S, d): the embedding, the
         layers in one native call (``layers_forward``; else each layer's, ``layer_forward``) and the final norm
         (a sentence's latency). The encoder module, which ``encode`` runs otherwise, is its reference."""
         x = F.embedding(input_ids, self.src_table)  # (B, S, d), already times sqrt(d)
         if self.encoder.position is not None:
-            x = self.encoder.position(x)
+            rows = self._source_positions(input_ids.shape[1], x.dtype)
+            x = self.encoder.position(x) if rows is None else x + rows  # + P[:S]
         if self._encoder_stack is not None:  # every layer in one call
             m = self._native_encoder[0]
             x = self._encoder_stack(x, self._encoder_weights, m.num_heads, self._no_lengths, [], [], self._no_lengths,

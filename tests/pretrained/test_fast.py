@@ -252,3 +252,23 @@ def test_the_small_kernel_normalises_its_input(dtype, tol, rows):
         got = kernel.small_linear(x, packed.small_weight(rows), lin.bias, None, 0, None, None, 1e-5, norm.weight,
                                   norm.bias)
         torch.testing.assert_close(got.double(), ref, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 4e-2)])
+@pytest.mark.parametrize("rows", [1, 13, LAYER_ROWS + 5])
+@pytest.mark.parametrize("activation", ["none", "relu"])
+def test_norm_rows_is_the_layer_norm_then_the_layer(dtype, tol, rows, activation):
+    """PackedLinear.norm_rows: act(LN(x) W^T + b), the norm inside the native call at a few rows (the
+    decoder's last norm and the output layer of a NAT pass), torch.layer_norm then the layer above."""
+    torch.manual_seed(rows)
+    lin, norm = nn.Linear(64, 40).to(dtype), nn.LayerNorm(64).to(dtype)  # 40 outputs: padded to 48 inside
+    with torch.no_grad():
+        norm.weight.normal_()
+        norm.bias.normal_()
+        x = 2 + 3 * torch.randn(rows, 64, dtype=dtype)
+        h = nn.functional.layer_norm(x.double(), (64,), norm.weight.double(), norm.bias.double(), 1e-5)
+        ref = nn.functional.linear(h, lin.weight.double(), lin.bias.double())
+        ref = ref.relu() if activation == "relu" else ref
+        got = PackedLinear(lin, activation).norm_rows(x, norm.weight, norm.bias, 1e-5)
+    assert got.shape == (rows, 40) and got.dtype == dtype
+    torch.testing.assert_close(got.double(), ref, atol=tol, rtol=tol)

@@ -160,8 +160,10 @@ def test_one_sentence_takes_the_first_pass_and_gives_the_reference_translation(i
         torch.manual_seed(seed)
         ids = torch.randint(4, 30, (1, 3 + 2 * seed))
         out = mask_predict(fast, ids, torch.ones_like(ids), iterations=iterations, length_candidates=1)
-        same = mask_predict(general, ids, iterations=iterations, length_candidates=1)  # the same calls: equal
-        assert torch.equal(out.sequences, same.sequences) and torch.equal(out.sequences_scores, same.sequences_scores)
+        same = mask_predict(general, ids, iterations=iterations, length_candidates=1)  # the same calls, but the
+        assert torch.equal(out.sequences, same.sequences)  # decoder's last norm inside the output layer's kernel
+        tol = 1e-5 if dtype == torch.float32 else 2e-2
+        torch.testing.assert_close(out.sequences_scores, same.sequences_scores, atol=tol, rtol=tol)
         if dtype == torch.float32:  # bfloat16 rounds differently from the reference model's products
             ref = mask_predict(m, ids, iterations=iterations, length_candidates=1)
             assert torch.equal(out.sequences, ref.sequences) and torch.equal(out.lengths, ref.lengths)
