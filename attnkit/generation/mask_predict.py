@@ -109,18 +109,16 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         first = model.first_pass(input_ids, bad, use_cache=iterations > 1)
     if first is not None:
         memory, cands, tokens, logp_tok, cache = first
+        lengths, width = cands.reshape(-1), tokens.shape[1]
     else:
         memory = model.encode(input_ids, attention_mask)  # (B, S, d)
         if cfg.length == "classifier":
             cands = model.length_candidates(memory, attention_mask, length_candidates)  # (B, k)
         else:
             cands = model.row_lengths(attention_mask, memory)[:, None]  # (B, 1)
-    k = cands.shape[1]
-    lengths = cands.reshape(-1)  # (R,), R = B k
-    if first is not None:
-        width = tokens.shape[1]
-    else:
+        lengths = cands.reshape(-1)  # (R,), R = B k
         width = int(lengths.max()) if lengths.numel() else 0  # the longest row
+    k = cands.shape[1]
     if k > 1:  # every candidate a row of its own
         rows = torch.arange(b, device=dev).repeat_interleave(k)  # (R,) source row of each candidate
         memory = memory.index_select(0, rows)  # (R, S, d)
