@@ -81,6 +81,7 @@ def seconds(tr, text: str, kw: dict) -> float:
 PARTS = {"ar": ("encode", "decode_step"), "nat": ("encode", "length_candidates", "first_pass")}
 INSIDE = {"first_pass": ("encode", "length_candidates")}  # parts a call of the first makes: its own time is the rest
 OWN = {"first_pass": "decoder, output, best tokens"}  # what that rest is
+WHOLE = {"first_pass": "first pass, one native call (encoder to best tokens)"}  # when it makes none of them
 
 
 def _timed(f, part: str, spent: dict[str, float]):
@@ -111,7 +112,8 @@ def phases(contenders, sample: list[str], warm: list[str], block: int) -> list[l
                 total = seconds(tr, text, kw)
                 for outer, inner in INSIDE.items():
                     if outer in spent:
-                        spent[OWN[outer]] = spent.pop(outer) - sum(spent.get(part, 0.0) for part in inner)
+                        own = OWN[outer] if any(part in spent for part in inner) else WHOLE[outer]
+                        spent[own] = spent.pop(outer) - sum(spent.get(part, 0.0) for part in inner)
                 for part, t in [*spent.items(), ("whole translation", total),
                                 ("rest (text, glue)", total - sum(spent.values()))]:
                     per[name].setdefault(part, []).append(t)

@@ -102,9 +102,20 @@ class PackedLinear(nn.Module):
         """W as the native kernel takes it for this many rows (see the class doc), or None: oneDNN's rows."""
         if self.small is None or rows > LAYER_ROWS:
             return None
-        if self.weight.dtype == torch.bfloat16:  # panels from 2 rows where AVX512-BF16 runs, else blocked
-            return self.panel_weight() if rows > 1 and _has_bf16() else self._blocked_weight()
-        return self._blocked_weight() if rows <= SMALL_ROWS else self.panel_weight()
+        return self.panel_weight() if rows >= self.panels_from() else self._blocked_weight()
+
+    def panels_from(self) -> int:
+        """The rows from which ``small_weight`` is W in panels (blocked below): bfloat16 from 2 where
+        AVX512-BF16 runs (else never), float32 past ``SMALL_ROWS``."""
+        if self.weight.dtype == torch.bfloat16:
+            return 2 if _has_bf16() else LAYER_ROWS + 1
+        return SMALL_ROWS + 1
+
+    def native_layouts(self) -> list[Tensor]:
+        """[W blocked, W in panels, the padded bias or an empty tensor]: what a native call choosing by
+        ``panels_from`` takes (``NatFirstPass``)."""
+        bias = self._small_bias if self._small_bias is not None else self.weight.new_empty(0)
+        return [self._blocked_weight(), self.panel_weight(), bias]
 
     def add(self, x: Tensor, other: Tensor) -> Tensor:
         """x W^T + b + other in one kernel (no activation). x (N, in), other (N, out) -> (N, out)."""

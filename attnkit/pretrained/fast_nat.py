@@ -60,6 +60,8 @@ class FastNAT(nn.Module):
         same = len({(lay.ff1._act_id, lay.norms[0].args[3]) for lay in self.base.layers}) == 1
         self._native_stack = getattr(native.kernel(), "layers_forward", None) if self._native_layer and same else None
         self._mask_table: Tensor | None = None  # (1, n, d) decoder input of n mask tokens (``_masked_rows``)
+        self._native_first = None  # the first pass in one native call (``first_pass_kernel``), False: none here
+        self._first_rows = 0  # the longest source it takes
 
     # -- the mask_predict protocol -------------------------------------------------------------
     def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
@@ -139,19 +141,69 @@ class FastNAT(nn.Module):
         cross-attention cache with ``use_cache`` else None); None where this does not apply (a batch, a
         model that cuts at END or that the native layers do not run): the caller takes the general path."""
         base = self.base
+        s = input_ids.shape[1] if input_ids.dim() == 2 else 0
         if (self._length is None or self._native_layer is None or base._native_encoder is None
-                or input_ids.dim() != 2 or input_ids.shape[0] != 1
-                or not 0 < input_ids.shape[1] <= min(LAYER_ROWS, SHORT_MAX_LEN)):
+                or input_ids.dim() != 2 or input_ids.shape[0] != 1 or not 0 < s <= min(LAYER_ROWS, SHORT_MAX_LEN)):
             return None
+        run = self.first_pass_kernel()
+        if run is None or s > self._first_rows or input_ids.dtype != torch.long or not input_ids.is_contiguous():
+            return self._first_pass(input_ids, suppressed, use_cache)
+        memory, lengths, tokens, logp, kv = run(input_ids, suppressed)  # tokens None: T > the layers' rows
+        if not use_cache and tokens is not None:
+            return memory, lengths, tokens, logp, None
+        keys, values = base.split_cross(kv, 1, s)  # per layer (1, H, S, dh)
+        if tokens is None:
+            logp, tokens = self._long_row(memory, int(lengths[0, 0]), keys, values, suppressed)
+        return memory, lengths, tokens, logp, [LayerCache(None, kv) for kv in zip(keys, values)] if use_cache else None
+
+    def first_pass_kernel(self):
+        """``first_pass`` in one native call (``NatFirstPass``: the same kernels in the same order, bit-identical
+        results), made on first use; None where not every part runs natively (``_first_pass`` runs them)."""
+        if self._native_first is None:
+            self._native_first = self._make_first_pass() or False
+        return self._native_first or None
+
+    def _make_first_pass(self):
+        base, kernel = self.base, native.kernel()
+        make = getattr(kernel, "NatFirstPass", None)
+        if make is None or self._native_stack is None or base._encoder_stack is None or self._length is None:
+            return None
+        enc, lay = base._native_encoder[0], base.layers[0]
+        norms = [n for n in (base._encoder_norm, base.final_norm)  # the final norms that are not nn.Identity
+                 if n is not None and not isinstance(n.module, nn.Identity)]
+        if ((enc.num_heads, enc.norm_first, enc.linear1._act_id, enc.norm1.eps, enc.head_dim ** -0.5)
+                != (base.num_heads, base.norm_first, lay.ff1._act_id, lay.norms[0].args[3], base.scale)
+                or any(n.args is None for n in norms) or len({n.args[3] for n in norms}) > 1
+                or any(lin.small is None for lin in (self._length, base.cross_kv, base.output))):
+            return None
+        dtype, cfg = base.target_table.dtype, self.config
+        positions = base._source_positions(cfg.max_positions, dtype) if base.encoder.position is not None else None
+        if base.encoder.position is not None and positions is None:
+            return None
+        self._first_rows = min(LAYER_ROWS, SHORT_MAX_LEN, cfg.max_positions if positions is not None else LAYER_ROWS)
+        linears = (self._length, base.cross_kv, base.output)
+        def weights(norm) -> list[Tensor]:  # [weight, bias] of a LayerNorm, [] for none
+            return list(norm.args[1:3]) if norm in norms else []
+
+        return make(base.src_table.contiguous(), base.target_table.new_empty(0) if positions is None else positions,
+                    base._encoder_weights, weights(base._encoder_norm), self.layer_weights, weights(base.final_norm),
+                    norms[0].args[3] if norms else 1e-5, base.num_heads, base.norm_first, lay.ff1._act_id,
+                    lay.norms[0].args[3], base.scale, self._length.native_layouts(), cfg.max_length_offset,
+                    base.cross_kv.native_layouts(), base.output.native_layouts(),
+                    [n for lin in linears for n in (lin.panels_from(), lin.out_features)],
+                    self._masked_rows(cfg.max_target_length).contiguous(),
+                    min(LAYER_ROWS, SHORT_MAX_LEN))
+
+    def _first_pass(self, input_ids: Tensor, suppressed: Tensor, use_cache: bool):
+        """``first_pass`` from Python: its reference (the same calls, one by one)."""
+        base = self.base
         memory = self.encode(input_ids)  # (1, S, d)
         lengths = self.length_candidates(memory, None, 1)  # (1, 1)
         t = int(lengths[0, 0])
         keys, values = base.cross_keys_values(memory)  # per layer (1, H, S, dh)
         cache = [LayerCache(None, kv) for kv in zip(keys, values)] if use_cache else None
         if t > LAYER_ROWS or t > SHORT_MAX_LEN:  # a row longer than the native layers take
-            tokens = torch.full((1, t), self.config.mask_id, dtype=torch.long, device=input_ids.device)
-            x = self.decode_parallel(tokens, memory, cache=[LayerCache(None, kv) for kv in zip(keys, values)])
-            logits = base.output.rows(x.last_hidden_state.view(t, base.d_model))
+            logp, tokens = self._long_row(memory, t, keys, values, suppressed)
         else:
             x = self._native_layers(self._masked_rows(t), base._no_lengths, keys, values, base._no_lengths)
             x = x.view(t, base.d_model)  # (1, T, d) -> (T, d)
@@ -160,8 +212,16 @@ class FastNAT(nn.Module):
                 logits = base.output.norm_rows(x, norm.args[1], norm.args[2], norm.args[3])
             else:
                 logits = base.output.rows(x if norm is None else norm(x))
-        logp, tokens = best_tokens(logits, suppressed)  # (T, V) logits -> (T,), (T,)
-        return memory, lengths, tokens.view(1, t), logp.view(1, t), cache
+            logp, tokens = best_tokens(logits, suppressed)  # (T, V) logits -> (T,), (T,)
+            logp, tokens = logp.view(1, t), tokens.view(1, t)
+        return memory, lengths, tokens, logp, cache
+
+    def _long_row(self, memory: Tensor, t: int, keys: list[Tensor], values: list[Tensor], suppressed: Tensor):
+        """A first pass's row longer than the native layers take: (log-probabilities (1, T), tokens (1, T))."""
+        tokens = torch.full((1, t), self.config.mask_id, dtype=torch.long, device=memory.device)
+        x = self.decode_parallel(tokens, memory, cache=[LayerCache(None, kv) for kv in zip(keys, values)])
+        logp, tokens = best_tokens(self.base.output.rows(x.last_hidden_state.view(t, self.base.d_model)), suppressed)
+        return logp.view(1, t), tokens.view(1, t)
 
     def _native_layers(self, x: Tensor, self_lens: Tensor, keys: list[Tensor], values: list[Tensor],
                        cross_lens: Tensor) -> Tensor:

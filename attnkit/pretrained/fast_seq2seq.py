@@ -329,8 +329,11 @@ class FastSeq2Seq(nn.Module):
         """memory (B, S, d) -> per layer the cross-attention keys and values, (B, H, S, dh) views of one
         projection of the memory by every layer's K, V weights at once."""
         b, s = memory.shape[:2]
+        return self.split_cross(self.cross_kv.rows(memory.reshape(b * s, self.d_model)), b, s)  # (B*S, layers 2d)
+
+    def split_cross(self, kv: Tensor, b: int, s: int) -> tuple[list[Tensor], list[Tensor]]:
+        """The projected memory kv (B*S, layers 2d) -> per layer its keys and values, (B, H, S, dh) views."""
         n, h, dh = len(self.layers), self.num_heads, self.head_dim
-        kv = self.cross_kv.rows(memory.reshape(b * s, self.d_model))  # (B*S, d) -> (B*S, layers 2d)
         kv = kv.view(b, s, n, 2, h, dh).permute(2, 3, 0, 4, 1, 5)  # -> (layers, 2, B, H, S, dh)
         return list(kv[:, 0].unbind(0)), list(kv[:, 1].unbind(0))
 

@@ -2,7 +2,8 @@
 // attention kernels (attention_ops.h), of LayerNorm (norm_ops.h) and of linear layers over a few rows
 // (linear_ops.h), and layers made of them: a decoder layer's step (decoder_step.h) and an encoder or
 // non-autoregressive decoder layer over whole rows (layer_forward.h), and the best allowed token of each
-// row of logits (best_tokens.h), bound to Python. The kernels
+// row of logits (best_tokens.h), and a non-autoregressive model's first pass made of them
+// (nat_first_pass.h), bound to Python. The kernels
 // release the GIL and run on ATen's threads (at::parallel_for, built with -fopenmp).
 
 #include <torch/extension.h>
@@ -13,6 +14,7 @@
 #include "norm_ops.h"
 #include "layer_forward.h"
 #include "decoder_step.h"
+#include "nat_first_pass.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace attnkit_ops;
@@ -40,5 +42,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("cross_lengths"), py::arg("norm_first"), py::arg("act"), py::arg("eps"), py::arg("scale"), nogil);
   m.def("best_tokens", &best_tokens, "each row's best allowed token and its log-probability (float32 logits)",
         py::arg("logits"), py::arg("suppressed"), nogil);
+  py::class_<NatFirstPass>(m, "NatFirstPass", "a non-autoregressive model's first pass over one unpadded "
+                           "sentence, in one call (nat_first_pass.h)")
+      .def(py::init<at::Tensor, at::Tensor, std::vector<std::vector<at::Tensor>>, std::vector<at::Tensor>,
+                    std::vector<std::vector<at::Tensor>>, std::vector<at::Tensor>, double, int64_t, bool, int64_t,
+                    double, double, std::vector<at::Tensor>, int64_t, std::vector<at::Tensor>,
+                    std::vector<at::Tensor>, std::vector<int64_t>, at::Tensor, int64_t>(),
+           py::arg("src_table"), py::arg("positions"), py::arg("encoder"), py::arg("encoder_norm"),
+           py::arg("decoder"), py::arg("decoder_norm"), py::arg("norm_eps"), py::arg("num_heads"),
+           py::arg("norm_first"), py::arg("act"), py::arg("eps"), py::arg("scale"), py::arg("length"),
+           py::arg("length_offset"), py::arg("cross_kv"), py::arg("output"), py::arg("linear_sizes"),
+           py::arg("mask_rows"), py::arg("max_rows"))
+      .def("__call__", &NatFirstPass::operator(), py::arg("input_ids"), py::arg("suppressed"), nogil);
   m.def("cpu_has_bf16", &cpu_has_bf16, "whether this CPU has AVX512-BF16");
 }

@@ -1,0 +1,167 @@
+"""FastNAT.first_pass in one native call (NatFirstPass, nat_first_pass.h) against the same pass from Python
+(``FastNAT._first_pass``, its reference): bit for bit the same memory, length, tokens, log-probabilities and
+cross-attention cache over random models (pre- and post-LN, every activation and input position), sentence
+lengths, suppressed ids (unsorted, repeated), one and two threads, float32 and bfloat16; rows the token
+kernel leaves undecided; a length past the native layers; and bad input, which raises a one-line error."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnkit.functional import native
+from attnkit.functional.native import kernel
+from attnkit.models.nat import NATConfig, NATModel
+from attnkit.nn import TransformerConfig
+from attnkit.pretrained.fast import LAYER_ROWS, onednn_available
+from attnkit.pretrained.fast_nat import FastNAT
+
+K = kernel()
+pytestmark = pytest.mark.skipif(K is None or not hasattr(K, "NatFirstPass") or not onednn_available(),
+                                reason="no native kernel or no oneDNN")
+BF16 = K is not None and bool(K.cpu_has_bf16())
+
+
+def nat(norm_first=True, activation="relu", positional="sinusoidal", d_model=64, seed=0, dtype=torch.float32,
+        longest=False):
+    tc = TransformerConfig(d_model=d_model, num_heads=2, d_ff=96, num_encoder_layers=2, num_decoder_layers=3,
+                           dropout=0.0, norm_first=norm_first, activation=activation, positional=positional,
+                           max_len=64)
+    cfg = NATConfig(40, 40, tc, share_embeddings=True, max_positions=64, length="classifier",
+                    max_length_offset=4)
+    torch.manual_seed(seed)
+    m = NATModel(cfg).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 2:
+                p.normal_(std=0.4)
+        if longest:  # the classifier's longest offset always: T = S + 4
+            m.length_head.bias[-1] = 1e4
+    return FastNAT(m.to(dtype))
+
+
+def same(a, b):
+    """Two first passes' results, bit for bit (NaN where the other has NaN)."""
+    for x, y in zip(a[:4], b[:4]):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        assert torch.equal(x, y) or torch.allclose(x, y, rtol=0, atol=0, equal_nan=True), (x, y)
+    assert (a[4] is None) == (b[4] is None)
+    for c, d in zip(a[4] or [], b[4] or []):
+        assert all(torch.equal(u, v) for u, v in zip(c.cross_kv, d.cross_kv))
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), norm_first=st.booleans(), activation=st.sampled_from(["relu", "gelu", "silu"]),
+       positional=st.sampled_from(["sinusoidal", "learned", "none"]), bf16=st.booleans(), threads=st.sampled_from([1, 2]),
+       cache=st.booleans(), seed=st.integers(0, 3))
+def test_the_native_pass_is_the_python_pass_bit_for_bit(data, norm_first, activation, positional, bf16, threads, cache,
+                                                       seed):
+    if bf16 and not BF16:
+        return
+    fast = nat(norm_first, activation, positional, seed=seed, dtype=torch.bfloat16 if bf16 else torch.float32)
+    assert fast.first_pass_kernel() is not None
+    s = data.draw(st.integers(1, LAYER_ROWS), label="S")
+    ids = torch.tensor([data.draw(st.lists(st.integers(0, 39), min_size=s, max_size=s), label="ids")])
+    bad = torch.tensor(data.draw(st.lists(st.integers(0, 39), max_size=6), label="suppressed"), dtype=torch.long)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got, want = fast.first_pass(ids, bad, use_cache=cache), fast._first_pass(ids, bad, cache)
+    finally:
+        torch.set_num_threads(before)
+    same(got, want)
+    t = int(got[1])
+    assert 1 <= t <= fast.config.max_target_length and got[2].shape == (1, t)
+    assert not bool(torch.isin(got[2], bad).any())  # a suppressed id is never chosen
+
+
+def test_rows_the_token_kernel_leaves_undecided_take_the_reference():
+    fast = nat()
+    ids = torch.randint(4, 40, (1, 9))
+    with torch.no_grad():  # token 7's output weights infinite: its logit is +-inf or NaN at every position
+        for w in fast.base.output.native_layouts()[:2]:
+            w.copy_(torch.where(torch.rand_like(w) < 0.2, torch.full_like(w, float("inf")), w))
+    got, want = fast.first_pass(ids, torch.tensor([0, 1, 2])), fast._first_pass(ids, torch.tensor([0, 1, 2]), False)
+    same(got, want)
+
+
+def test_a_length_past_the_native_layers_continues_from_python():
+    fast = nat(longest=True)
+    ids = torch.randint(4, 40, (1, LAYER_ROWS))
+    got = fast.first_pass(ids, torch.tensor([0]), use_cache=True)
+    assert int(got[1]) == LAYER_ROWS + 4 and got[2].shape == (1, LAYER_ROWS + 4)
+    same(got, fast._first_pass(ids, torch.tensor([0]), True))
+
+
+@pytest.mark.parametrize("ids,suppressed,message", [
+    (torch.tensor([[3, 40, 5]]), torch.tensor([0]), "`input_ids` holds 40 at position 1, outside the source vocabulary"),
+    (torch.tensor([[3, -1]]), torch.tensor([0]), "`input_ids` holds -1 at position 1"),
+    (torch.tensor([[3, 4]]), torch.tensor([0, 40]), "`suppressed` ids must be in [0, 40)"),
+    (torch.tensor([[3, 4]]), torch.tensor([-2]), "`suppressed` ids must be in [0, 40)"),
+    (torch.tensor([[3, 4]], dtype=torch.int32), torch.tensor([0]), "`input_ids` must be a contiguous (1, S) int64"),
+    (torch.tensor([[3, 4], [5, 6]]), torch.tensor([0]), "`input_ids` must be a contiguous (1, S) int64"),
+    (torch.zeros(1, 0, dtype=torch.long), torch.tensor([0]), "with S >= 1"),
+    (torch.randint(4, 40, (1, LAYER_ROWS + 1)), torch.tensor([0]), "more than the 32 this pass takes"),
+    (torch.tensor([[3, 4]]), torch.tensor([[0]]), "`suppressed` must be a (n,) int64 CPU tensor"),
+])
+def test_bad_input_to_the_native_pass_is_a_one_line_value_error(ids, suppressed, message):
+    run = nat().first_pass_kernel()
+    with pytest.raises(ValueError) as e:
+        run(ids, suppressed)
+    assert message in str(e.value) and "NatFirstPass" in str(e.value)
+
+
+def test_the_python_entry_checks_ids_before_the_native_pass():
+    fast = nat()
+    with pytest.raises(ValueError, match="outside the source vocabulary"):
+        fast.first_pass(torch.tensor([[3, 41]]), torch.tensor([0]))
+
+
+def _parts(fast):
+    base = fast.base
+    return dict(src_table=base.src_table, positions=base._source_positions(64, base.src_table.dtype),
+                encoder=base._encoder_weights, encoder_norm=list(base._encoder_norm.args[1:3]),
+                decoder=fast.layer_weights, decoder_norm=list(base.final_norm.args[1:3]), norm_eps=1e-5,
+                num_heads=2, norm_first=True, act=1, eps=1e-5, scale=base.scale,
+                length=fast._length.native_layouts(), length_offset=4, cross_kv=base.cross_kv.native_layouts(),
+                output=base.output.native_layouts(), linear_sizes=[2, 9, 2, 384, 2, 40], mask_rows=fast._masked_rows(40).clone(),
+                max_rows=LAYER_ROWS)
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda p: p.update(encoder=p["decoder"]), "encoder layer 0 must have no cross-attention"),
+    (lambda p: p.update(decoder=p["encoder"]), "decoder layer 0 must have cross-attention"),
+    (lambda p: p.update(decoder=[]), "at least one encoder and one decoder layer"),
+    (lambda p: p.update(encoder_norm=p["encoder_norm"][:1]), "a norm is [weight, bias] or empty"),
+    (lambda p: p.update(length=p["length"][:2]), "`length` must be [blocked W, W in panels, bias]"),
+    (lambda p: p.update(output=[p["output"][1], p["output"][0], p["output"][2]]), "`output` must hold W blocked"),
+    (lambda p: p.update(cross_kv=p["output"]), "`cross_kv` has 48 packed outputs, of which 384 its own"),
+    (lambda p: p.update(linear_sizes=[2, 9, 2, 384, 2, 30]), "`output` has 48 packed outputs, of which 30 its own"),
+    (lambda p: p.update(linear_sizes=[2, 9, 2, 384, 2]), "`linear_sizes` must give 6 numbers"),
+    (lambda p: p.update(mask_rows=p["mask_rows"][0]), "`mask_rows` must be a contiguous (1, max_T, 64)"),
+    (lambda p: p.update(mask_rows=p["mask_rows"].double()), "`mask_rows` must be a contiguous (1, max_T, 64)"),
+    (lambda p: p.update(positions=p["positions"][:, :32]), "`positions` must be (P, 64)"),
+    (lambda p: p.update(num_heads=3), "num_heads=3 must divide d=64"),
+    (lambda p: p.update(num_heads=8), "num_heads=8 must divide d=64 into heads of a multiple of 16"),
+    (lambda p: p.update(act=5), "act must be 0 (none)"),
+    (lambda p: p.update(src_table=p["src_table"].double()), "`src_table` must be float32, or bfloat16"),
+    (lambda p: p.update(src_table=p["src_table"].t()), "`src_table` must be a contiguous (V, d) CPU tensor"),
+    (lambda p: p.update(max_rows=0), "`max_rows` must be >= 1"),
+])
+def test_bad_weights_are_refused_when_the_pass_is_made(change, message):
+    parts = _parts(nat())
+    change(parts)
+    with pytest.raises(RuntimeError) as e:
+        K.NatFirstPass(**parts)
+    assert message in str(e.value)
+
+
+def test_the_pass_is_made_once_and_only_where_every_part_runs_natively():
+    fast = nat()
+    assert fast.first_pass_kernel() is fast.first_pass_kernel()
+    other = nat()
+    other.base._encoder_stack = None  # an encoder the one-call stack does not run: the Python pass
+    assert other.first_pass_kernel() is None
+    ids = torch.randint(4, 40, (1, 6))
+    same(other.first_pass(ids, torch.tensor([0])), fast.first_pass(ids, torch.tensor([0])))
+    assert native.kernel() is K
