@@ -52,8 +52,8 @@ def same(a, b):
 
 @settings(max_examples=30, deadline=None)
 @given(data=st.data(), norm_first=st.booleans(), activation=st.sampled_from(["relu", "gelu", "silu"]),
-       positional=st.sampled_from(["sinusoidal", "learned", "none"]), bf16=st.booleans(), threads=st.sampled_from([1, 2]),
-       cache=st.booleans(), seed=st.integers(0, 3))
+       positional=st.sampled_from(["sinusoidal", "learned", "none"]), bf16=st.booleans(),
+       threads=st.sampled_from([1, 2]), cache=st.booleans(), seed=st.integers(0, 3))
 def test_the_native_pass_is_the_python_pass_bit_for_bit(data, norm_first, activation, positional, bf16, threads, cache,
                                                        seed):
     if bf16 and not BF16:
@@ -94,7 +94,8 @@ def test_a_length_past_the_native_layers_continues_from_python():
 
 
 @pytest.mark.parametrize("ids,suppressed,message", [
-    (torch.tensor([[3, 40, 5]]), torch.tensor([0]), "`input_ids` holds 40 at position 1, outside the source vocabulary"),
+    (torch.tensor([[3, 40, 5]]), torch.tensor([0]),
+     "`input_ids` holds 40 at position 1, outside the source vocabulary"),
     (torch.tensor([[3, -1]]), torch.tensor([0]), "`input_ids` holds -1 at position 1"),
     (torch.tensor([[3, 4]]), torch.tensor([0, 40]), "`suppressed` ids must be in [0, 40)"),
     (torch.tensor([[3, 4]]), torch.tensor([-2]), "`suppressed` ids must be in [0, 40)"),
@@ -124,8 +125,8 @@ def _parts(fast):
                 decoder=fast.layer_weights, decoder_norm=list(base.final_norm.args[1:3]), norm_eps=1e-5,
                 num_heads=2, norm_first=True, act=1, eps=1e-5, scale=base.scale,
                 length=fast._length.native_layouts(), length_offset=4, cross_kv=base.cross_kv.native_layouts(),
-                output=base.output.native_layouts(), linear_sizes=[2, 9, 2, 384, 2, 40], mask_rows=fast._masked_rows(40).clone(),
-                max_rows=LAYER_ROWS)
+                output=base.output.native_layouts(), linear_sizes=[2, 9, 2, 384, 2, 40],
+                mask_rows=fast._masked_rows(40).clone(), max_rows=LAYER_ROWS)
 
 
 @pytest.mark.parametrize("change,message", [
