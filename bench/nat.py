@@ -26,6 +26,11 @@ cache at every step after the first).
 With --phases, a second table splits batch-1 AR greedy and one-pass NAT into their parts (the median
 per sentence of each; the shared encoder bounds what any decoder speed-up can give).
 
+A line gives the two's work: the median multiply-adds of their matrix products per sentence and the rate
+they ran at (multiply-adds over latency, median per sentence), next to the rate of one large matrix
+product (torch.mm, oneDNN) in the same dtype. One NAT pass does about as many multiply-adds as greedy
+decoding; its speed-up is how much faster products over a dozen rows run than greedy's steps of one row.
+
 Ratios are against AR greedy measured in the same run. Times include BPE encoding and decoding of
 the text on both sides. Decoding runs on --threads torch threads, every run's weights in --dtype
 (float32, as trained, or bfloat16).
@@ -124,6 +129,34 @@ def phases(contenders, sample: list[str], warm: list[str], block: int) -> list[l
             for name, parts in per.items() for part, times in parts.items()]
 
 
+def multiply_adds(tr, text: str, kw: dict) -> float:
+    """The matrix products' multiply-adds of translating one sentence (attention's included; norms, softmax
+    and the length classifier left out): the encoder over S tokens, every layer's cross K, V, then one NAT
+    pass over T positions, or AR's steps, each over every layer and the output layer."""
+    tc, vocab = tr.model.config.transformer, tr.model.config.tgt_vocab_size
+    d, f, le, ld = tc.d_model, tc.d_ff, tc.num_encoder_layers, tc.num_decoder_layers
+    ids = torch.tensor([tr.source_ids(text)])
+    s, n = ids.shape[1], tr.generate(ids, None, **kw).sequences.shape[1]
+    work = le * (s * (4 * d * d + 2 * d * f) + 2 * s * s * d) + ld * s * 2 * d * d
+    layer = 6 * d * d + 2 * d * f  # a decoder position: Q, K, V, O of self-attention, Q, O of cross, feed-forward
+    if tr.decoding == "nat":  # sequences: start, T tokens, END
+        t = n - 2
+        return work + ld * (t * layer + 2 * t * t * d + 2 * t * s * d) + t * d * vocab
+    return work + sum(ld * (layer + 2 * j * d + 2 * s * d) + d * vocab for j in range(1, n))  # n - 1 steps
+
+
+def peak(dtype: torch.dtype, n: int = 2048) -> float:
+    """Multiply-adds per second of one large n x n matrix product (torch.mm: oneDNN's GEMM), the median of 10."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    times = []
+    for i in range(13):
+        t0 = time.perf_counter()
+        a @ b
+        if i >= 3:
+            times.append(time.perf_counter() - t0)
+    return n ** 3 / statistics.median(times)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ar", type=Path, required=True, help="autoregressive translation run (attnkit train translate)")
@@ -206,6 +239,13 @@ def main() -> int:
           f"throughput: median of {args.repeats} "
           f"rounds over {len(test.src)} sentences, batch 64; load average at end {os.getloadavg()[0]:.2f}")
     print(f"# sacreBLEU signature: {metric.get_signature()}")
+    rates = []
+    for name, tr, kw in pair:  # the latency sample's work, and the rate it ran at
+        macs = [multiply_adds(tr, text, kw) for text in sample]
+        rates.append(f"{name} {statistics.median(macs) / 1e6:.0f} M multiply-adds per sentence, "
+                     f"{statistics.median(m / t for m, t in zip(macs, lat[name])) / 1e9:.0f} G/s")
+    print(f"# work (median over the latency sample): {'; '.join(rates)}; a 2048 x 2048 torch.mm in {args.dtype} "
+          f"runs at {peak(getattr(torch, args.dtype)) / 1e9:.0f} G/s here")
     if args.phases:
         parts = phases(contenders, sample, warm, args.latency_block)
         print(table(["decoding", "part", "ms / sentence (median)"], parts))
