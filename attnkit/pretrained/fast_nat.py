@@ -12,6 +12,12 @@ that Mask-Predict's iterations pass back), the feed-forward. Attention is ``Fast
 one native call (``layer_forward``: the same kernels, no Python between them); the loop is its
 reference and the path for more rows. The length classifier is the model's own (one small matrix product).
 
+One sentence with one length candidate (latency at batch 1) takes ``first_pass``: the encoder, the best
+length, every layer's cross keys and values, the decoder over a row of mask tokens and each position's
+best token in one native call (``NatFirstPass``, ``functional/native/csrc/nat_first_pass.h``: the same
+entry points in the same order, bit-identical results), with ``_first_pass``, the same calls from
+Python, as its reference and the path where a part does not run natively.
+
 With ``output_attentions`` the pass runs on the reference model.
 """
 

@@ -9,7 +9,9 @@ few rows: ``pretrained.fast``), their checked entry points ``attention_ops.h``, 
 ``decoder_step.h`` (a decoder layer's step made of those entry points: ``FastSeq2Seq``), ``layer_forward.h``
 (an encoder or non-autoregressive decoder layer over a few short rows, the kernels of ``small_linear.h``,
 ``panel_linear.h`` and ``short_attention.h`` in one OpenMP region: ``FusedEncoderLayer``, ``FastNAT``),
-``best_tokens.h`` (each row's best allowed token: ``functional.tokens``), and ``module.cpp``, the one
+``best_tokens.h`` (each row's best allowed token: ``functional.tokens``), ``nat_first_pass.h`` (a
+non-autoregressive model's first pass over one sentence, encoder to best tokens, made of those entry
+points: ``FastNAT.first_pass``), and ``module.cpp``, the one
 translation unit, which binds them (torch's headers cost most of the build, so they are parsed once).
 
 ``kernel()`` returns the compiled module, or None where it cannot run: no AVX-512, no compiler, a
