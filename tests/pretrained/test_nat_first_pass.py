@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from attnkit.functional import native
 from attnkit.functional.native import kernel
-from attnkit.models.nat import NATConfig, NATModel
-from attnkit.nn import TransformerConfig
 from attnkit.pretrained.fast import LAYER_ROWS, onednn_available
 from attnkit.pretrained.fast_nat import FastNAT
+
+from .test_fast_nat import model
 
 K = kernel()
 pytestmark = pytest.mark.skipif(K is None or not hasattr(K, "NatFirstPass") or not onednn_available(),
@@ -22,20 +22,13 @@ pytestmark = pytest.mark.skipif(K is None or not hasattr(K, "NatFirstPass") or n
 BF16 = K is not None and bool(K.cpu_has_bf16())
 
 
-def nat(norm_first=True, activation="relu", positional="sinusoidal", d_model=64, seed=0, dtype=torch.float32,
-        longest=False):
-    tc = TransformerConfig(d_model=d_model, num_heads=2, d_ff=96, num_encoder_layers=2, num_decoder_layers=3,
-                           dropout=0.0, norm_first=norm_first, activation=activation, positional=positional,
-                           max_len=64)
-    cfg = NATConfig(40, 40, tc, share_embeddings=True, max_positions=64, length="classifier",
-                    max_length_offset=4)
-    torch.manual_seed(seed)
-    m = NATModel(cfg).eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() == 2:
-                p.normal_(std=0.4)
-        if longest:  # the classifier's longest offset always: T = S + 4
+def nat(norm_first=True, activation="relu", positional="sinusoidal", seed=0, dtype=torch.float32, longest=False):
+    """FastNAT of a random NATModel: d 64 in 2 heads (bfloat16's native layers take heads of 32), 2 encoder and
+    3 decoder layers, 40 words; ``longest``: the classifier always picks the longest offset, T = S + 4."""
+    m = model(norm_first, activation=activation, positional=positional, seed=seed, d_model=64, vocab=40,
+              decoder_layers=3)
+    if longest:
+        with torch.no_grad():
             m.length_head.bias[-1] = 1e4
     return FastNAT(m.to(dtype))
 
