@@ -27,9 +27,10 @@ With --phases, a second table splits batch-1 AR greedy and one-pass NAT into the
 per sentence of each; the shared encoder bounds what any decoder speed-up can give).
 
 A line gives the two's work: the median multiply-adds of their matrix products per sentence and the rate
-they ran at (multiply-adds over latency, median per sentence), next to the rate of one large matrix
-product (torch.mm, oneDNN) in the same dtype. One NAT pass does about as many multiply-adds as greedy
-decoding; its speed-up is how much faster products over a dozen rows run than greedy's steps of one row.
+they ran at (multiply-adds over latency, median per sentence), next to the CPU's peak in the same dtype
+(bench/cpu_peak.py's probe of its FMA / AVX512-BF16 units). One NAT pass does about as many multiply-adds
+as greedy decoding; its speed-up is how much faster products over a dozen rows run than greedy's steps of
+one row.
 
 Ratios are against AR greedy measured in the same run. Times include BPE encoding and decoding of
 the text on both sides. Decoding runs on --threads torch threads, every run's weights in --dtype
@@ -51,6 +52,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import machine, table  # noqa: E402
+from cpu_peak import peak_gflops  # noqa: E402
 
 import attnkit  # noqa: E402
 from attnkit.data.multi30k import multi30k  # noqa: E402
@@ -145,18 +147,6 @@ def multiply_adds(tr, text: str, kw: dict) -> float:
     return work + sum(ld * (layer + 2 * j * d + 2 * s * d) + d * vocab for j in range(1, n))  # n - 1 steps
 
 
-def peak(dtype: torch.dtype, n: int = 2048) -> float:
-    """Multiply-adds per second of one large n x n matrix product (torch.mm: oneDNN's GEMM), the median of 10."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    times = []
-    for i in range(13):
-        t0 = time.perf_counter()
-        a @ b
-        if i >= 3:
-            times.append(time.perf_counter() - t0)
-    return n ** 3 / statistics.median(times)
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ar", type=Path, required=True, help="autoregressive translation run (attnkit train translate)")
@@ -244,8 +234,11 @@ def main() -> int:
         macs = [multiply_adds(tr, text, kw) for text in sample]
         rates.append(f"{name} {statistics.median(macs) / 1e6:.0f} M multiply-adds per sentence, "
                      f"{statistics.median(m / t for m, t in zip(macs, lat[name])) / 1e9:.0f} G/s")
-    print(f"# work (median over the latency sample): {'; '.join(rates)}; a 2048 x 2048 torch.mm in {args.dtype} "
-          f"runs at {peak(getattr(torch, args.dtype)) / 1e9:.0f} G/s here")
+    try:  # bench/cpu_peak.py's probe: the CPU's multiply-adds per second over --threads threads (FLOPs / 2)
+        ceiling = f"the CPU's peak: {peak_gflops(args.threads)[args.dtype] / 2:.0f} G/s (bench/cpu_peak.py's probe)"
+    except (SystemExit, KeyError) as e:
+        ceiling = f"the CPU's peak not measured ({e or 'no AVX512-BF16'})"
+    print(f"# work (median over the latency sample): {'; '.join(rates)}; {ceiling}")
     if args.phases:
         parts = phases(contenders, sample, warm, args.latency_block)
         print(table(["decoding", "part", "ms / sentence (median)"], parts))

@@ -67,7 +67,6 @@ class FastNAT(nn.Module):
         self._native_stack = getattr(native.kernel(), "layers_forward", None) if self._native_layer and same else None
         self._mask_table: Tensor | None = None  # (1, n, d) decoder input of n mask tokens (``_masked_rows``)
         self._native_first = None  # the first pass in one native call (``first_pass_kernel``), False: none here
-        self._first_rows = 0  # the longest source it takes
 
     # -- the mask_predict protocol -------------------------------------------------------------
     def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
@@ -152,7 +151,7 @@ class FastNAT(nn.Module):
                 or input_ids.dim() != 2 or input_ids.shape[0] != 1 or not 0 < s <= min(LAYER_ROWS, SHORT_MAX_LEN)):
             return None
         run = self.first_pass_kernel()
-        if run is None or s > self._first_rows or input_ids.dtype != torch.long or not input_ids.is_contiguous():
+        if run is None or input_ids.dtype != torch.long or not input_ids.is_contiguous():
             return self._first_pass(input_ids, suppressed, use_cache)
         memory, lengths, tokens, logp, kv = run(input_ids, suppressed)  # tokens None: T > the layers' rows
         if not use_cache and tokens is not None:
@@ -183,10 +182,10 @@ class FastNAT(nn.Module):
                 or any(lin.small is None for lin in (self._length, base.cross_kv, base.output))):
             return None
         dtype, cfg = base.target_table.dtype, self.config
+        rows = min(LAYER_ROWS, SHORT_MAX_LEN)  # the longest source and row the pass takes
         positions = base._source_positions(cfg.max_positions, dtype) if base.encoder.position is not None else None
-        if base.encoder.position is not None and positions is None:
-            return None
-        self._first_rows = min(LAYER_ROWS, SHORT_MAX_LEN, cfg.max_positions if positions is not None else LAYER_ROWS)
+        if base.encoder.position is not None and (positions is None or positions.shape[0] < rows):
+            return None  # fewer positions than a row of the native layers: the Python pass
         linears = (self._length, base.cross_kv, base.output)
         def weights(norm) -> list[Tensor]:  # [weight, bias] of a LayerNorm, [] for none
             return list(norm.args[1:3]) if norm in norms else []
@@ -197,8 +196,7 @@ class FastNAT(nn.Module):
                     lay.norms[0].args[3], base.scale, self._length.native_layouts(), cfg.max_length_offset,
                     base.cross_kv.native_layouts(), base.output.native_layouts(),
                     [n for lin in linears for n in (lin.panels_from(), lin.out_features)],
-                    self._masked_rows(cfg.max_target_length).contiguous(),
-                    min(LAYER_ROWS, SHORT_MAX_LEN))
+                    self._masked_rows(cfg.max_target_length).contiguous(), rows)
 
     def _first_pass(self, input_ids: Tensor, suppressed: Tensor, use_cache: bool):
         """``first_pass`` from Python: its reference (the same calls, one by one)."""

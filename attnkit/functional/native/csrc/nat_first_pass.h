@@ -2,7 +2,8 @@
 // FastNAT.first_pass (attnkit/pretrained/fast_nat.py) runs from Python, its reference, as the same entry
 // points in the same order (the same results, bit for bit). At batch 1 a sentence's native work is about
 // 0.4 ms in bfloat16 and the Python between the calls (thirty small torch operations, ten Python frames)
-// cost another 0.06 ms (0.1 in float32): here it is C++ and ATen. Included once, by module.cpp, after layer_forward.h and best_tokens.h.
+// cost another 0.06 ms (0.1 in float32): here it is C++ and ATen. Included once, by module.cpp, after
+// layer_forward.h and best_tokens.h.
 //
 //   x      = E_src[ids] + P[:S]                           (1, S, d)   (the table already times sqrt(d))
 //   memory = LN_enc(encoder layers(x))                    (1, S, d)   (layers_forward)
