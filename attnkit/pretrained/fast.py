@@ -31,7 +31,6 @@ from ..nn.blocks import EncoderLayer, FeedForward
 __all__ = ["PackedLinear", "FusedEncoderLayer", "pack_linears", "fuse_encoder_layers", "onednn_available",
            "short_kernel", "kernel_lengths"]
 
-_OK: bool | None = None
 SMALL_ROWS = 4  # at most this many rows: attnkit's native small_linear kernel (one sequential pass over W)
 LAYER_ROWS = 32  # at most this many rows (B * L, a sentence): W in panels; a whole layer in one native call
 _SMALL_ACTS = {"none": 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_tanh": 4}
@@ -40,22 +39,47 @@ _POST_OPS = {"none": ("none", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu
              "silu": ("swish", "")}
 
 
-def onednn_available() -> bool:
-    """True when torch's oneDNN linear ops exist and agree with ``F.linear`` on a small case."""
-    global _OK
-    if _OK is None:
-        try:
-            ops = torch.ops.mkldnn
-            x, w, b = torch.randn(3, 8), torch.randn(4, 8), torch.randn(4)
-            packed, other = ops._reorder_linear_weight(w, None), torch.randn(3, 4)
-            y = ops._linear_pointwise(x, packed, b, "none", [], "")
-            z = ops._linear_pointwise.binary(x, other, packed, b, "add")
-            ref = torch.nn.functional.linear(x, w, b)
-            _OK = (bool(torch.backends.mkldnn.is_available()) and torch.allclose(y, ref, atol=1e-5)
-                   and torch.allclose(z, ref + other, atol=1e-5))
-        except (AttributeError, RuntimeError):
-            _OK = False
-    return _OK
+@functools.cache
+def onednn_available(dtype: torch.dtype = torch.float32) -> bool:
+    """True when torch's oneDNN linear ops exist for ``dtype`` on this CPU and agree with ``F.linear`` on a
+    small case (oneDNN packs bfloat16 only where the CPU has AVX512-BW/VL/DQ or AVX-NE-CONVERT)."""
+    try:
+        ops = torch.ops.mkldnn
+        x, w, b = (torch.randn(3, 8, dtype=dtype), torch.randn(4, 8, dtype=dtype), torch.randn(4, dtype=dtype))
+        packed, other = ops._reorder_linear_weight(w, None), torch.randn(3, 4, dtype=dtype)
+        y = ops._linear_pointwise(x, packed, b, "none", [], "")
+        z = ops._linear_pointwise.binary(x, other, packed, b, "add")
+        ref = torch.nn.functional.linear(x, w, b)
+        tol = 1e-5 if dtype == torch.float32 else 5e-2
+        return (bool(torch.backends.mkldnn.is_available()) and torch.allclose(y, ref, atol=tol, rtol=tol)
+                and torch.allclose(z, ref + other, atol=tol, rtol=tol))
+    except (AttributeError, RuntimeError):
+        return False
+
+
+@functools.cache
+def post_op_keeps_nan(activation: str) -> bool:
+    """Whether oneDNN's post-op for ``activation`` gives NaN for a NaN input on this CPU, as PyTorch's does
+    (on AVX2 its ReLU is max(0, x), which turns NaN into 0; attnkit's NaN policy propagates it)."""
+    if activation == "none" or not onednn_available():
+        return True
+    x = torch.full((1, 8), float("nan"))
+    packed = torch.ops.mkldnn._reorder_linear_weight(torch.ones(4, 8), None)
+    attr, algorithm = _POST_OPS[activation]
+    return bool(torch.ops.mkldnn._linear_pointwise(x, packed, None, attr, [], algorithm).isnan().all())
+
+
+def _activate(y: Tensor, activation: str) -> Tensor:
+    """The activations ``PackedLinear`` runs inside oneDNN, in PyTorch (where oneDNN cannot take the dtype)."""
+    if activation == "gelu":
+        return F.gelu(y)
+    if activation == "gelu_tanh":
+        return F.gelu(y, approximate="tanh")
+    if activation == "relu":
+        return F.relu(y)
+    if activation == "silu":
+        return F.silu(y)
+    return y
 
 
 class PackedLinear(nn.Module):
@@ -88,10 +112,14 @@ class PackedLinear(nn.Module):
         self.activation = activation
         self.weight = linear.weight.detach()  # kept for code that reads slices of it (e.g. cross-attention)
         self.bias = None if linear.bias is None else linear.bias.detach()
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, None)  # oneDNN layout, same dtype
+        # oneDNN's layout in the same dtype, or None where oneDNN cannot take it here (then ``F.linear``)
+        self.packed = (torch.ops.mkldnn._reorder_linear_weight(self.weight, None)
+                       if onednn_available(self.weight.dtype) else None)
         self.small = _small_kernel(self.weight)  # the native kernel for a few rows, or None
         self._act_id = _SMALL_ACTS[activation]
-        attr, algorithm = _POST_OPS[activation]
+        # the activation as oneDNN's post-op where it keeps NaN as NaN here, else in PyTorch after the product
+        self._in_kernel = post_op_keeps_nan(activation)
+        attr, algorithm = _POST_OPS[activation if self._in_kernel else "none"]
         self._post_op = (attr, [], algorithm)
         self._blocked: Tensor | None = None  # W as the small kernel reads it, made on first use
         self._panels: Tensor | None = None
@@ -124,6 +152,8 @@ class PackedLinear(nn.Module):
         w = self.small_weight(x.shape[0])
         if w is not None and self.out_features % 16 == 0 and x.is_contiguous() and other.is_contiguous():
             return self.small(x, w, self._small_bias, other, 0)
+        if self.packed is None:
+            return F.linear(x, self.weight, self.bias) + other
         return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, self.bias, "add")
 
     def add_norm(self, x: Tensor, other: Tensor, norm_weight: Tensor, norm_bias: Tensor, eps: float) -> Tensor:
@@ -172,7 +202,10 @@ class PackedLinear(nn.Module):
         if w is not None and x.is_contiguous():
             y = self.small(x, w, self._small_bias, None, self._act_id)
             return y if y.shape[1] == self.out_features else y[:, :self.out_features]  # padding rows dropped
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, *self._post_op)
+        if self.packed is None:
+            return _activate(F.linear(x, self.weight, self.bias), self.activation)
+        y = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, *self._post_op)
+        return y if self._in_kernel else _activate(y, self.activation)
 
     def norm_rows(self, x: Tensor, norm_weight: Tensor, norm_bias: Tensor, eps: float) -> Tensor:
         """act(LayerNorm(x) W^T + b) for x (N, in) -> (N, out): pre-LN's norm inside the kernel's widening of x

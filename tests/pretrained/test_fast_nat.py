@@ -12,6 +12,7 @@ from attnkit.nn import TransformerConfig
 from attnkit.pretrained.fast import LAYER_ROWS, onednn_available
 from attnkit.pretrained.fast_nat import FastNAT
 from attnkit.pretrained.fast_seq2seq import FastSeq2Seq
+from tests.markers import needs_native
 
 pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
               pytest.mark.usefixtures("one_thread")]
@@ -63,6 +64,7 @@ def test_a_parallel_pass_gives_the_reference_hidden_states(norm_first, activatio
     torch.testing.assert_close(one.last_hidden_state[0], out.last_hidden_state[0], atol=2e-5, rtol=1e-5)
 
 
+@needs_native
 @pytest.mark.parametrize("norm_first,activation,positional", [(True, "relu", "sinusoidal"), (False, "gelu", "learned")])
 def test_unpadded_sources_run_the_native_encoder_and_the_short_length_classifier(norm_first, activation, positional):
     m = model(norm_first, activation=activation, positional=positional)
@@ -187,6 +189,7 @@ def test_one_sentence_takes_the_first_pass_and_gives_the_reference_translation(i
     assert len(taken) == 5  # not asked
 
 
+@needs_native
 def test_the_first_pass_of_a_row_longer_than_the_native_layers_take():
     m = model(True)
     with torch.no_grad():

@@ -13,6 +13,7 @@ from attnkit.models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from attnkit.nn import TransformerConfig
 from attnkit.pretrained.fast import onednn_available
 from attnkit.pretrained.fast_seq2seq import FastSeq2Seq, StepCache
+from tests.markers import needs_native
 
 pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
               pytest.mark.usefixtures("one_thread")]
@@ -163,6 +164,7 @@ def test_buffers_of_another_batch_size_in_the_pool_are_passed_over():
     assert torch.equal(one, generate(m, ids[:1], mask[:1], max_new_tokens=40).sequences)
 
 
+@needs_native
 @pytest.mark.parametrize("norm_first,activation", [(False, "silu"), (True, "gelu")])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, activation, dtype):
@@ -215,6 +217,7 @@ def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, acti
         assert native_error <= 1.1 * python_error and native_error < 0.05 * size
 
 
+@needs_native
 def test_the_native_layer_step_is_not_used_where_its_conditions_fail():
     m = model(False)
     fast = FastSeq2Seq(m)

@@ -12,6 +12,7 @@ from attnkit import masks as M
 from attnkit.functional import dispatch, select_backend
 from attnkit.functional.backends import short
 from attnkit.functional.backends.math import math_attention
+from tests.markers import needs_native
 
 from ._helpers import check_other_ranks, check_packed_qkv_views, rand
 
@@ -145,6 +146,7 @@ def test_other_ranks(native_kernel, shape):
     check_other_ranks("short", shape)
 
 
+@needs_native
 def test_rejects_other_masks_and_weights():
     q = torch.randn(1, 1, 8, 16)
     with pytest.raises(ValueError, match="backend 'short' takes no mask, a padding mask or a segments mask"):

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import attnkit
 from attnkit import masks as M
 from attnkit.functional import select_backend
+from tests.markers import needs_native
 
 from ._helpers import check_other_ranks, check_packed_qkv_views, rand
 
@@ -92,6 +93,7 @@ def test_auto_rule(native_kernel):
     assert select_backend(q.requires_grad_(), q, q, None, None, False) != "tiled"  # training: SDPA's backward
 
 
+@needs_native
 def test_bad_inputs():
     q = torch.zeros(2, 10, 16)
     with pytest.raises(ValueError, match="window / causal / padding"):
