@@ -13,10 +13,13 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["Subwords", "learn_bpe", "SPECIALS", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID"]
+from .jsonfile import regular_file
+
+__all__ = ["Subwords", "learn_bpe", "SPECIALS", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "BPE_LIMIT"]
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+BPE_LIMIT = 256 << 20  # bytes of a vocabulary file: 32,000 subwords take about 1 MB
 
 
 def _tokenizers():
@@ -85,6 +88,9 @@ class Subwords:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Subwords:
+        """The vocabulary saved in ``path`` (a regular file of at most ``BPE_LIMIT`` bytes); one ValueError line
+        naming it if it is not one."""
+        regular_file(path, BPE_LIMIT)
         tk = _tokenizers()
         try:
             return cls(tk.Tokenizer.from_file(str(path)))

@@ -14,7 +14,7 @@ from ..models.bert import set_dropout
 from ..models.classifier import ClassifierConfig, PretrainedClassifier, SequenceClassifier
 from ..nn import TransformerConfig
 from ..train import Task
-from ..train.checkpoint import load_weights
+from ..train.from_meta import listed, model_from_meta
 from .options import add_config_args, add_split_files
 
 NAME = "classifier"
@@ -144,11 +144,15 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
 
 
 def load(folder: Path, meta: dict):
+    """The run's model; its sizes in meta.json checked against the weights, its words and labels against its sizes."""
+    labels = listed(folder, meta, "labels", None)
     if meta.get("pretrained"):
-        model = PretrainedClassifier(copy.deepcopy(pretrained(meta["pretrained"]).model), len(meta["labels"]))
-    else:
-        model = SequenceClassifier(ClassifierConfig.from_dict(meta["model"]))
-    load_weights(folder, model)
+        encoder = pretrained(meta["pretrained"]).model  # loaded (and checked) before the model is built from it
+        model = model_from_meta(folder, meta, lambda: PretrainedClassifier(copy.deepcopy(encoder), len(labels)))
+        return model.eval()
+    model = model_from_meta(folder, meta, lambda: SequenceClassifier(ClassifierConfig.from_dict(meta["model"])))
+    listed(folder, meta, "words", model.config.vocab_size)
+    listed(folder, meta, "labels", model.config.num_classes)
     return model.eval()
 
 

@@ -20,7 +20,7 @@ from ..data.planetoid import NAMES, PlanetoidGraph, load_planetoid
 from ..models.graph import GAT, GraphAttentionConfig, add_self_loops, link_pairs
 from ..nn import TransformerConfig
 from ..train import Task
-from ..train.checkpoint import load_weights
+from ..train.from_meta import model_from_meta
 from ..train.metrics import IGNORE
 from .options import add_config_args, add_data_args
 
@@ -112,8 +112,7 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
 
 
 def load(folder: Path, meta: dict) -> GAT:
-    model = GAT(GraphAttentionConfig(**meta["model"]))
-    load_weights(folder, model)
+    model = model_from_meta(folder, meta, lambda: GAT(GraphAttentionConfig(**meta["model"])))
     return model.eval()
 
 

@@ -12,7 +12,7 @@ from ..data.images import load_digits, load_mnist
 from ..models.vision import VisionConfig, VisionTransformer
 from ..nn import TransformerConfig
 from ..train import Task
-from ..train.checkpoint import load_weights
+from ..train.from_meta import listed, model_from_meta
 from .options import add_config_args, add_data_args, split_item
 
 NAME = "image"
@@ -92,8 +92,8 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
 
 
 def load(folder: Path, meta: dict) -> VisionTransformer:
-    model = VisionTransformer(VisionConfig.from_dict(meta["model"]))
-    load_weights(folder, model)
+    model = model_from_meta(folder, meta, lambda: VisionTransformer(VisionConfig.from_dict(meta["model"])))
+    listed(folder, meta, "labels", model.config.num_classes)
     return model.eval()
 
 

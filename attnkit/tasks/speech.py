@@ -13,7 +13,7 @@ from ..data.fsdd import load_fsdd, official_split, speaker_split
 from ..models.speech import SpeechClassifier, SpeechConfig, spec_augment
 from ..nn import TransformerConfig
 from ..train import Task
-from ..train.checkpoint import load_weights
+from ..train.from_meta import listed, model_from_meta
 from .options import add_config_args, add_data_args, split_item
 
 NAME = "speech"
@@ -109,8 +109,8 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
 
 
 def load(folder: Path, meta: dict) -> SpeechClassifier:
-    model = SpeechClassifier(SpeechConfig.from_dict(meta["model"]))
-    load_weights(folder, model)
+    model = model_from_meta(folder, meta, lambda: SpeechClassifier(SpeechConfig.from_dict(meta["model"])))
+    listed(folder, meta, "labels", model.config.num_classes)
     return model.eval()
 
 

@@ -13,7 +13,7 @@ from ..data.words import split_words
 from ..models.tagger import PretrainedTagger, Tagger, TaggerConfig
 from ..nn import TransformerConfig
 from ..train import IGNORE, Task
-from ..train.checkpoint import load_weights
+from ..train.from_meta import listed, model_from_meta
 from . import subword
 from .options import add_split_files
 
@@ -158,11 +158,17 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
 
 
 def load(folder: Path, meta: dict):
+    """The run's model; its sizes in meta.json checked against the weights, its vocabularies against its sizes."""
+    labels = listed(folder, meta, "labels", None)
     if meta.get("pretrained"):
-        model = PretrainedTagger(subword.fresh_model(meta["pretrained"]), len(meta["labels"]))
-    else:
-        model = Tagger(TaggerConfig.from_dict(meta["model"]))
-    load_weights(folder, model)
+        subword.encoder(meta["pretrained"])  # loaded (and checked) before the model is built from it
+        model = model_from_meta(folder, meta, lambda: PretrainedTagger(subword.fresh_model(meta["pretrained"]),
+                                                                        len(labels)))
+        return model.eval()
+    model = model_from_meta(folder, meta, lambda: Tagger(TaggerConfig.from_dict(meta["model"])))
+    cfg = model.config
+    for key, size in (("words", cfg.vocab_size), ("chars", cfg.char_vocab_size), ("labels", cfg.num_tags)):
+        listed(folder, meta, key, size)
     return model.eval()
 
 

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import torch
 
-from ..data.bpe import BOS_ID, EOS_ID, PAD_ID, Subwords, learn_bpe
+from ..data.bpe import BOS_ID, BPE_LIMIT, EOS_ID, PAD_ID, Subwords, learn_bpe
+from ..data.jsonfile import regular_file
 from ..data.multi30k import LANGS, SPLITS, Corpus, multi30k, read_parallel, split_name
 from ..models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from ..nn import TransformerConfig
 from ..train import IGNORE, Task
-from ..train.checkpoint import CheckpointError, load_weights, sha256
+from ..train.checkpoint import META, CheckpointError, sha256
+from ..train.from_meta import model_from_meta
 from . import translate_nat
 from .options import add_data_args
 from .translator import Translator, bleu_report
@@ -174,23 +176,63 @@ def load(folder: Path, meta: dict, *, dtype: torch.dtype = torch.float32) -> Tra
     if dtype not in DTYPES.values():
         raise ValueError(f"load_pretrained: `dtype` of a translation run must be torch.float32 or torch.bfloat16, "
                          f"got {dtype}")
-    if meta.get("decoder", "ar") == "nat":
-        return translate_nat.load(folder, meta, subwords_for(folder, meta), dtype=dtype)
-    model = Seq2SeqModel(model_config(meta))
-    load_weights(folder, model)
-    return Translator(model.to(dtype), subwords_for(folder, meta), meta)
+    nat = check_meta(folder, meta) == "nat"
+    subwords = subwords_for(folder, meta)
+    kind = translate_nat.NATModel if nat else Seq2SeqModel
+    model = model_from_meta(folder, meta, lambda: kind(model_config(meta)))  # sizes checked against the weights
+    check_lengths(folder, meta, model.config)
+    return (translate_nat.NATTranslator if nat else Translator)(model.to(dtype), subwords, meta)
+
+
+def _meta_error(folder: Path, key: str, want: str, got) -> CheckpointError:
+    return CheckpointError(f"checkpoint: {Path(folder) / META}: `{key}` must be {want}, got {got!r:.80}")
+
+
+def check_meta(folder: Path, meta: dict) -> str:
+    """The entries of a translation run's meta.json that are not sizes of the model -> its decoder ("ar", "nat")."""
+    decoder = meta.get("decoder", "ar")
+    if decoder not in ("ar", "nat"):
+        raise _meta_error(folder, "decoder", "'ar' or 'nat'", decoder)
+    if meta.get("subwords") != BPE_FILE:  # a name, never a path: the vocabulary is the run's own file
+        raise _meta_error(folder, "subwords", repr(BPE_FILE), meta.get("subwords"))
+    digest = meta.get("subwords_sha256")
+    if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+        raise _meta_error(folder, "subwords_sha256", f"the sha256 of {BPE_FILE} (64 hex digits)", digest)
+    for key in ("src_lang", "tgt_lang"):
+        if not isinstance(meta.get(key), str):
+            raise _meta_error(folder, key, "a string", meta.get(key))
+    return decoder
+
+
+def check_lengths(folder: Path, meta: dict, config: Seq2SeqConfig) -> None:
+    """``max_length`` (and a NAT run's default decoding) within the model's positions."""
+    n = config.max_positions
+    ml = meta.get("max_length", n)
+    if not isinstance(ml, int) or isinstance(ml, bool) or not 2 <= ml <= n:
+        raise _meta_error(folder, "max_length", f"an integer in [2, {n}] (the model's positions)", ml)
+    if meta.get("decoder") == "nat":
+        d = meta.get("nat_decoding", {})
+        if not isinstance(d, dict):
+            raise _meta_error(folder, "nat_decoding", "a JSON object", d)
+        for key in ("iterations", "length_candidates"):
+            v = d.get(key, 1)
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= n:
+                raise _meta_error(folder, f"nat_decoding.{key}", f"an integer in [1, {n}]", v)
 
 
 def subwords_for(folder: Path, meta: dict) -> Subwords:
-    """The run's BPE vocabulary: ``bpe.json`` next to the checkpoint folders, checked against the meta."""
+    """The run's BPE vocabulary: ``bpe.json`` in the run folder (or the checkpoint folder), by that name only,
+    checked against the sha256 in the meta."""
     folder = Path(folder)
-    for cand in (folder / meta["subwords"], folder.parent / meta["subwords"]):
-        if cand.exists():
-            if meta.get("subwords_sha256") and sha256(cand) != meta["subwords_sha256"]:
+    check_meta(folder, meta)
+    for cand in (folder / BPE_FILE, folder.parent / BPE_FILE):
+        if cand.exists() or cand.is_symlink():
+            regular_file(cand, BPE_LIMIT)
+            if sha256(cand) != meta["subwords_sha256"]:
                 raise CheckpointError(f"checkpoint: {cand} is not the vocabulary {folder} was trained with "
                                       "(sha256 differs)")
             return Subwords.load(cand)
-    raise CheckpointError(f"checkpoint: {folder} needs its subword vocabulary {meta['subwords']} in "
+    raise CheckpointError(f"checkpoint: {folder} needs its subword vocabulary {BPE_FILE} in "
                           f"{folder.parent}, which is missing")
 
 

@@ -174,12 +174,6 @@ def task_for(model, meta: dict, name: str) -> Task:
     return Task(name, model, [None], partial(collate, cfg=cfg), partial(forward, cfg=cfg), meta=meta)
 
 
-def load(folder: Path, meta: dict, subwords, *, dtype: torch.dtype = torch.float32) -> NATTranslator:
-    model = NATModel(NATConfig.from_dict(meta["model"]))
-    load_weights(folder, model)
-    return NATTranslator(model.to(dtype), subwords, meta)
-
-
 class NATTranslator(Translator):
     """A NAT run as a Python object: ``translate(texts, iterations=10, length_candidates=3)``.
 

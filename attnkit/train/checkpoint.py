@@ -29,6 +29,7 @@ from pathlib import Path
 
 from torch import nn
 
+from ..data.jsonfile import read_json
 from .state import decode, encode
 
 FORMAT_VERSION = 2  # 1: trainer state in trainer.pt (a pickle, no longer read), no checksums
@@ -128,10 +129,28 @@ def save_checkpoint(out_dir: str | os.PathLike, model: nn.Module, meta: dict, *,
 
 
 def _pointer(out: Path, which: str) -> str | None:
+    """The checkpoint folder name ``out/{which}.json`` holds, or None (missing, unreadable or invalid)."""
     try:
-        return json.loads((out / f"{which}.json").read_text(encoding="utf-8"))["path"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return _named(out, which)
+    except (OSError, ValueError):
         return None
+
+
+def _named(out: Path, which: str) -> str | None:
+    """The checkpoint folder name ``out/{which}.json`` holds; None if there is no such file; a
+    CheckpointError naming it if it is not a JSON object whose "path" is a folder name (not a path)."""
+    path = out / f"{which}.json"
+    if not path.exists():
+        return None
+    try:
+        doc = read_json(path, limit=1 << 20)
+    except ValueError as e:
+        raise CheckpointError(f"checkpoint: {e}") from None
+    name = doc.get("path") if isinstance(doc, dict) else None
+    if not isinstance(name, str) or not name or Path(name).name != name or name.startswith(".") or "\\" in name:
+        raise CheckpointError(f"checkpoint: {path}: \"path\" must name a checkpoint folder inside {out}, got "
+                              f"{name!r:.80}")
+    return name
 
 
 def clean_leftovers(out: Path) -> None:
@@ -192,16 +211,32 @@ def resolve(path: str | os.PathLike, which: str = "latest") -> Path:
         return p
     if not p.exists():
         raise CheckpointError(f"checkpoint: {p} does not exist")
-    name = _pointer(p, which) or _pointer(p, "latest")
+    if not p.is_dir():
+        raise CheckpointError(f"checkpoint: {p} is not a folder")
+    name = _named(p, which) or _named(p, "latest")
     if name and (p / name / META).exists():
         return p / name
-    if name and which == "best" and _pointer(p, "best"):  # never another checkpoint in its place
+    if name and which == "best" and _named(p, "best"):  # never another checkpoint in its place
         raise CheckpointError(f"checkpoint: {p / 'best.json'} names {name}, which is missing from {p}; "
                               f"use the latest checkpoint instead (--which latest)")
     ckpts = sorted(c for c in p.glob("ckpt-*") if (c / META).exists())
     if not ckpts:
-        raise CheckpointError(f"checkpoint: no checkpoint in {p} (expected {META} or latest.json)")
+        raise CheckpointError(_not_a_run(p))
     return ckpts[-1]
+
+
+def _not_a_run(p: Path) -> str:
+    """Why ``p`` holds no checkpoint; a model folder (config.json) is told apart from an empty one."""
+    config = p / "config.json"
+    if not config.exists():
+        return f"checkpoint: no checkpoint in {p} (expected {META} or latest.json)"
+    try:
+        hf = read_json(config)
+    except (OSError, ValueError) as e:
+        return f"checkpoint: {p} is no attnkit run and its config.json cannot be read: {e}"
+    kind = hf.get("model_type") if isinstance(hf, dict) else None
+    return (f"checkpoint: {p} is no attnkit run (no {META} or latest.json), and its config.json is not a Marian "
+            f"model's (model_type {kind!r:.40}, expected 'marian')")
 
 
 def _one_line(e: BaseException) -> str:
@@ -212,11 +247,12 @@ def read_meta(folder: Path) -> dict:
     """meta.json of a checkpoint folder, checked: a JSON object with the keys its format version needs."""
     path = folder / META
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = read_json(path)
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint: {path} is missing") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"checkpoint: {path} is not valid JSON ({_one_line(e)})") from None
+    except ValueError as e:  # not a file, too large, nested too deep, not JSON: the message names the file
+        msg = str(e).replace(f"{path}: not valid JSON", f"{path} is not valid JSON")
+        raise CheckpointError(f"checkpoint: {msg}") from None
     if not isinstance(meta, dict):
         raise CheckpointError(f"checkpoint: {path} must hold a JSON object, got {type(meta).__name__}")
     version = meta.get("format_version")
@@ -275,7 +311,11 @@ def load_weights(folder: str | os.PathLike, model: nn.Module, *, missing_ok: tup
     """The folder's weights into ``model``, verified; every tensor must fit. ``missing_ok``: name prefixes of
     the model's parameters the folder may lack (they keep their values). Returns the names left as they were."""
     folder = Path(folder)
-    state = _read_safetensors(verified(folder, WEIGHTS))
+    return fill(folder, model, _read_safetensors(verified(folder, WEIGHTS)), missing_ok=missing_ok)
+
+
+def fill(folder: Path, model: nn.Module, state: dict, *, missing_ok: tuple[str, ...] = ()) -> list[str]:
+    """``load_weights`` for weights already read from ``folder``."""
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as e:
@@ -302,6 +342,6 @@ def load_trainer_state(folder: str | os.PathLike) -> dict:
     path = verified(folder, STATE_JSON, meta)
     tensors = _read_safetensors(verified(folder, STATE_TENSORS, meta))
     try:
-        return decode(json.loads(path.read_text(encoding="utf-8")), tensors)
+        return decode(read_json(path), tensors)
     except (ValueError, UnicodeDecodeError, TypeError, KeyError) as e:
         raise CheckpointError(f"checkpoint: {path} is not a valid trainer state ({_one_line(e)})") from None
