@@ -7,15 +7,18 @@ and ``sentence_bert_config.json``. Every file is checked here, before any model 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..data.jsonfile import read_json as _read_json
+
 __all__ = ["ModelFolder", "Pooling", "read_folder", "read_config", "weights_file", "read_json", "WEIGHT_FILES",
-           "POOLING_MODES"]
+           "POOLING_MODES", "CONFIG_LIMIT", "TOKENIZER_LIMIT"]
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+CONFIG_LIMIT = 16 << 20  # bytes of a config / vocabulary JSON file (opus-mt's vocab.json: about 1.5 MB)
+TOKENIZER_LIMIT = 128 << 20  # bytes of tokenizer.json or a sentencepiece model (large ones take about 20 MB)
 # sentence-transformers' pooling modes, in the order it concatenates them.
 POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
                  "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len"}
@@ -50,12 +53,9 @@ class ModelFolder:
 
 
 def read_json(path: Path) -> Any:
-    if not path.is_file():
-        raise FileNotFoundError(f"file not found: {path}")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not valid JSON: {e}") from None
+    """A small JSON file of a model folder (``attnkit.data.jsonfile.read_json``: bounded size and depth, one-line
+    errors naming the file)."""
+    return _read_json(path, limit=CONFIG_LIMIT)
 
 
 def _read_pooling(folder: Path) -> Pooling:
@@ -64,8 +64,8 @@ def _read_pooling(folder: Path) -> Pooling:
     if not modules_file.is_file():
         return Pooling(("mean",), normalize=False)
     modules = read_json(modules_file)
-    if not isinstance(modules, list):
-        raise ValueError(f"{modules_file}: expected a list of modules")
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise ValueError(f"{modules_file}: expected a list of modules (JSON objects)")
     types = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
     supported = {"Transformer", "Pooling", "Normalize"}
     others = [t for t in types if t not in supported]
@@ -76,8 +76,13 @@ def _read_pooling(folder: Path) -> Pooling:
     pooling_modules = [m for m, t in zip(modules, types) if t == "Pooling"]
     if not pooling_modules:
         return Pooling(("cls",), normalize=normalize)
-    pool_file = folder / str(pooling_modules[0].get("path", "1_Pooling")) / "config.json"
+    sub = pooling_modules[0].get("path", "1_Pooling")
+    if not isinstance(sub, str) or not sub or Path(sub).is_absolute() or ".." in Path(sub).parts:
+        raise ValueError(f"{modules_file}: the Pooling module's `path` must be a folder inside {folder}, got {sub!r}")
+    pool_file = folder / sub / "config.json"
     cfg = read_json(pool_file)
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{pool_file}: expected a JSON object")
     used = [k for k in _UNSUPPORTED_POOLING if cfg.get(k)]
     if used:
         raise ValueError(f"{pool_file}: pooling modes {used} are not supported")
@@ -118,6 +123,8 @@ def read_folder(path: str | Path) -> ModelFolder:
     st_file = folder / "sentence_bert_config.json"
     if st_file.is_file():
         st = read_json(st_file)
+        if not isinstance(st, dict):
+            raise ValueError(f"{st_file}: expected a JSON object")
         msl = st.get("max_seq_length")
         if msl is not None:
             if not isinstance(msl, int) or isinstance(msl, bool) or msl < 2:

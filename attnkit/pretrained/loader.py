@@ -13,9 +13,10 @@ from pathlib import Path
 
 import torch
 
+from ..data.jsonfile import regular_file
 from ..models.bert import BertConfig, BertModel
 from .encoder import SentenceEncoder
-from .folder import ModelFolder, read_folder
+from .folder import TOKENIZER_LIMIT, ModelFolder, read_folder
 from .weights import has_pooler, map_bert_weights, read_state_dict
 
 __all__ = ["BUILTIN", "Builtin", "builtin_path", "resolve", "load_pretrained", "load_tokenizer"]
@@ -67,6 +68,7 @@ def load_tokenizer(folder: ModelFolder):
     except ImportError as e:  # pragma: no cover - depends on the install
         raise ImportError("attnkit.load_pretrained needs `tokenizers`: "
                           "pip install 'attnkit[pretrained]'") from e
+    regular_file(folder.tokenizer, TOKENIZER_LIMIT)
     try:
         tok = Tokenizer.from_file(str(folder.tokenizer))
     except Exception as e:  # tokenizers raises its own exception type

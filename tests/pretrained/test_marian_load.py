@@ -93,7 +93,7 @@ def test_other_model_type_is_an_unknown_architecture(folder):
     # checkpoints whose shapes do not fit the config
     (dict(encoder_ffn_dim=48, decoder_ffn_dim=48), ["model.safetensors", "fc1.weight", "(32, 16)", "(48, 16)"]),
     (dict(vocab_size=31, decoder_vocab_size=31), ["model.safetensors", "encoder embedding", "(30, 16)"]),
-    (dict(encoder_layers=2), ["model.safetensors", "missing weights", "model.encoder.layers.1"]),
+    (dict(encoder_layers=2), ["config.json", "`encoder_layers` is 2", "model.safetensors holds 1 encoder layers"]),
     (dict(decoder_layers=0, encoder_layers=1), ["config.json"]),
 ])
 def test_unsupported_configs_and_shapes_that_do_not_fit_name_the_file(folder, changes, words):

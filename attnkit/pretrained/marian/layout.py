@@ -64,7 +64,7 @@ def marian_config(hf: dict, *, source: str, share_embeddings: bool, tie_output: 
             raise ValueError(f"{source}: `{a}` ({hf.get(a)}) and `{b}` ({hf.get(b)}) differ; attnkit's stacks "
                              "share one size")
     act = hf.get("activation_function", "gelu")
-    if act not in ACTIVATIONS:
+    if not isinstance(act, str) or act not in ACTIVATIONS:
         raise ValueError(f"{source}: unsupported activation_function {act!r} (supported: {sorted(ACTIVATIONS)})")
     vocab = _int(hf, "vocab_size", source)
     dec_vocab = hf.get("decoder_vocab_size") or vocab

@@ -4,7 +4,10 @@ The folder holds ``config.json`` (model_type "marian"), ``model.safetensors`` or
 (read with ``torch.load(weights_only=True)``: no pickle code runs) and a tokenizer (``tokenizer.json``,
 or ``source.spm`` / ``target.spm`` + ``vocab.json``). Everything is checked before a model is built:
 a missing file, an architecture attnkit does not run and weights whose names or shapes do not fit
-``config.json`` each raise one error naming the file.
+``config.json`` each raise one error naming the file. The sizes in ``config.json`` are checked against
+the weights file's own list of tensors (its header: ``weights.tensor_shapes``) before a tensor is read
+or anything is allocated: the layers it counts, every table's shape; the one size not stored there,
+``max_position_embeddings`` of a folder without position tables, is bounded by ``MAX_POSITIONS``.
 
 Embedding tables that are equal are shared (one table), as are the output projection and the target
 table. Stored sinusoidal position tables are checked against the formula; the one difference allowed
@@ -20,10 +23,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from ...data.safetensors_header import TensorInfo
 from ...functional.positional import sinusoidal_table
 from ...models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from ..folder import read_config, read_json, weights_file
-from ..weights import read_state_dict
+from ..weights import layer_count, read_state_dict, tensor_shapes
 from .layout import expected_shapes, hf_to_attnkit, marian_config
 from .tokenizer import read_tokenizer
 from .translator import MarianTranslator, generation_defaults
@@ -31,70 +35,83 @@ from .translator import MarianTranslator, generation_defaults
 __all__ = ["load_marian", "is_marian_folder", "marian_model"]
 
 _POSITIONS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+_TABLES = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")
+MAX_POSITIONS = 16384  # opus-mt checkpoints have 512; the sinusoidal tables of more would take GBs
 
 
 def is_marian_folder(path: Path) -> bool:
-    """True when ``path/config.json`` says model_type "marian"."""
+    """True when ``path/config.json`` says model_type "marian"; False without a config.json or for another
+    model type; a ValueError naming the file when config.json is there but cannot be read."""
     cfg = Path(path) / "config.json"
-    if not cfg.is_file():
+    if not (cfg.exists() or cfg.is_symlink()):
         return False
-    try:
-        return read_json(cfg).get("model_type") == "marian"
-    except (ValueError, AttributeError):
-        return False
+    hf = read_json(cfg)
+    if not isinstance(hf, dict):
+        raise ValueError(f"{cfg}: expected a JSON object, got {type(hf).__name__}")
+    return hf.get("model_type") == "marian"
 
 
 def _same(a: Tensor, b: Tensor) -> bool:
     return a is b or (a.shape == b.shape and torch.equal(a, b))
 
 
-def _tables(state: dict[str, Tensor], hf: dict, source: str) -> tuple[Tensor, Tensor, Tensor]:
-    """(encoder table, decoder table, output projection) as Hugging Face ties them."""
+def _table_names(names, hf: dict, source: str) -> tuple[str, str, str]:
+    """The names of (encoder table, decoder table, output projection) as Hugging Face ties them."""
     share = hf.get("share_encoder_decoder_embeddings", True)
     tie = hf.get("tie_word_embeddings", True)
-    shared = state.get("model.shared.weight")
+    shared = "model.shared.weight" if "model.shared.weight" in names else None
     if share and tie and shared is not None:
         enc = dec = shared
     else:
-        enc = state.get("model.encoder.embed_tokens.weight", shared if share else None)
-        dec = state.get("model.decoder.embed_tokens.weight", shared if share else None)
-    out = dec if tie else state.get("lm_head.weight")
-    missing = [n for n, t in (("model.encoder.embed_tokens.weight", enc), ("model.decoder.embed_tokens.weight", dec),
-                              ("lm_head.weight", out)) if t is None]
+        enc, dec = (n if n in names else (shared if share else None) for n in _TABLES[:2])
+    out = dec if tie else ("lm_head.weight" if "lm_head.weight" in names else None)
+    missing = [n for n, t in zip(_TABLES, (enc, dec, out)) if t is None]
     if missing:
         raise ValueError(f"{source}: missing weights {missing}")
     return enc, dec, out
 
 
-def _check(state: dict[str, Tensor], config: Seq2SeqConfig, tables: tuple[Tensor, ...], bias: Tensor | None,
-           source: str) -> None:
+def _check_counts(shapes: dict[str, TensorInfo], config: Seq2SeqConfig, cfg_source: str, source: str) -> None:
+    """The sizes of config.json that the weights do not show as one tensor's shape, before any loop over them."""
+    tc = config.transformer
+    for stack, n in (("encoder", tc.num_encoder_layers), ("decoder", tc.num_decoder_layers)):
+        have = layer_count(shapes, f"model.{stack}.layers")
+        if n > have:  # before any loop over the layers config.json names
+            raise ValueError(f"{cfg_source}: `{stack}_layers` is {n}, but {source} holds {have} {stack} layers")
+    if not any(k in shapes for k in _POSITIONS) and config.max_positions > MAX_POSITIONS:
+        raise ValueError(f"{cfg_source}: `max_position_embeddings` is {config.max_positions}; attnkit makes "
+                         f"sinusoidal tables of at most {MAX_POSITIONS} positions")
+
+
+def _check(shapes: dict[str, TensorInfo], config: Seq2SeqConfig, tables: tuple[str, ...], source: str) -> None:
+    """Every tensor's name and shape against ``config`` (share and tie decided by the tensors' names)."""
     d = config.transformer.d_model
     want = expected_shapes(config)
-    known = set(want) | {"model.shared.weight", "model.encoder.embed_tokens.weight",
-                         "model.decoder.embed_tokens.weight", "lm_head.weight", "final_logits_bias", *_POSITIONS}
+    known = set(want) | {"model.shared.weight", *_TABLES, "final_logits_bias", *_POSITIONS}
     problems = []
-    missing = sorted(set(want) - set(state))
-    unexpected = sorted(set(state) - known)
+    missing = sorted(set(want) - set(shapes))
+    unexpected = sorted(set(shapes) - known)
     if missing:
         problems.append(f"missing weights {missing[:8]}{' ...' if len(missing) > 8 else ''}")
     if unexpected:
         problems.append(f"unexpected weights {unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
-    bad = [f"{k}: checkpoint {tuple(state[k].shape)}, config {want[k]}" for k in sorted(set(want) & set(state))
-           if tuple(state[k].shape) != want[k]]
+    bad = [f"{k}: checkpoint {shapes[k].shape}, config {want[k]}" for k in sorted(set(want) & set(shapes))
+           if shapes[k].shape != want[k]]
     sizes = (config.src_vocab_size, config.tgt_vocab_size, config.tgt_vocab_size)
     for name, t, v in zip(("encoder embedding", "decoder embedding", "output projection"), tables, sizes):
-        if tuple(t.shape) != (v, d):
-            bad.append(f"{name}: checkpoint {tuple(t.shape)}, config {(v, d)}")
-    if bias is not None and bias.numel() != config.tgt_vocab_size:
-        bad.append(f"final_logits_bias: checkpoint {tuple(bias.shape)}, config (1, {config.tgt_vocab_size})")
+        if shapes[t].shape != (v, d):
+            bad.append(f"{name}: checkpoint {shapes[t].shape}, config {(v, d)}")
+    bias = shapes.get("final_logits_bias")
+    if bias is not None and bias.shape not in ((config.tgt_vocab_size,), (1, config.tgt_vocab_size)):
+        bad.append(f"final_logits_bias: checkpoint {bias.shape}, config (1, {config.tgt_vocab_size})")
     for key in _POSITIONS:
-        if key in state and tuple(state[key].shape) != (config.max_positions, d):
-            bad.append(f"{key}: checkpoint {tuple(state[key].shape)}, config {(config.max_positions, d)}")
+        if key in shapes and shapes[key].shape != (config.max_positions, d):
+            bad.append(f"{key}: checkpoint {shapes[key].shape}, config {(config.max_positions, d)}")
     if bad:
         problems.append("shapes that do not fit config.json: " + "; ".join(bad[:8]))
     if problems:
         raise ValueError(f"{source}: " + "; ".join(problems))
-    not_float = sorted(k for k, t in state.items() if not t.dtype.is_floating_point)
+    not_float = sorted(k for k, t in shapes.items() if not t.is_float)
     if not_float:
         raise ValueError(f"{source}: weights must be floating point, got {not_float[:4]}")
 
@@ -102,12 +119,11 @@ def _check(state: dict[str, Tensor], config: Seq2SeqConfig, tables: tuple[Tensor
 def _start_shift(state: dict[str, Tensor], config: Seq2SeqConfig, source: str) -> Tensor | None:
     """The decoder position table's row-0 offset from the formula (None if there is none); errors for others."""
     d, n = config.transformer.d_model, config.max_positions
-    ref = sinusoidal_table(n, d, layout="halves")
     shift = None
     for key in _POSITIONS:
         if key not in state:
             continue
-        diff = state[key].float() - ref
+        diff = state[key].float() - sinusoidal_table(n, d, layout="halves")  # n rows: as many as the stored table
         rows = (diff.abs() > 1e-4).any(dim=1).nonzero().flatten().tolist()
         allowed = [0] if key.startswith("model.decoder") else []
         if [r for r in rows if r not in allowed]:
@@ -121,14 +137,17 @@ def _start_shift(state: dict[str, Tensor], config: Seq2SeqConfig, source: str) -
 def marian_model(folder: Path, hf: dict, *, dtype: torch.dtype = torch.float32) -> Seq2SeqModel:
     """The Marian checkpoint of ``folder`` (config already read) as an eval-mode ``Seq2SeqModel``."""
     weights = weights_file(folder)
-    source = str(weights)
-    state = read_state_dict(weights)
-    enc, dec, out = _tables(state, hf, source)
+    source, cfg_source = str(weights), str(folder / "config.json")
+    shapes = tensor_shapes(weights)  # names, dtypes and shapes: no tensor read yet
+    names = _table_names(shapes, hf, source)
+    config = marian_config(hf, source=cfg_source, share_embeddings=False, tie_output=False)
+    _check_counts(shapes, config, cfg_source, source)
+    _check(shapes, config, names, source)
+    state = read_state_dict(weights)  # as many bytes as the file: every shape agrees with config.json
+    enc, dec, out = (state[n] for n in names)
     shared, tied = _same(enc, dec), _same(dec, out)
-    cfg_source = str(folder / "config.json")
-    config = marian_config(hf, source=cfg_source, share_embeddings=shared, tie_output=tied)
+    config = config.replace(share_embeddings=shared, tie_output=tied)
     bias = state.get("final_logits_bias")
-    _check(state, config, (enc, dec, out), bias, source)
     shift = _start_shift(state, config, source)
     if shift is not None:  # the start token's input vector has its own row: untie the target table
         scale = config.transformer.d_model ** 0.5 if config.scale_embedding else 1.0
@@ -154,7 +173,8 @@ def load_marian(path: str | Path, *, dtype: torch.dtype = torch.float32, fast: b
     decode with the inference copy of the model (``attnkit.pretrained.fast_seq2seq``), same outputs.
     """
     folder, hf = read_config(path)
-    marian_config(hf, source=str(folder / "config.json"), share_embeddings=False, tie_output=False)  # fail early
+    early = marian_config(hf, source=str(folder / "config.json"), share_embeddings=False, tie_output=False)
+    defaults = generation_defaults(folder, hf, early)
     tokenizer = read_tokenizer(folder)
     model = marian_model(folder, hf, dtype=dtype)
     if tokenizer.vocab_size > model.config.src_vocab_size:
@@ -164,5 +184,5 @@ def load_marian(path: str | Path, *, dtype: torch.dtype = torch.float32, fast: b
         raise ValueError(f"{tokenizer.source}: </s> and <pad> have ids {tokenizer.eos_token_id} and "
                          f"{tokenizer.pad_token_id}, config.json says eos_token_id {model.config.eos_token_id} and "
                          f"pad_token_id {model.config.pad_token_id}")
-    return MarianTranslator(model, tokenizer, generation_defaults(folder, hf), name=folder.name, fast=fast)
+    return MarianTranslator(model, tokenizer, defaults, name=folder.name, fast=fast)
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..folder import read_json
+from ...data.jsonfile import regular_file
+from ..folder import TOKENIZER_LIMIT, read_json
 
 __all__ = ["MarianTokenizer", "read_tokenizer", "SPM_FILES"]
 
@@ -63,6 +64,7 @@ def _from_tokenizer_json(path: Path) -> MarianTokenizer:
         from tokenizers import Tokenizer
     except ImportError as e:  # pragma: no cover - depends on the install
         raise ImportError("Marian folders need `tokenizers`: pip install 'attnkit[pretrained]'") from e
+    regular_file(path, TOKENIZER_LIMIT)
     try:
         tok = Tokenizer.from_file(str(path))
     except Exception as e:  # tokenizers raises its own exception type
@@ -85,6 +87,7 @@ def _load_spm(path: Path):
     except ImportError as e:  # pragma: no cover - depends on the install
         raise ImportError("Marian folders with source.spm / target.spm need `sentencepiece`: "
                           "pip install 'attnkit[pretrained]'") from e
+    regular_file(path, TOKENIZER_LIMIT)
     sp = sentencepiece.SentencePieceProcessor()
     try:
         sp.Load(str(path))
@@ -138,7 +141,7 @@ def _from_spm(folder: Path, options: dict) -> MarianTokenizer:
 def read_tokenizer(folder: Path) -> MarianTokenizer:
     """The folder's tokenizer: ``tokenizer.json`` if present, else the sentencepiece files + ``vocab.json``."""
     folder = Path(folder)
-    if (folder / "tokenizer.json").is_file():
+    if (folder / "tokenizer.json").exists():
         return _from_tokenizer_json(folder / "tokenizer.json")
     options_file = folder / "tokenizer_config.json"
     options = read_json(options_file) if options_file.is_file() else {}

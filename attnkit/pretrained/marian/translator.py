@@ -27,19 +27,47 @@ from .tokenizer import MarianTokenizer
 __all__ = ["MarianTranslator", "TranslationWarning", "generation_defaults"]
 
 
-def generation_defaults(folder: Path, hf: dict) -> dict:
-    """``generate`` keyword defaults from ``generation_config.json`` or ``config.json``."""
+MAX_BEAMS = 256  # beams a folder may ask for by default (each keeps a row of the vocabulary's scores per step)
+
+
+def _count(gen: dict, key: str, low: int, high: int, source: Path) -> int | None:
+    """``gen[key]`` (None when absent or null), an integer in [low, high]; else one ValueError naming file and key."""
+    v = gen.get(key)
+    if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high):
+        raise ValueError(f"{source}: `{key}` must be an integer in [{low}, {high}], got {v!r:.80}")
+    return v
+
+
+def _bad_words(gen: dict, vocab: int, source: Path) -> list[int]:
+    """The single-token entries of ``bad_words_ids`` (a list of lists of token ids < ``vocab``); sequences of
+    several tokens are checked the same way and not used (``generate`` suppresses single tokens)."""
+    bad = gen.get("bad_words_ids")
+    if bad is None:
+        return []
+    ok = isinstance(bad, list) and all(isinstance(b, list) and b and all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < vocab for i in b) for b in bad)
+    if not ok:
+        raise ValueError(f"{source}: `bad_words_ids` must be a list of lists of token ids in [0, {vocab}), "
+                         f"got {bad!r:.80}")
+    return [b[0] for b in bad if len(b) == 1]
+
+
+def generation_defaults(folder: Path, hf: dict, config) -> dict:
+    """``generate`` keyword defaults from ``generation_config.json`` or ``config.json``, each checked against the
+    model's ``config`` (a ``Seq2SeqConfig``: its vocabulary and positions) with a one-line error naming the file."""
     gen_file = Path(folder) / "generation_config.json"
-    gen = read_json(gen_file) if gen_file.is_file() else hf
+    source = gen_file if gen_file.exists() or gen_file.is_symlink() else Path(folder) / "config.json"
+    gen = read_json(gen_file) if source == gen_file else hf
     if not isinstance(gen, dict):
         raise ValueError(f"{gen_file}: expected a JSON object")
     out = {}
-    if isinstance(gen.get("num_beams"), int) and gen["num_beams"] >= 1:
-        out["num_beams"] = gen["num_beams"]
-    if isinstance(gen.get("max_length"), int) and gen["max_length"] >= 2:
-        out["max_new_tokens"] = gen["max_length"] - 1
-    bad = gen.get("bad_words_ids") or []
-    single = [b[0] for b in bad if isinstance(b, list) and len(b) == 1 and isinstance(b[0], int)]
+    beams = _count(gen, "num_beams", 1, MAX_BEAMS, source)
+    if beams is not None:
+        out["num_beams"] = beams
+    length = _count(gen, "max_length", 1, config.max_positions, source)  # the start token included
+    if length is not None and length >= 2:
+        out["max_new_tokens"] = length - 1
+    single = _bad_words(gen, config.tgt_vocab_size, source)
     if single:
         out["suppress_tokens"] = single
     return out
