@@ -1,14 +1,19 @@
-"""Decoding options shared by ``attnkit translate`` and ``attnkit evaluate`` (translation runs)."""
+"""Decoding options shared by ``attnkit translate`` and ``attnkit evaluate`` (translation runs).
+
+Their ranges are ``generate``'s and ``mask_predict``'s own (``RANGES``), checked while parsing."""
 
 from __future__ import annotations
 
 import argparse
 
+from ..generation.generate import RANGES
+from ..generation.mask_predict import RANGES as NAT_RANGES
+
 
 def generate_kwargs(args, decoder: str = "ar", command: str = "translate") -> dict:
     """The decoding options as ``attnkit.generation.generate`` arguments, or for a non-autoregressive run
     (``decoder="nat"``) as ``attnkit.generation.mask_predict`` arguments; options of the other kind or out of
-    range: a ValueError naming the option, after ``command``."""
+    range (refused already while parsing): a ValueError naming the option, after ``command``."""
     try:
         return _kwargs(args, decoder)
     except ValueError as e:
@@ -16,7 +21,6 @@ def generate_kwargs(args, decoder: str = "ar", command: str = "translate") -> di
 
 
 def _kwargs(args, decoder: str) -> dict:
-    _check_ranges(args)
     nat = {k: v for k, v in (("iterations", args.iterations), ("length_candidates", args.length_candidates))
            if v is not None}
     ar = [flag for flag, given in (("--beam", args.beam is not None), ("--sample", args.sample),
@@ -48,40 +52,26 @@ def _kwargs(args, decoder: str) -> dict:
     return kw
 
 
-def _check_ranges(args) -> None:
-    """Each decoding option in its range, the error naming the option as typed."""
-    for flag, v, ok, want in (("--beam", args.beam, lambda v: v >= 1, ">= 1"),
-                              ("--max-new-tokens", args.max_new_tokens, lambda v: v >= 0, ">= 0"),
-                              ("--iterations", args.iterations, lambda v: v >= 1, ">= 1"),
-                              ("--length-candidates", args.length_candidates, lambda v: v >= 1, ">= 1"),
-                              ("--temperature", args.temperature, lambda v: v > 0, "> 0"),
-                              ("--top-k", args.top_k, lambda v: v >= 0, ">= 0"),
-                              ("--top-p", args.top_p, lambda v: 0 < v <= 1, "in (0, 1]")):
-        if v is not None and not ok(v):
-            raise ValueError(f"{flag} must be {want}, got {v}")
-
-
 def add_decoding_args(p: argparse.ArgumentParser, beam: int = 1) -> None:
     g = p.add_argument_group("decoding")
-    g.add_argument("--beam", type=int, default=None, metavar="K", help=f"beam size (default {beam}: "
+    g.add_argument("--beam", type=RANGES["num_beams"], default=None, metavar="K", help=f"beam size (default {beam}: "
                    f"{'greedy' if beam == 1 else 'beam search'})")
     p.set_defaults(default_beam=beam)
-    g.add_argument("--length-penalty", type=float, default=None,
+    g.add_argument("--length-penalty", type=RANGES["length_penalty"], default=None,
                    help="beam scores are log p / length ** this (default 1.0)")
-    g.add_argument("--max-new-tokens", type=int, default=None, help="default 1.5 x the source length + 10")
+    g.add_argument("--max-new-tokens", type=RANGES["max_new_tokens"], default=None,
+                   help="default 1.5 x the source length + 10")
     g.add_argument("--sample", action="store_true", help="sample instead of searching")
-    g.add_argument("--temperature", type=float, default=None,
+    g.add_argument("--temperature", type=RANGES["temperature"], default=None,
                    help="sampling: divide the logits by this (default 1.0)")
-    g.add_argument("--top-k", type=int, default=None,
-                   help="sampling: keep only the k most likely tokens (default: all)")
-    g.add_argument("--top-p", type=float, default=None,
+    g.add_argument("--top-k", type=RANGES["top_k"], default=None,
+                   help="sampling: keep only the k most likely tokens (0 or default: all)")
+    g.add_argument("--top-p", type=RANGES["top_p"], default=None,
                    help="sampling: keep the smallest set of most likely tokens whose probability reaches p "
                         "(default 1.0: all)")
-    g.add_argument("--seed", type=int, default=None, help="sampling seed (default 0)")
+    g.add_argument("--seed", type=RANGES["seed"], default=None, help="sampling seed (default 0)")
     n = p.add_argument_group("non-autoregressive runs (trained with --decoder nat)")
-    n.add_argument("--iterations", type=int, default=None, metavar="N",
+    n.add_argument("--iterations", type=NAT_RANGES["iterations"], default=None, metavar="N",
                    help="Mask-Predict iterations (1: one pass; default: the run's, 10)")
-    n.add_argument("--length-candidates", type=int, default=None, metavar="K",
+    n.add_argument("--length-candidates", type=NAT_RANGES["length_candidates"], default=None, metavar="K",
                    help="output lengths tried per sentence, the best-scoring kept (default: the run's, 3)")
-
-

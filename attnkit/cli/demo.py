@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from ..nn import TransformerConfig
+from ..nn.limits import SEED, floats, ints
 from ..tasks import image
 from ..train import TrainConfig, Trainer
 from ..train.checkpoint import existing_run, load_meta
@@ -84,13 +85,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("runs/demo"),
                    help="output folder (default runs/demo; an earlier demo run there is replaced, any other run is "
                         "left alone)")
-    p.add_argument("--epochs", type=int, default=EPOCHS,
+    p.add_argument("--epochs", type=ints(1, 10**6), default=EPOCHS,
                    help=f"training length, 21 steps each (default {EPOCHS}); fixes the result with --seed")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=SEED, default=0,
                    help="seed of the data split, the initial weights and the batches (default 0)")
-    p.add_argument("--max-minutes", type=float, default=SAFETY_MINUTES,
+    p.add_argument("--max-minutes", type=floats(0, 10**7), default=SAFETY_MINUTES,
                    help="safety stop: end training after this long, saying so (0 = no limit; default %(default)s)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1, the fastest for this small model)")
+    p.add_argument("--threads", type=ints(1, 1024), default=1,
+                   help="torch threads (default 1, the fastest for this small model)")
     add_progress_option(p)
     p.set_defaults(func=lambda a: run(a.out, a.epochs, a.seed, progress=a.progress, max_minutes=a.max_minutes,
                                       threads=a.threads) and 0)

@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..nn.limits import ints
 from ..tasks import TASKS, task_module
 from ..tasks.options import add_data_args
 from ..train import evaluate
@@ -74,7 +75,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Score a checkpoint. Without --data each task scores its standard split.")
     add_checkpoint_args(p)
     p.add_argument("--data", default=None, help=f"what to score, by the run's task: {per_task}")
-    p.add_argument("--batch-size", type=int, default=64, help="examples per batch")
+    p.add_argument("--batch-size", type=ints(1, 2**20), default=64, help="examples per batch")
     p.add_argument("--field", choices=("upos", "xpos"), default=None,
                    help="tagger: the tag column to score (default: the one the run was trained on)")
     p.add_argument("--ref", default=None, help="translation: reference translations of --data FILE, one per line "

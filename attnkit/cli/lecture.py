@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from ..functional import explain
+from ..nn.limits import SEED
 
 
 def _show(name: str, t: torch.Tensor, note: str = "") -> None:
@@ -89,5 +90,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("lecture", help="walk the lecture's example: I -> Q, K, V -> A -> A' -> O, then two heads")
     p.add_argument("--out", type=Path, default=Path("runs/lecture"),
                    help="folder for lecture.html and the heatmaps (default runs/lecture)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the example's matrices")
+    p.add_argument("--seed", type=SEED, default=0, help="random seed of the example's matrices")
     p.set_defaults(func=lambda a: run(a.out, a.seed))

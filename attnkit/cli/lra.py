@@ -15,11 +15,13 @@ import shlex
 import time
 from pathlib import Path
 
-from ..data.listops import ListOpsConfig, generate_listops, write_listops
+from ..data.listops import COUNT, ListOpsConfig, generate_listops, write_listops
 from ..data.pathfinder import PathfinderConfig, generate_pathfinder, write_pathfinder
 from ..lra.settings import SUITES, TASKS
+from ..nn.limits import SEED, ints
 from ..nn.variants import VARIANTS
 from ..tasks.options import add_config_args, config_from_args
+from .options import THREADS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,16 +35,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     gsub.required = True
     lo = gsub.add_parser("listops", help="ListOps with LRA's recipe: basic_{train,val,test}.tsv (Source, Target)")
     lo.add_argument("--out", type=Path, required=True, help="folder for the three TSV files")
-    lo.add_argument("--n", dest="n_train", type=int, default=argparse.SUPPRESS,
+    lo.add_argument("--n", dest="n_train", type=COUNT, default=argparse.SUPPRESS,
                     help="training examples, the same as --n-train (default: --n-train's)")
-    lo.add_argument("--min-length", type=int, default=None,
+    lo.add_argument("--min-length", type=ints(0, 10**6), default=None,
                     help="exclusive lower bound on the tokens (default max_length / 4: LRA's 500 for 2000)")
     add_config_args(lo, ListOpsConfig, title="ListOps (LRA's defaults)",
                     only=("max_depth", "max_args", "max_length", "n_train", "n_val", "n_test", "seed"))
     lo.set_defaults(func=run_generate_listops)
     pf = gsub.add_parser("pathfinder", help="Pathfinder images: pathfinder_{train,val,test}.npz")
     pf.add_argument("--out", type=Path, required=True, help="folder for the three .npz files")
-    pf.add_argument("--n", dest="n_train", type=int, default=argparse.SUPPRESS,
+    pf.add_argument("--n", dest="n_train", type=COUNT, default=argparse.SUPPRESS,
                     help="training images, the same as --n-train (default: --n-train's)")
     add_config_args(pf, PathfinderConfig, title="Pathfinder")
     pf.set_defaults(func=run_generate_pathfinder)
@@ -52,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--quick", action="store_true", help="tiny sizes: a few minutes (what the tests use)")
     r.add_argument("--tasks", nargs="+", choices=TASKS, default=None, help="default: all (text only with IMDb)")
     r.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None, help="default: all")
-    r.add_argument("--seed", type=int, default=0, help="seed of the data generators and of every cell's training")
+    r.add_argument("--seed", type=SEED, default=0, help="seed of the data generators and of every cell's training")
     _data_args(r)
     r.set_defaults(func=run_suite_cmd)
 
@@ -60,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--task", choices=TASKS, required=True, help="the LRA task")
     c.add_argument("--variant", choices=list(VARIANTS), required=True, help="the attention variant")
     c.add_argument("--suite", choices=sorted(SUITES), default="full", help="the sizes: full (the benchmark) or quick")
-    c.add_argument("--seed", type=int, default=0, help="seed of the data generators and of the training")
+    c.add_argument("--seed", type=SEED, default=0, help="seed of the data generators and of the training")
     c.add_argument("--out", type=Path, required=True, help="the cell's run folder (checkpoints, metrics)")
     c.add_argument("--results", type=Path, default=None,
                    help="append the result row to this results.jsonl (default: only <out>/cell.json)")
@@ -79,7 +81,7 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mnist-dir", type=Path, default=None, help="MNIST IDX files (default <data root>/mnist)")
     p.add_argument("--imdb-dir", type=Path, default=None, help="folder holding aclImdb/ (default <data root>/imdb)")
     p.add_argument("--download", action="store_true", help="text: fetch IMDb (84 MB) if missing")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--threads", type=THREADS, default=None, help="torch threads (0 or default: torch's choice)")
 
 
 def _generate(what: str, cfg, generate, write, out: Path, detail: str) -> int:

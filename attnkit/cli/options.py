@@ -1,9 +1,13 @@
 """How the command line reads and explains its options.
 
-``Parser`` / ``HelpFormatter``: every option's help line ends with its choices and its default, so each
-option of every command says what it does, what it accepts and what it is when not given (options
-built from config fields take their text from the field's ``metadata["help"]``, see
-``attnkit.tasks.options``).
+``Parser`` / ``HelpFormatter``: every option's help line ends with its range or choices and its default, so
+each option of every command says what it does, what it accepts and what it is when not given (options
+built from config fields take their text and range from the field's ``metadata``, see
+``attnkit.tasks.options``). A numeric option's ``type`` is an ``attnkit.nn.limits.Range``: a value outside it
+is refused while parsing, before anything runs. A usage error is one line (the command, the option, the
+problem), not the usage text.
+
+``read_lines``: the one rule for the lines of a text file or stdin.
 """
 
 from __future__ import annotations
@@ -12,11 +16,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..data.text import decode_line, utf8_lines
+from ..data.text import decode_line
+from ..nn.limits import Range, ints
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Appends ``(choices: ...; default: ...)`` to an option's help unless the help already says it."""
+    """Appends ``(an integer in [1, 8]; choices: ...; default: ...)`` (its range, choices and default) to an
+    option's help unless the help already says it."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = (action.help or "").removesuffix(" (default: %(default)s)")  # BooleanOptionalAction's, < 3.13
@@ -24,6 +30,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
             return text
         said = text.lower()
         extra = []
+        if isinstance(action.type, Range) and action.type.span() not in text:
+            extra.append(action.type.text())
         if action.choices is not None and "choices" not in said:
             extra.append("choices: " + ", ".join(str(c) for c in action.choices))
         default = action.default
@@ -55,6 +63,10 @@ class Parser(argparse.ArgumentParser):
         finally:
             self._intermixing = False
 
+    def error(self, message: str):
+        """One line on stderr, ``attnkit train translate: error: argument --d-model: must be ...``, exit 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
 
 def utf8_text(value: str, name: str) -> str:
     """``value`` if it is text; a ValueError naming ``name`` for command-line bytes that are not UTF-8.
@@ -69,14 +81,31 @@ def utf8_text(value: str, name: str) -> str:
     return value
 
 
+def split_lines(data: bytes, where: str) -> list[str]:
+    """The lines of UTF-8 bytes: a line ends at ``\n`` (a ``\r`` before it is dropped; a ``\r`` elsewhere is
+    part of the line), a last line without ``\n`` counts, a BOM at the start is dropped, empty lines are kept.
+    Bytes that are not UTF-8: a ValueError naming ``where``, the line and the column."""
+    parts = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")
+    if parts[-1] == b"":
+        parts.pop()  # the end of the last line, not a line
+    return [decode_line(raw.rstrip(b"\r"), where, n) for n, raw in enumerate(parts, 1)]
+
+
 def read_lines(path: Path | str) -> list[str]:
-    """The lines of a UTF-8 text file (``-`` = stdin), without line ends. Bytes that are not UTF-8 raise a
-    ValueError naming the file, the line and the column."""
-    if str(path) != "-":
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"{path}: no such file")
-        return [line for _, line in utf8_lines(path)]
-    if not hasattr(sys.stdin, "buffer"):  # a text stream without bytes (tests replace stdin)
-        return sys.stdin.read().splitlines()
-    data = sys.stdin.buffer.read().removeprefix(b"\xef\xbb\xbf")
-    return [decode_line(raw, "<stdin>", n) for n, raw in enumerate(data.splitlines(), 1)]
+    """The lines of a UTF-8 text file (``-`` = stdin) by ``split_lines``'s rule, the same for both: one entry
+    per line, empty lines included, so output row i belongs to input line i."""
+    if str(path) == "-":
+        stdin = sys.stdin
+        data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode("utf-8", "surrogateescape")
+        return split_lines(data, "<stdin>")  # (a text stream without bytes: tests replace stdin)
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    if Path(path).suffix == ".gz":
+        import gzip
+
+        with gzip.open(path, "rb") as f:
+            return split_lines(f.read(), str(path))
+    return split_lines(Path(path).read_bytes(), str(path))
+
+
+THREADS = ints(0, 1024)  # --threads N: torch threads (0 = torch's own choice)

@@ -9,6 +9,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..nn.limits import ints
+
+SIZE = ints(1, 4096)  # positions and dimensions of a figure
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 
@@ -42,12 +46,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("positions", help="pictures of positional encodings: the sinusoidal table, distance, "
                                          "rotation, learned vectors (PNG + one HTML page)")
     p.add_argument("--out", type=Path, default=Path("runs/positions"), help="output folder (default runs/positions)")
-    p.add_argument("--length", type=int, default=64, help="positions in the sinusoidal table (default 64)")
-    p.add_argument("--dim", type=int, default=128, help="encoding dimensions, even (default 128)")
-    p.add_argument("--delta", type=int, default=3, help="offset of the rotation demonstration (default 3)")
+    p.add_argument("--length", type=SIZE, default=64, help="positions in the sinusoidal table (default 64)")
+    p.add_argument("--dim", type=SIZE, default=128, help="encoding dimensions, even (default 128)")
+    p.add_argument("--delta", type=SIZE, default=3, help="offset of the rotation demonstration (default 3)")
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"pretrained model whose learned position vectors to show (default {DEFAULT_MODEL}; "
                         "'' to skip)")
-    p.add_argument("--learned-positions", type=int, default=128,
+    p.add_argument("--learned-positions", type=SIZE, default=128,
                    help="how many of its learned positions to compare (default 128)")
     p.set_defaults(func=run)

@@ -21,6 +21,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from ..nn.limits import ints
 from .options import read_lines, utf8_text
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -44,11 +45,11 @@ def _read_texts(args) -> list[str]:
     if args.file is not None:
         if str(args.file) != "-" and not args.file.is_file():
             raise FileNotFoundError(f"embed: --file not found: {args.file}")
-        texts += [line for line in read_lines(args.file) if line.strip()]
+        texts += read_lines(args.file)  # every line, empty ones too: row i of the output is line i
     elif not texts:
         if sys.stdin is None or sys.stdin.isatty():
             raise ValueError("embed: give texts as arguments, --file PATH, or pipe them on stdin")
-        texts = [line for line in read_lines("-") if line.strip()]
+        texts = read_lines("-")
     return texts
 
 
@@ -131,15 +132,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("embed", help="sentence vectors of texts (arguments, --file, or stdin)")
     p.add_argument("texts", nargs="*", help="texts to embed")
     p.add_argument("--file", type=Path, default=None,
-                   help="a UTF-8 file of texts, one a line ('-' for stdin) (default: none; texts come from the "
-                        "arguments, else from stdin)")
+                   help="a UTF-8 file of texts, one a line ('-' for stdin); one output row per line, an empty line "
+                        "embedded as the empty string (default: none; texts come from the arguments, else from stdin)")
     p.add_argument("--out", type=Path, default=None,
                    help="output .npy or .jsonl (default: JSON lines on stdout)")
-    p.add_argument("--batch-size", type=int, default=64, help="texts encoded together in one batch")
+    p.add_argument("--batch-size", type=ints(1, 65536), default=64, help="texts encoded together in one batch")
     p.add_argument("--bf16", action="store_true", help="compute in bfloat16 (faster; outputs stay float32)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
-    p.add_argument("--workers", type=int, default=None,
+    p.add_argument("--workers", type=ints(1, 1024), default=None,
                    help="batches encoded at once, one thread each (default: one per torch thread)")
     common(p)
     p.set_defaults(func=run_embed)

@@ -16,7 +16,9 @@ from ..tasks import TASKS, task_module
 from ..tasks.options import add_config_args, config_from_args
 from ..train import TrainConfig, Trainer
 from ..train import distributed as dist
+from ..train.footprint import check_training_memory
 from ..train.metrics import floor
+from .options import THREADS
 
 
 def add_common(p: argparse.ArgumentParser, mod) -> None:
@@ -32,7 +34,7 @@ def add_common(p: argparse.ArgumentParser, mod) -> None:
     p.add_argument("--device", default=None,
                    help="torch device: cpu, cuda, cuda:N or mps (default: cuda when available, one GPU per "
                         "torchrun process; else cpu)")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=THREADS, default=1,
                    help="torch threads per process (0 = torch's default; 1 is fastest for these small models on "
                         "a shared CPU)")
     add_progress_option(p)
@@ -70,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         train_cfg = config_from_args(TrainConfig, args)
         encoder = config_from_args(TransformerConfig, args)
+        check_memory(args, encoder, train_cfg)  # before the task builds or reads anything
         task = mod.build(args, encoder, seed=train_cfg.seed)
         result = Trainer(task, train_cfg, device=device).fit(args.out, resume=args.resume, overwrite=args.overwrite)
         if dist.is_main():
@@ -80,6 +83,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         dist.teardown(synchronize=ok)  # all ranks leave together after a normal run
     return 130 if result["interrupted"] else 0
+
+
+def check_memory(args, encoder: TransformerConfig, train_cfg: TrainConfig) -> None:
+    """A one-line error when the run's estimated memory (``attnkit.train.footprint``) is more than the machine
+    has: the model from the options (translation: ``--vocab-size`` entries, ``--num-decoder-layers``), one batch
+    of ``--batch-tokens`` tokens or ``--batch-size`` sequences of ``--max-length`` (else 128) tokens."""
+    seq = getattr(args, "max_length", None) or min(getattr(args, "max_tokens", None) or 128, encoder.max_len)
+    stack = encoder.replace(num_decoder_layers=getattr(args, "num_decoder_layers", 0),
+                            max_len=max(encoder.max_len, seq))
+    check_training_memory(f"train {args.task_name}: this run", stack, vocab=getattr(args, "vocab_size", 0),
+                          tokens=train_cfg.batch_tokens or train_cfg.batch_size * seq, seq_len=seq)
 
 
 def summary(result: dict) -> list[str]:

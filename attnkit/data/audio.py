@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..nn.limits import check_fields, ints
+
 __all__ = ["FeatureConfig", "read_wav", "log_mel", "resample"]
 
 
@@ -28,7 +30,7 @@ class FeatureConfig:
 
     sample_rate: int = field(default=8000, metadata={
         "help": "audio sample rate in Hz (recordings are resampled to it)"})
-    n_mels: int = field(default=40, metadata={"help": "log-mel bins per frame"})
+    n_mels: int = field(default=40, metadata={"help": "log-mel bins per frame", "range": ints(1, 1024)})
     win_ms: float = field(default=25.0, metadata={"help": "analysis window length in milliseconds"})
     hop_ms: float = field(default=10.0, metadata={"help": "step between frames in milliseconds"})
     n_fft: int = field(default=0, metadata={"help": "FFT size (0 = the next power of two >= the window length)"})
@@ -36,6 +38,7 @@ class FeatureConfig:
         "help": "per-utterance mean / variance normalisation of each mel bin"})
 
     def __post_init__(self):
+        check_fields(self)  # the numbers with a metadata["range"]
         for name in ("sample_rate", "n_mels"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:

@@ -23,7 +23,7 @@ import numpy as np
 __all__ = ["read_json", "read_json_bytes", "regular_file", "MAX_DEPTH", "JSON_LIMIT"]
 
 MAX_DEPTH = 64  # attnkit's own files nest at most about 10 deep; Hugging Face's tokenizer.json about 8
-JSON_LIMIT = 64 << 20  # bytes: a run's meta.json with a 200,000-word vocabulary is about 4 MB
+JSON_LIMIT = 16 << 20  # bytes (parsed, up to about 16 times as much memory): a 200,000-word vocabulary is 4 MB
 # a JSON string, matched without backtracking (possessive), so that its brackets are not counted
 _STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 

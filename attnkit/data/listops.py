@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..nn.limits import SEED, check_fields, check_memory, ints
+
 __all__ = ["ListOpsConfig", "OPERATORS", "END", "VOCAB", "generate_listops", "write_listops", "read_listops",
            "evaluate_listops", "max_tree_length", "SPLIT_FILES"]
 
@@ -38,6 +40,7 @@ VALUE_P = 0.25  # a node below max_depth is an operator with probability VALUE_P
 _DIGITS = tuple(str(d) for d in range(10))
 VOCAB = ("<pad>", *_DIGITS, *OPERATORS, END)  # token ids: index in this tuple
 SPLIT_FILES = {"train": "basic_train.tsv", "val": "basic_val.tsv", "test": "basic_test.tsv"}
+COUNT = ints(1, 10**7)  # examples per split
 _MAX_ATTEMPTS = 1_000_000  # trees drawn in a row without a new example before giving up (a few seconds)
 
 
@@ -45,26 +48,25 @@ _MAX_ATTEMPTS = 1_000_000  # trees drawn in a row without a new example before g
 class ListOpsConfig:
     """Generator settings; LRA's defaults. Lengths are exclusive bounds: min_length < length < max_length."""
 
-    max_depth: int = field(default=10, metadata={"help": "deepest nesting of operators (LRA: 10)"})
-    max_args: int = field(default=10, metadata={"help": "most arguments of one operator (LRA: 10)"})
-    min_length: int = field(default=500, metadata={"help": "trees have more tokens than this (LRA: 500)"})
-    max_length: int = field(default=2000, metadata={"help": "trees have fewer tokens than this (LRA: 2000)"})
-    n_train: int = field(default=96_000, metadata={"help": "training expressions (LRA: 96000)"})
-    n_val: int = field(default=2_000, metadata={"help": "validation expressions (LRA: 2000)"})
-    n_test: int = field(default=2_000, metadata={"help": "test expressions (LRA: 2000)"})
-    seed: int = field(default=0, metadata={"help": "seed of the generator: the same seed writes the same files"})
+    max_depth: int = field(default=10, metadata={"help": "deepest nesting of operators (LRA: 10)",
+                                                 "range": ints(1, 100)})
+    max_args: int = field(default=10, metadata={"help": "most arguments of one operator (LRA: 10)",
+                                                "range": ints(2, 1000)})
+    min_length: int = field(default=500, metadata={"help": "trees have more tokens than this (LRA: 500)",
+                                                   "range": ints(0, 10**6)})
+    max_length: int = field(default=2000, metadata={"help": "trees have fewer tokens than this (LRA: 2000)",
+                                                    "range": ints(2, 10**6)})
+    n_train: int = field(default=96_000, metadata={"help": "training expressions (LRA: 96000)", "range": COUNT})
+    n_val: int = field(default=2_000, metadata={"help": "validation expressions (LRA: 2000)", "range": COUNT})
+    n_test: int = field(default=2_000, metadata={"help": "test expressions (LRA: 2000)", "range": COUNT})
+    seed: int = field(default=0, metadata={"help": "seed of the generator: the same seed writes the same files",
+                                           "range": SEED})
 
     def __post_init__(self):
-        for name in ("max_depth", "max_args", "max_length", "n_train", "n_val", "n_test"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"listops: `{name}` must be a positive integer, got {v!r}")
-        for name in ("min_length", "seed"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"listops: `{name}` must be an integer >= 0, got {v!r}")
-        if self.max_args < 2:
-            raise ValueError(f"listops: `max_args` must be >= 2 (an operator takes 2 or more), got {self.max_args}")
+        try:
+            check_fields(self)
+        except ValueError as e:
+            raise ValueError(f"listops: {str(e).partition(': ')[2]}") from None
         if self.max_length - self.min_length < 2:
             raise ValueError(f"listops: no length lies strictly between min_length={self.min_length} and "
                              f"max_length={self.max_length}")
@@ -141,6 +143,8 @@ def generate_listops(cfg: ListOpsConfig) -> dict[str, list[tuple[str, int]]]:
 
     Raises ValueError when the length window is so narrow that trees in it are too rare to find.
     """
+    check_memory(cfg.total * (2 * cfg.max_length + 200), f"listops: {cfg.total:,} expressions of up to "
+                 f"{cfg.max_length:,} tokens")
     rng = random.Random(cfg.seed)
     seen: set[str] = set()
     rows: list[tuple[str, int]] = []

@@ -24,50 +24,47 @@ from pathlib import Path
 
 import numpy as np
 
+from ..nn.limits import SEED, check_fields, check_memory, floats, ints
+
 __all__ = ["PathfinderConfig", "generate_pathfinder", "draw_pathfinder", "write_pathfinder", "read_pathfinder",
            "PATHFINDER_FILES"]
 
 PATHFINDER_FILES = {"train": "pathfinder_train.npz", "val": "pathfinder_val.npz", "test": "pathfinder_test.npz"}
 _ATTEMPTS = 100  # fresh starts per image before the settings are declared impossible
+COUNT = ints(1, 10**7)  # images per split
+PIXELS = floats(0, 1024, open_low=True)  # lengths in pixels
 
 
 @dataclass(frozen=True)
 class PathfinderConfig:
     """Generator settings (pixels and degrees). The defaults give LRA-like 32x32 images."""
 
-    size: int = field(default=32, metadata={"help": "image side in pixels (LRA's Pathfinder-32: 32)"})
-    contour_length: int = field(default=6, metadata={"help": "paddles (dashes) of each of the two main curves"})
-    distractor_length: int = field(default=3, metadata={"help": "paddles of each distractor curve"})
-    num_distractors: int = field(default=3, metadata={"help": "curves without dots"})
-    paddle_length: float = field(default=3.0, metadata={"help": "length of a dash in pixels"})
-    paddle_gap: float = field(default=2.0, metadata={"help": "gap between dashes in pixels"})
-    continuity: float = field(default=30.0, metadata={"help": "largest turn between consecutive dashes, degrees"})
+    size: int = field(default=32, metadata={"help": "image side in pixels (LRA's Pathfinder-32: 32)",
+                                            "range": ints(8, 1024)})
+    contour_length: int = field(default=6, metadata={"help": "paddles (dashes) of each of the two main curves",
+                                                     "range": ints(1, 1000)})
+    distractor_length: int = field(default=3, metadata={"help": "paddles of each distractor curve",
+                                                        "range": ints(1, 1000)})
+    num_distractors: int = field(default=3, metadata={"help": "curves without dots", "range": ints(0, 1000)})
+    paddle_length: float = field(default=3.0, metadata={"help": "length of a dash in pixels", "range": PIXELS})
+    paddle_gap: float = field(default=2.0, metadata={"help": "gap between dashes in pixels", "range": PIXELS})
+    continuity: float = field(default=30.0, metadata={"help": "largest turn between consecutive dashes, degrees",
+                                                      "range": floats(0, 180)})
     min_distance: float = field(default=2.5, metadata={
-        "help": "pixels between different curves, and between non-neighbouring parts of one"})
-    thickness: float = field(default=1.0, metadata={"help": "line width in pixels"})
-    dot_radius: float = field(default=1.5, metadata={"help": "radius of the two dots in pixels"})
-    n_train: int = field(default=20_000, metadata={"help": "training images"})
-    n_val: int = field(default=2_000, metadata={"help": "validation images"})
-    n_test: int = field(default=2_000, metadata={"help": "test images"})
-    seed: int = field(default=0, metadata={"help": "seed of the generator: the same seed writes the same files"})
+        "help": "pixels between different curves, and between non-neighbouring parts of one", "range": PIXELS})
+    thickness: float = field(default=1.0, metadata={"help": "line width in pixels", "range": PIXELS})
+    dot_radius: float = field(default=1.5, metadata={"help": "radius of the two dots in pixels", "range": PIXELS})
+    n_train: int = field(default=20_000, metadata={"help": "training images", "range": COUNT})
+    n_val: int = field(default=2_000, metadata={"help": "validation images", "range": COUNT})
+    n_test: int = field(default=2_000, metadata={"help": "test images", "range": COUNT})
+    seed: int = field(default=0, metadata={"help": "seed of the generator: the same seed writes the same files",
+                                           "range": SEED})
 
     def __post_init__(self):
-        ints = ("size", "contour_length", "distractor_length", "n_train", "n_val", "n_test")
-        for name in ints:
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"pathfinder: `{name}` must be a positive integer, got {v!r}")
-        for name in ("num_distractors", "seed"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"pathfinder: `{name}` must be an integer >= 0, got {v!r}")
-        for name in ("paddle_length", "thickness", "dot_radius", "paddle_gap", "min_distance"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"pathfinder: `{name}` must be > 0, got {getattr(self, name)!r}")
-        if not 0 <= self.continuity <= 180:
-            raise ValueError(f"pathfinder: `continuity` must be in [0, 180] degrees, got {self.continuity!r}")
-        if self.size < 8:
-            raise ValueError(f"pathfinder: `size` must be >= 8 pixels, got {self.size}")
+        try:
+            check_fields(self)
+        except ValueError as e:
+            raise ValueError(f"pathfinder: {str(e).partition(': ')[2]}") from None
         reach = self.contour_length * (self.paddle_length + self.paddle_gap)
         if reach > 3 * self.size:
             raise ValueError(f"pathfinder: a main curve of {self.contour_length} paddles is {reach:.0f} px long, more "
@@ -180,6 +177,8 @@ def _image(rng: np.random.Generator, positive: bool, cfg: PathfinderConfig) -> t
 
 def generate_pathfinder(cfg: PathfinderConfig) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{"train", "val", "test"}: (images (N, size, size) uint8, labels (N,) uint8), balanced, seeded."""
+    total = cfg.n_train + cfg.n_val + cfg.n_test
+    check_memory(2 * total * cfg.size**2, f"pathfinder: {total:,} images of {cfg.size}x{cfg.size}")  # list + stack
     rng = np.random.default_rng(cfg.seed)
     out = {}
     for split, n in (("train", cfg.n_train), ("val", cfg.n_val), ("test", cfg.n_test)):

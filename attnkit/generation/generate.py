@@ -12,6 +12,9 @@ Modes: greedy (default), beam search (``num_beams`` > 1), sampling (``do_sample=
 ``temperature``, ``top_k``, ``top_p``; ``generator`` or ``seed`` make it repeatable). Sampling with
 beams is not implemented. Unlike Hugging Face, ``top_k`` is off unless given (HF's default is 50).
 ``max_new_tokens`` defaults to the model's ``config.max_positions`` - 1 when it has one.
+
+Every number is checked against ``RANGES`` (the command line's decoding options take the same ranges) and
+the token arrays the search allocates up front against the memory available, before the model runs.
 """
 
 from __future__ import annotations
@@ -21,10 +24,18 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..nn.limits import SEED, check_memory, floats, ints
 from .protocol import token_ids
 from .search import beam_search, greedy_or_sample
 
-__all__ = ["generate", "GenerateOutput"]
+__all__ = ["generate", "GenerateOutput", "RANGES"]
+
+LENGTHS = ints(0, 65536)
+RANGES = {  # generate's numeric arguments: wide enough for any real use; NaN and inf never
+    "max_new_tokens": LENGTHS, "min_new_tokens": LENGTHS, "num_beams": ints(1, 1024),
+    "length_penalty": floats(-100, 100), "temperature": floats(1e-4, 1e4), "top_k": ints(0, 2**24),
+    "top_p": floats(0, 1, open_low=True), "seed": SEED,
+}
 
 
 @dataclass
@@ -36,8 +47,7 @@ class GenerateOutput:
     cross_attentions: Tensor | None = None
 
 
-def _check(input_ids, attention_mask, *, max_new_tokens, min_new_tokens, num_beams, temperature, top_k, top_p,
-           early_stopping, do_sample) -> None:
+def _check(input_ids, attention_mask, *, early_stopping, do_sample, **numbers) -> None:
     if not isinstance(input_ids, Tensor) or input_ids.dim() != 2 or input_ids.dtype not in (torch.int64, torch.int32):
         got = f"{input_ids.dtype} {tuple(input_ids.shape)}" if isinstance(input_ids, Tensor) else type(input_ids)
         raise ValueError(f"generate: `input_ids` must be a (B, S) integer tensor, got {got}")
@@ -47,26 +57,21 @@ def _check(input_ids, attention_mask, *, max_new_tokens, min_new_tokens, num_bea
         raise ValueError(f"generate: `attention_mask` must have the shape of input_ids {tuple(input_ids.shape)}, "
                          f"got {got}")
 
-    def integer(name, value, low):
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(f"generate: `{name}` must be an integer >= {low}, got {value!r}")
-
-    integer("max_new_tokens", max_new_tokens, 0)
-    integer("min_new_tokens", min_new_tokens, 0)
-    integer("num_beams", num_beams, 1)
-    if top_k is not None:
-        integer("top_k", top_k, 0)
-    if min_new_tokens > max_new_tokens:
-        raise ValueError(f"generate: `min_new_tokens` ({min_new_tokens}) exceeds `max_new_tokens` ({max_new_tokens})")
-    if not temperature > 0:
-        raise ValueError(f"generate: `temperature` must be > 0, got {temperature!r}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"generate: `top_p` must be in (0, 1], got {top_p!r}")
+    for name, value in numbers.items():
+        if value is not None or name not in ("top_k", "seed"):
+            RANGES[name].check(value, f"generate: `{name}`")
+    if numbers["min_new_tokens"] > numbers["max_new_tokens"]:
+        raise ValueError(f"generate: `min_new_tokens` ({numbers['min_new_tokens']}) exceeds `max_new_tokens` "
+                         f"({numbers['max_new_tokens']})")
     if early_stopping not in (True, False, "never"):
         raise ValueError(f"generate: `early_stopping` must be True, False or 'never', got {early_stopping!r}")
-    if do_sample and num_beams > 1:
+    if do_sample and numbers["num_beams"] > 1:
         raise ValueError("generate: sampling with beams (do_sample=True, num_beams > 1) is not implemented; "
                          "use num_beams=1 to sample")
+    # the token arrays made before the first step: finished hypotheses (B, beams, T) int64, and their copies
+    rows, width = input_ids.shape[0] * numbers["num_beams"], numbers["max_new_tokens"] + 1
+    check_memory(3 * 8 * rows * width, f"generate: {input_ids.shape[0]} sentences x num_beams="
+                 f"{numbers['num_beams']} x max_new_tokens={numbers['max_new_tokens']}")
 
 
 @torch.no_grad()
@@ -88,8 +93,8 @@ def generate(model, input_ids: Tensor, attention_mask: Tensor | None = None, *, 
             raise ValueError("generate: pass `max_new_tokens` (the model's config has no max_positions)")
         max_new_tokens = int(limit) - 1
     _check(input_ids, attention_mask, max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
-           num_beams=num_beams, temperature=temperature, top_k=top_k, top_p=top_p, early_stopping=early_stopping,
-           do_sample=do_sample)
+           num_beams=num_beams, length_penalty=length_penalty, temperature=temperature, top_k=top_k, top_p=top_p,
+           seed=seed, early_stopping=early_stopping, do_sample=do_sample)
     ids = token_ids(model, pad_token_id, eos_token_id, decoder_start_token_id)
     if seed is not None:
         generator = torch.Generator(device=input_ids.device).manual_seed(seed)

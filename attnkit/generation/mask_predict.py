@@ -30,8 +30,11 @@ from torch import Tensor
 from ..functional.masks import keep_positions
 from ..functional.tokens import best_tokens
 from ..nn import LayerCache
+from ..nn.limits import ints
 
-__all__ = ["mask_predict", "NATOutput"]
+__all__ = ["mask_predict", "NATOutput", "RANGES"]
+
+RANGES = {"iterations": ints(1, 1024), "length_candidates": ints(1, 256)}  # the command line's too
 
 
 @dataclass
@@ -53,8 +56,7 @@ def _check(model, input_ids, attention_mask, iterations, length_candidates) -> N
                                        or attention_mask.shape != input_ids.shape):
         raise ValueError(f"mask_predict: `attention_mask` must have the shape of input_ids {tuple(input_ids.shape)}")
     for name, v in (("iterations", iterations), ("length_candidates", length_candidates)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"mask_predict: `{name}` must be an integer >= 1, got {v!r}")
+        RANGES[name].check(v, f"mask_predict: `{name}`")
     if length_candidates > 1 and model.config.length != "classifier":
         raise ValueError(f"mask_predict: `length_candidates` ({length_candidates}) needs a length classifier; this "
                          "model writes one long row and cuts it at END (length='end')")

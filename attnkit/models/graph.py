@@ -35,6 +35,7 @@ from ..functional import attention
 from ..functional.backends.graph import edge_attention
 from ..functional.dropout import dropout16
 from ..functional.masks import check_edge_index
+from ..nn.limits import check_fields, floats
 
 __all__ = ["GraphAttentionConfig", "GraphAttention", "GAT", "add_self_loops", "feature_dropout", "link_pairs",
            "SCORES", "QK_SOURCES"]
@@ -59,14 +60,18 @@ class GraphAttentionConfig:
         "help": "dropout on the attention weights of the edges, in [0, 1)"})
     negative_slope: float = field(default=0.2, metadata={"help": "LeakyReLU slope of the additive score"})
     value_dropout: float = field(default=0.0, metadata={
-        "help": "dropout on W x before aggregation, as in the GAT authors' code (0 = none)"})
+        "help": "dropout on W x before aggregation, as in the GAT authors' code (0 = none)",
+        "range": floats(0, 1, open_high=True)})
     qk_source: Literal["input", "projected"] = field(default="input", metadata={
         "help": "dot score: q, k from the layer input (the lecture's W^q x) or from W x per head"})
     link_loss: float = field(default=0.0, metadata={
-        "help": "dot score: weight of SuperGAT's self-supervised edge loss on the attention logits (0 = off)"})
-    link_negatives: float = field(default=1.0, metadata={"help": "random node pairs per real edge in that loss"})
+        "help": "dot score: weight of SuperGAT's self-supervised edge loss on the attention logits (0 = off)",
+        "range": floats(0, 1000)})
+    link_negatives: float = field(default=1.0, metadata={"help": "random node pairs per real edge in that loss",
+                                                         "range": floats(0, 1000, open_low=True)})
 
     def __post_init__(self):
+        check_fields(self)  # the numbers with a metadata["range"]
         for name in ("in_features", "num_classes", "hidden", "heads", "out_heads"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from .. import masks
 from ..functional.pooling import masked_mean
 from ..nn import Encoder, TransformerConfig
+from ..nn.limits import check_fields, ints
 
 __all__ = ["SpeechConfig", "SpeechClassifier", "spec_augment"]
 
@@ -39,10 +40,12 @@ class SpeechConfig:
     window: tuple[int, int] | None = field(default=(4, 4), metadata={
         "help": "truncated self-attention: (left, right) frames each frame sees after subsampling; None = all"})
     subsample: int = field(default=1, metadata={
-        "help": "stride of the convolutional front end (2 halves the frames the encoder sees)"})
+        "help": "stride of the convolutional front end (2 halves the frames the encoder sees)",
+        "range": ints(1, 64)})
     encoder: TransformerConfig = field(default_factory=_default_encoder, metadata={"help": "the Transformer encoder"})
 
     def __post_init__(self):
+        check_fields(self)  # the numbers with a metadata["range"]
         for name in ("n_mels", "num_classes", "subsample"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:

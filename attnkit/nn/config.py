@@ -1,13 +1,17 @@
 """Typed, frozen configs, validated on creation. The CLI is built from these.
 
 Each field documents itself in ``metadata["help"]`` (one line: what it does; 0 or None where they are
-special); ``attnkit.tasks.options`` turns the fields into options with that text.
+special) and a number's range in ``metadata["range"]`` (``attnkit.nn.limits``: wide enough for any real
+model, checked before anything is allocated); ``attnkit.tasks.options`` turns the fields into options with
+that text and range.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Literal
+
+from .limits import check_fields, floats, ints
 
 Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
 Positional = Literal["sinusoidal", "learned", "relative", "rope", "alibi", "none"]
@@ -33,17 +37,23 @@ class TransformerConfig:
     """
 
     d_model: int = field(default=512, metadata={
-        "help": "width of every token vector (the model dimension); a multiple of num_heads"})
+        "help": "width of every token vector (the model dimension); a multiple of num_heads",
+        "range": ints(1, 65536)})
     num_heads: int = field(default=8, metadata={
-        "help": "attention heads per layer, each of d_model / num_heads dimensions"})
-    d_ff: int = field(default=2048, metadata={"help": "hidden width of each layer's feed-forward network"})
-    num_encoder_layers: int = field(default=6, metadata={"help": "encoder layers (0 = no encoder)"})
-    num_decoder_layers: int = field(default=6, metadata={"help": "decoder layers (0 = no decoder)"})
+        "help": "attention heads per layer, each of d_model / num_heads dimensions", "range": ints(1, 1024)})
+    d_ff: int = field(default=2048, metadata={"help": "hidden width of each layer's feed-forward network",
+                                              "range": ints(1, 2**20)})
+    num_encoder_layers: int = field(default=6, metadata={"help": "encoder layers (0 = no encoder)",
+                                                         "range": ints(0, 1024)})
+    num_decoder_layers: int = field(default=6, metadata={"help": "decoder layers (0 = no decoder)",
+                                                         "range": ints(0, 1024)})
     dropout: float = field(default=0.1, metadata={
-        "help": "dropout on each sub-layer's output and on the input sums (the paper's P_drop), in [0, 1)"})
-    attention_dropout: float = field(default=0.0, metadata={"help": "dropout on the attention weights, in [0, 1)"})
+        "help": "dropout on each sub-layer's output and on the input sums (the paper's P_drop)",
+        "range": floats(0, 1, open_high=True)})
+    attention_dropout: float = field(default=0.0, metadata={"help": "dropout on the attention weights",
+                                                            "range": floats(0, 1, open_high=True)})
     activation_dropout: float = field(default=0.0, metadata={
-        "help": "dropout inside the feed-forward network, after the activation, in [0, 1)"})
+        "help": "dropout inside the feed-forward network, after the activation", "range": floats(0, 1, open_high=True)})
     activation: Activation = field(default="relu", metadata={"help": "the feed-forward network's activation"})
     norm_first: bool = field(default=False, metadata={
         "help": "pre-LN: LayerNorm before each sub-layer (off: after it, as in the paper)"})
@@ -55,30 +65,22 @@ class TransformerConfig:
     sinusoidal_layout: SinusoidalLayout = field(default="interleaved", metadata={
         "help": "where the sinusoidal table puts sines and cosines: interleaved (the paper, d2l) or halves "
                 "(all sines, then all cosines: Marian, fairseq)"})
-    max_len: int = field(default=512, metadata={"help": "longest sequence the position tables cover"})
+    max_len: int = field(default=512, metadata={"help": "longest sequence the position tables cover",
+                                                "range": ints(1, 2**20)})
     max_relative_distance: int = field(default=16, metadata={
-        "help": "relative positions: distances beyond this share one embedding"})
-    layer_norm_eps: float = field(default=1e-5, metadata={"help": "epsilon of every LayerNorm"})
+        "help": "relative positions: distances beyond this share one embedding", "range": ints(1, 2**16)})
+    layer_norm_eps: float = field(default=1e-5, metadata={"help": "epsilon of every LayerNorm",
+                                                          "range": floats(0, 1, open_low=True)})
     bias: bool = field(default=True, metadata={"help": "bias terms in the linear layers and LayerNorms"})
 
     def __post_init__(self):
         def fail(name, msg):
             raise ValueError(f"TransformerConfig: `{name}` {msg}, got {getattr(self, name)!r}")
 
-        for name in ("d_model", "num_heads", "d_ff", "max_len", "max_relative_distance"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                fail(name, "must be a positive integer")
-        for name in ("num_encoder_layers", "num_decoder_layers"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                fail(name, "must be an integer >= 0")
+        check_fields(self)  # every number in its range (metadata["range"])
         if self.d_model % self.num_heads:
             raise ValueError(f"TransformerConfig: `d_model` ({self.d_model}) must be divisible by "
                              f"`num_heads` ({self.num_heads})")
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                fail(name, "must be in [0, 1)")
         if self.activation not in ACTIVATIONS:
             fail("activation", f"must be one of {ACTIVATIONS}")
         if self.positional not in POSITIONALS:
@@ -89,8 +91,6 @@ class TransformerConfig:
             fail("positional", "'rope' needs an even head size (d_model / num_heads)")
         if self.positional == "sinusoidal" and self.d_model % 2:
             fail("positional", "'sinusoidal' needs an even d_model")
-        if self.layer_norm_eps <= 0:
-            fail("layer_norm_eps", "must be > 0")
 
     @property
     def use_final_norm(self) -> bool:

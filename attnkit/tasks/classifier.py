@@ -13,9 +13,10 @@ from ..data.sst2 import LabelledText, read_tsv, sst2_path
 from ..models.bert import set_dropout
 from ..models.classifier import ClassifierConfig, PretrainedClassifier, SequenceClassifier
 from ..nn import TransformerConfig
+from ..nn.limits import ints
 from ..train import Task
 from ..train.from_meta import listed, model_from_meta
-from .options import add_config_args, add_split_files
+from .options import LIMIT, PROBABILITY, add_config_args, add_split_files, attention_words
 
 NAME = "classifier"
 HELP = "sequence classification (one label per sentence) from TSV: SST-2 sentiment"
@@ -35,17 +36,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     test="none; SST-2's test labels are not public")
     p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,
                    help="lowercase the text before splitting it into tokens at spaces")
-    p.add_argument("--min-freq", type=int, default=1, help="tokens seen fewer times in train are <unk>")
-    p.add_argument("--word-dropout", type=float, default=0.1,
+    p.add_argument("--min-freq", type=ints(0, 10**9), default=1, help="tokens seen fewer times in train are <unk>")
+    p.add_argument("--word-dropout", type=PROBABILITY, default=0.1,
                    help="probability of replacing a token by <unk> while training (0 = never)")
     add_config_args(p, ClassifierConfig, only=("pooling",), title="classifier")
-    p.add_argument("--max-tokens", type=int, default=128, help="keep only the first N tokens of a text")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
+    p.add_argument("--max-tokens", type=ints(1, 65536), default=128, help="keep only the first N tokens of a text")
+    p.add_argument("--limit", type=LIMIT, default=None, metavar="N",
                    help="use only the first N rows of each file (default: all)")
     p.add_argument("--pretrained", default=None, metavar="NAME",
                    help="fine-tune a pretrained encoder (e.g. all-MiniLM-L6-v2) instead of training from scratch "
                         "(default: none)")
-    p.add_argument("--pretrained-dropout", type=float, default=0.0, metavar="P",
+    p.add_argument("--pretrained-dropout", type=PROBABILITY, default=0.0, metavar="P",
                    help="with --pretrained: BERT's fine-tuning dropout on hidden states and attention weights "
                         "(its configs say 0.1; default 0)")
 
@@ -176,7 +177,10 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=Non
     enc, lines = Encoded(meta), []
     for k, text in enumerate(inputs):
         toks = enc.tokens(text)
-        scores, attn = model(toks[None], torch.tensor([len(toks)]), need_weights=True)
+        if out_dir is not None:
+            attention_words(toks, k)
+        out = model(toks[None], torch.tensor([len(toks)]), need_weights=out_dir is not None)
+        scores, attn = out if out_dir is not None else (out, None)
         p = scores.softmax(-1)[0]
         lines.append(f"{meta['labels'][int(p.argmax())]} (p={float(p.max()):.3f})\t{text}")
         if out_dir is not None:

@@ -19,6 +19,7 @@ import torch
 from ..data.planetoid import NAMES, PlanetoidGraph, load_planetoid
 from ..models.graph import GAT, GraphAttentionConfig, add_self_loops, link_pairs
 from ..nn import TransformerConfig
+from ..nn.limits import floats, ints
 from ..train import Task
 from ..train.from_meta import model_from_meta
 from ..train.metrics import IGNORE
@@ -40,9 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_data_args(p, "planetoid/", "fetch missing files from kimiyoung/planetoid into the cache")
     add_config_args(p, GraphAttentionConfig, only=("score", "qk_source", "value_dropout", "link_loss",
                                                    "link_negatives"), title="graph attention")
-    p.add_argument("--out-heads", type=int, default=None,
+    p.add_argument("--out-heads", type=ints(1, 1024), default=None,
                    help="attention heads of the output layer, averaged (default: 1; 8 for pubmed)")
-    p.add_argument("--l2", type=float, default=None,
+    p.add_argument("--l2", type=floats(0, 10), default=None,
                    help="L2 on all weights, added to the gradient as in the GAT paper (default: 5e-4; 1e-3 for "
                         "pubmed)")
     p.add_argument("--dense-features", action="store_true",

@@ -11,9 +11,10 @@ from torch import Tensor
 from ..data.images import load_digits, load_mnist
 from ..models.vision import VisionConfig, VisionTransformer
 from ..nn import TransformerConfig
+from ..nn.limits import ints
 from ..train import Task
 from ..train.from_meta import listed, model_from_meta
-from .options import add_config_args, add_data_args, split_item
+from .options import LIMIT, add_config_args, add_data_args, split_item
 
 NAME = "image"
 HELP = "image classification: each pixel or patch a vector, plus a class token (digits, MNIST)"
@@ -35,11 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="mnist: the folder holding the four IDX files (default: <data dir>/mnist)")
     add_data_args(p, "mnist/", "mnist: fetch the four files into the cache if missing")
     add_config_args(p, VisionConfig, only=("mode",), title="image model")
-    p.add_argument("--patch-size", type=int, default=None,
+    p.add_argument("--patch-size", type=ints(1, 1024), default=None,
                    help="side of a square patch in pixels, patches mode (default: 2 for digits, 4 for mnist)")
-    p.add_argument("--shift", type=int, default=0,
+    p.add_argument("--shift", type=ints(0, 1024), default=0,
                    help="random translation of up to N pixels while training (0 = none)")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
+    p.add_argument("--limit", type=LIMIT, default=None, metavar="N",
                    help="mnist: use only the first N images of each split (default: all)")
 
 

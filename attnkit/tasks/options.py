@@ -1,8 +1,10 @@
 """Options of ``attnkit train <task>`` built from frozen config dataclasses: one ``--field-name`` per field.
 
 A field's help line is its ``metadata["help"]`` (the one place it is written; the CLI's formatter adds
-the choices and the default). Task modules use these for their model's options, ``attnkit.cli.train``
-for TrainConfig and the encoder's TransformerConfig fields.
+the range, the choices and the default). A numeric field's ``metadata["range"]`` (``attnkit.nn.limits``)
+is its option's type: a value outside it is refused while parsing, in one line naming the option; a
+numeric field without one takes any finite number or any 64-bit integer. Task modules use these for their
+model's options, ``attnkit.cli.train`` for TrainConfig and the encoder's TransformerConfig fields.
 """
 
 from __future__ import annotations
@@ -11,6 +13,12 @@ import argparse
 import typing
 from dataclasses import MISSING, fields
 from pathlib import Path
+
+from ..nn.limits import Range, floats, ints
+
+_ANY = {int: ints(-(2**63), 2**63 - 1), float: floats(-1e300, 1e300)}  # fields without a stated range
+LIMIT = ints(1, 10**9)  # --limit N: the first N examples of a file
+PROBABILITY = floats(0, 1, open_high=True)  # dropout rates
 
 
 def _choices(cls, f):
@@ -41,8 +49,19 @@ def add_config_args(parser: argparse.ArgumentParser, cls, *, defaults: dict | No
         if isinstance(default, bool):
             group.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default, help=text)
         else:
-            group.add_argument(flag, dest=dest, type=type(default), default=default, choices=_choices(cls, f),
-                               help=text)
+            group.add_argument(flag, dest=dest, type=_option_type(f, default), default=default,
+                               choices=_choices(cls, f), help=text)
+
+
+def _option_type(f, default):
+    """The field's ``Range`` (or any finite number / 64-bit integer) for numbers, else the default's type."""
+    kind = type(default)
+    if kind not in (int, float):
+        return kind
+    rng = f.metadata.get("range", _ANY[kind])
+    if not isinstance(rng, Range):
+        raise TypeError(f"{f.name}: metadata['range'] must be an attnkit.nn.limits.Range, got {rng!r}")
+    return rng
 
 
 def config_from_args(cls, args: argparse.Namespace, *, prefix: str = "", base=None, **extra):
@@ -88,3 +107,14 @@ def add_split_files(p: argparse.ArgumentParser, kind: str, dataset: str, folder:
     p.add_argument("--test", type=Path, default=None, metavar="FILE",
                    help=f"{kind} test file with labels, scored at the end (default: {test})")
     add_data_args(p, folder, download)
+
+
+ATTENTION_WORDS = 1024  # predict --attention: the longest input whose maps are drawn (L x L per head and layer)
+
+
+def attention_words(tokens, k: int) -> None:
+    """A one-line error when input ``k`` (0-based) is too long for ``predict --attention``'s maps: their weights
+    are tokens^2 per head and layer, and a picture of more than ``ATTENTION_WORDS`` rows is unreadable anyway."""
+    if len(tokens) > ATTENTION_WORDS:
+        raise ValueError(f"predict: --attention draws inputs of up to {ATTENTION_WORDS} tokens; input {k + 1} has "
+                         f"{len(tokens):,} (without --attention it is predicted as it is)")

@@ -12,10 +12,11 @@ from ..data.conllu import EWT_FILES, FIELDS, UPOS, TaggedSentence, ewt_path, rea
 from ..data.words import split_words
 from ..models.tagger import PretrainedTagger, Tagger, TaggerConfig
 from ..nn import TransformerConfig
+from ..nn.limits import ints
 from ..train import IGNORE, Task
 from ..train.from_meta import listed, model_from_meta
 from . import subword
-from .options import add_split_files
+from .options import LIMIT, PROBABILITY, add_split_files, attention_words
 
 NAME = "tagger"
 HELP = "sequence labelling (one label per word) from CoNLL-U: part-of-speech tagging"
@@ -36,11 +37,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     "fetch UD English EWT from its GitHub release into the cache if missing",
                     test="EWT test when --train is not given, else none")
     p.add_argument("--field", choices=FIELDS, default="upos", help="which tag column to learn")
-    p.add_argument("--min-freq", type=int, default=2,
+    p.add_argument("--min-freq", type=ints(0, 10**9), default=2,
                    help="words seen fewer times in train are <unk> (their characters still count)")
-    p.add_argument("--word-dropout", type=float, default=0.05,
+    p.add_argument("--word-dropout", type=PROBABILITY, default=0.05,
                    help="probability of replacing a word by <unk> while training (0 = never)")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
+    p.add_argument("--limit", type=LIMIT, default=None, metavar="N",
                    help="use only the first N sentences of each file (default: all)")
     p.add_argument("--pretrained", default=None, metavar="NAME",
                    help="fine-tune a pretrained encoder (e.g. all-MiniLM-L6-v2) with first-subword labelling "
@@ -213,9 +214,12 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=Non
         words = split_words(text)
         if not words:
             raise ValueError(f"predict: input {k + 1} is empty")
-        tags, attn = tag(model, meta, words, need_weights=True)
+        maps = out_dir is not None and not meta.get("pretrained")
+        if maps:
+            attention_words(words, k)
+        tags, attn = tag(model, meta, words, need_weights=True) if maps else (tag(model, meta, words), None)
         lines.append(" ".join(f"{w}/{t}" for w, t in zip(words, tags)))
-        if out_dir is not None and not meta.get("pretrained"):
+        if maps:
             from ..viz import attention_grid, attention_html
             from ..viz.lecture import model_lecture_html
 

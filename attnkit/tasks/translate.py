@@ -20,11 +20,12 @@ from ..data.jsonfile import regular_file
 from ..data.multi30k import LANGS, SPLITS, Corpus, multi30k, read_parallel, split_name
 from ..models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from ..nn import TransformerConfig
+from ..nn.limits import ints
 from ..train import IGNORE, Task
 from ..train.checkpoint import META, CheckpointError, sha256
 from ..train.from_meta import model_from_meta
 from . import translate_nat
-from .options import add_data_args
+from .options import LIMIT, add_data_args
 from .translator import Translator, bleu_report
 
 NAME = "translate"
@@ -55,17 +56,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dev-tgt", type=Path, default=None, metavar="FILE",
                    help="target side of --dev-src (default: Multi30k val, or none with --train-src)")
     add_data_args(p, "multi30k/", "fetch Multi30k from GitHub into the cache if it is missing")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
+    p.add_argument("--limit", type=LIMIT, default=None, metavar="N",
                    help="use only the first N pairs of each file (default: all)")
-    p.add_argument("--vocab-size", type=int, default=8000, help="joint BPE vocabulary size")
+    p.add_argument("--vocab-size", type=ints(16, 2**24), default=8000, help="joint BPE vocabulary size")
     p.add_argument("--share-embeddings", action=argparse.BooleanOptionalAction, default=True,
                    help="one embedding table for source, target and output (joint vocabulary)")
-    p.add_argument("--num-decoder-layers", type=int, default=ENCODER_DEFAULTS["num_decoder_layers"],
+    p.add_argument("--num-decoder-layers", type=ints(1, 1024), default=ENCODER_DEFAULTS["num_decoder_layers"],
                    help="decoder layers")
-    p.add_argument("--max-length", type=int, default=128, help="longest source / target in subwords (longer: cut)")
-    p.add_argument("--average", type=int, default=4, metavar="N",
+    p.add_argument("--max-length", type=ints(4, 65536), default=128,
+                   help="longest source / target in subwords (longer: cut)")
+    p.add_argument("--average", type=ints(0, 1000), default=4, metavar="N",
                    help="average the last N checkpoints at the end (0: off); kept as the run's best")
-    p.add_argument("--final-beam", type=int, default=0, metavar="K",
+    p.add_argument("--final-beam", type=ints(0, 1024), default=0, metavar="K",
                    help="after training, score the validation set with this beam (0: greedy)")
     translate_nat.add_arguments(p)
 
@@ -181,6 +183,11 @@ def load(folder: Path, meta: dict, *, dtype: torch.dtype = torch.float32) -> Tra
     kind = translate_nat.NATModel if nat else Seq2SeqModel
     model = model_from_meta(folder, meta, lambda: kind(model_config(meta)))  # sizes checked against the weights
     check_lengths(folder, meta, model.config)
+    top = max(subwords.tokenizer.get_vocab(with_added_tokens=True).values(), default=0)
+    rows = min(model.config.src_vocab_size, model.config.tgt_vocab_size)
+    if top >= rows:  # an id past the embedding tables: refused here, never an IndexError while translating
+        raise CheckpointError(f"checkpoint: the {BPE_FILE} of {folder} has ids up to {top}, its model's tables "
+                              f"{rows} rows")
     return (translate_nat.NATTranslator if nat else Translator)(model.to(dtype), subwords, meta)
 
 

@@ -20,8 +20,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..data.bpe import EOS_ID, PAD_ID, UNK_ID
+from ..generation.mask_predict import RANGES as NAT_RANGES
 from ..generation.mask_predict import NATOutput, mask_predict
 from ..models.nat import LENGTH_STRATEGIES, NATConfig, NATModel, length_classes, random_mask, row_lengths_for
+from ..nn.limits import floats, ints
 from ..train import Task
 from ..train.checkpoint import CheckpointError, load_meta, load_weights
 from .translator import Alignment, Translator
@@ -38,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="nat: train on this autoregressive run's beam-search translations of the training sources "
                         "(sequence-level knowledge distillation; cached in OUT/distill; default: none, the "
                         "corpus's own references)")
-    g.add_argument("--distill-beam", type=int, default=5, help="nat: the teacher's beam size (default 5)")
+    g.add_argument("--distill-beam", type=ints(1, 1024), default=5, help="nat: the teacher's beam size (default 5)")
     g.add_argument("--init", type=Path, default=None, metavar="RUN",
                    help="nat: start from this autoregressive run's best weights and vocabulary (embeddings, "
                         "encoder, decoder; the length classifier starts fresh), as Guo et al. (2020) start NAT "
@@ -46,11 +48,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--length", choices=LENGTH_STRATEGIES, default="classifier",
                    help="nat: classifier (default): the output length from a classifier on the encoder output; "
                         "end: a long row, cut at the first END")
-    g.add_argument("--length-loss-weight", type=float, default=0.1,
+    g.add_argument("--length-loss-weight", type=floats(0, 1000), default=0.1,
                    help="nat: weight of the length classifier's loss (default 0.1)")
-    g.add_argument("--iterations", type=int, default=10,
+    g.add_argument("--iterations", type=NAT_RANGES["iterations"], default=10,
                    help="nat: Mask-Predict iterations the run decodes with by default (default 10; 1: one pass)")
-    g.add_argument("--length-candidates", type=int, default=3,
+    g.add_argument("--length-candidates", type=NAT_RANGES["length_candidates"], default=3,
                    help="nat: lengths tried per sentence with the classifier, the run's default (default 3)")
 
 

@@ -30,7 +30,7 @@ from .checkpoint import META, WEIGHTS, CheckpointError, _read_safetensors, fill,
 __all__ = ["model_from_meta", "listed", "SIZE_LIMIT", "BUFFER_LIMIT"]
 
 SIZE_LIMIT = 1 << 20  # a size in meta.json beyond every dimension of the weights and this is refused
-BUFFER_LIMIT = 1 << 28  # bytes of tensors a model makes itself (sinusoidal tables), not read from the weights
+BUFFER_LIMIT = 1 << 26  # bytes of tensors a model makes itself (sinusoidal tables, computed in float64 first)
 
 
 def _ints(obj, keys: tuple = ()) -> Iterator[tuple[tuple, int]]:

@@ -45,8 +45,10 @@ def test_embed_file_and_stdin_to_jsonl(run, tmp_path, monkeypatch, capsys):
     out = tmp_path / "v.jsonl"
     assert go("embed", "--file", str(src), "--out", str(out)) == 0
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert [r["text"] for r in rows] == ["first line", "second line"] and len(rows[0]["embedding"]) == 384
-    np.testing.assert_allclose(rows[1]["embedding"], model.encode(["second line"])[0].numpy(), atol=1e-6)
+    # one row per line, the empty line embedded as the empty string: row i is line i
+    assert [r["text"] for r in rows] == ["first line", "", "second line"] and len(rows[0]["embedding"]) == 384
+    np.testing.assert_allclose(rows[2]["embedding"], model.encode(["second line"])[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(rows[1]["embedding"], model.encode([""])[0].numpy(), atol=1e-6)
     capsys.readouterr()
     monkeypatch.setattr("sys.stdin", io.StringIO("from stdin\n"))
     assert go("embed") == 0  # no texts, no --file: stdin, JSON lines on stdout
@@ -65,14 +67,17 @@ def test_embed_progress_flag(run, tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_embed_workers(run, tmp_path):
+def test_embed_workers(run, tmp_path, capsys):
     go, model = run
     out = tmp_path / "v.npy"
     texts = [f"sentence {i} on workers" for i in range(6)]
     assert go("embed", *texts, "--out", str(out), "--batch-size", "2", "--workers", "3") == 0
     np.testing.assert_allclose(np.load(out), model.encode(texts, workers=1).numpy(), atol=1e-5)
     with pytest.raises(ValueError, match="`workers` must be a positive integer"):
+        model.encode(["x"], workers=0)
+    with pytest.raises(SystemExit):  # the option's range, refused while parsing
         go("embed", "x", "--workers", "0")
+    assert "argument --workers: must be an integer in [1, 1024], got '0'" in capsys.readouterr().err
 
 
 def test_embed_errors(run, tmp_path):

@@ -104,18 +104,23 @@ def test_cli_translate_evaluate_and_attention(run, capsys, tmp_path, monkeypatch
     assert capsys.readouterr().out.splitlines() == ["A child has a ball.", "A dog sees a house."]
     assert main(["translate", str(out), "--file", str(tmp_path / "missing.txt")]) == 1
     assert "translate: --file not found" in capsys.readouterr().err
-    # decoding options out of range, or sampling's without --sample: one line naming the option as typed
-    for bad, words in ((["--beam", "0"], "translate: --beam must be >= 1, got 0"),
-                       (["--max-new-tokens", "-1"], "--max-new-tokens must be >= 0"),
-                       (["--sample", "--top-p", "1.5"], "--top-p must be in (0, 1]"),
-                       (["--sample", "--temperature", "0"], "--temperature must be > 0"),
-                       (["--top-p", "0.9", "--seed", "1"], "--top-p, --seed apply with --sample only")):
-        assert main(["translate", str(out), "Ein hund.", *bad]) == 1
+    # decoding options out of range (refused while parsing), or sampling's without --sample: one line naming
+    # the option as typed
+    for bad, words in ((["--beam", "0"], "attnkit translate: error: argument --beam: must be an integer in [1, 1024], "
+                                         "got '0'"),
+                       (["--max-new-tokens", "-1"], "--max-new-tokens: must be an integer in [0, 65536]"),
+                       (["--sample", "--top-p", "1.5"], "--top-p: must be a number in (0, 1]"),
+                       (["--sample", "--temperature", "0"], "--temperature: must be a number in [0.0001, 10000]")):
+        with pytest.raises(SystemExit):
+            main(["translate", str(out), "Ein hund.", *bad])
         err = capsys.readouterr().err
         assert words in err and len(err.strip().splitlines()) == 1, (bad, err)
-    assert main(["evaluate", str(out), "--data", str(paths["dev_src"]), "--ref", str(paths["dev_tgt"]), "--beam",
-                 "0"]) == 1
-    assert "evaluate: --beam must be >= 1" in capsys.readouterr().err
+    assert main(["translate", str(out), "Ein hund.", "--top-p", "0.9", "--seed", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "--top-p, --seed apply with --sample only" in err and len(err.strip().splitlines()) == 1, err
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(out), "--data", str(paths["dev_src"]), "--ref", str(paths["dev_tgt"]), "--beam", "0"])
+    assert "attnkit evaluate: error: argument --beam: must be an integer in [1, 1024]" in capsys.readouterr().err
     inp = tmp_path / "in.txt"
     inp.write_text("Ein kind hat ein ball.\n\nEin hund sieht ein haus.\n", encoding="utf-8")
     assert main(["translate", str(out), "--file", str(inp), "--sample", "--top-p", "0.5"]) == 0
