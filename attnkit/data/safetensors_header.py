@@ -52,7 +52,7 @@ def _entry(name: str, e, data_bytes: int, path: Path) -> tuple[TensorInfo, tuple
     def bad(what: str):
         return ValueError(f"{path}: not a valid safetensors file: tensor {name[:80]!r} {what}")
 
-    if not isinstance(e, dict) or e.get("dtype") not in ITEMSIZE:
+    if not isinstance(e, dict) or not isinstance(e.get("dtype"), str) or e["dtype"] not in ITEMSIZE:
         raise bad(f"has no known dtype (got {e.get('dtype') if isinstance(e, dict) else e!r:.40})")
     shape, offsets = e.get("shape"), e.get("data_offsets")
     if not _counts(shape) or len(shape) > 8:

@@ -128,3 +128,18 @@ def test_translate_command_says_what_is_wrong_with_config_json(folder, capsys):
     assert main(["translate", str(folder), "ein mann"]) == 1
     err = capsys.readouterr().err.strip()
     assert "not a Marian model's (model_type 't5'" in err and "no checkpoint in" not in err, err
+
+
+def test_fuzz_of_the_files_a_marian_folder_holds(hf, tmp_path):
+    """Every value of config.json and generation_config.json, and of a spread of tokenizer.json and of the weights'
+    header, replaced by sizes, NaN, inf, negative and huge numbers, other types, nesting (and each JSON file by
+    broken or other JSON): loading and translating is fine or one ValueError line, each within seconds and never
+    more than 2 GB of memory (the child's address space is capped)."""
+    from tests.train.file_fuzz import fuzz, problems
+
+    folder = marian_folder(tmp_path / "m", hf)
+    results = fuzz(folder, "ein mann", ["config.json:0:2", "generation_config.json:0:2", "tokenizer.json:30:1",
+                                        "model.safetensors:30:1"])
+    assert len(results) > 150 and not problems(results), "\n".join(problems(results))
+    refused = {r["file"] for r in results if r["kind"] != "ok"}
+    assert refused == {"config.json", "generation_config.json", "tokenizer.json", "model.safetensors"}, refused

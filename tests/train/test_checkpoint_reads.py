@@ -13,6 +13,7 @@ from attnkit.cli.main import main
 from attnkit.train import checkpoint as ck
 
 from ..tasks.corpus import write_corpus
+from .file_fuzz import fuzz, problems
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -28,8 +29,9 @@ def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("reads")
     paths = write_corpus(root / "data", n_train=60, n_dev=6)
     out = root / "run"
-    assert main(["train", "translate", "--train-src", str(paths["train_src"]), "--train-tgt", str(paths["train_tgt"]),
-                 *TINY, *TRANSLATE, "--out", str(out)]) == 0
+    assert main(["train", "translate", *[f"--{k.replace('_', '-')}={v}" for k, v in paths.items()], *TINY, *TRANSLATE,
+                 "--out", str(out)]) == 0
+    assert (out / "best.json").exists()
     return out
 
 
@@ -162,7 +164,9 @@ def test_json_nested_200000_deep_is_one_line(run, tmp_path, name):
         edit_meta(folder, lambda m: m["files"].update({"trainer.json": ck.sha256(path)}))
         one_line(lambda: ck.load_trainer_state(folder), str(path), "nested 200000 deep", kinds=ck.CheckpointError)
         return
-    one_line(lambda: attnkit.load_pretrained(out), str(path), "nested 200000 deep", kinds=ck.CheckpointError)
+    which = "latest" if name == "latest.json" else "best"
+    one_line(lambda: attnkit.load_pretrained(out, which=which), str(path), "nested 200000 deep",
+             kinds=ck.CheckpointError)
 
 
 @pytest.mark.parametrize("doc,words", [
@@ -207,3 +211,16 @@ def test_a_folder_with_another_config_json_says_what_it_is(tmp_path, capsys):
     assert main(["translate", str(folder), "Ein mann."]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"{folder / 'config.json'}: not valid JSON" in err, err
+
+
+def test_fuzz_of_the_files_a_run_folder_holds(run):
+    """Every value of meta.json, latest.json and best.json, and of a spread of bpe.json and of the weights' header,
+    replaced by sizes, NaN, inf, negative and huge numbers, other types, nesting (and each JSON file by broken or
+    other JSON): loading and translating is fine or one ValueError line, each within seconds and never more than
+    2 GB of memory (the child's address space is capped)."""
+    ckpt = ck.resolve(run, "best").name
+    results = fuzz(run, "Ein mann.", [f"{ckpt}/meta.json:0:2", "latest.json:0:2", "best.json:0:2", "bpe.json:30:1",
+                                      f"{ckpt}/model.safetensors:40:1"])
+    assert len(results) > 200 and not problems(results), "\n".join(problems(results))
+    refused = {r["file"] for r in results if r["kind"] != "ok"}
+    assert refused == {f"{ckpt}/meta.json", "latest.json", "best.json", "bpe.json", f"{ckpt}/model.safetensors"}
