@@ -20,6 +20,7 @@ from ..data.pathfinder import PathfinderConfig, generate_pathfinder, write_pathf
 from ..lra.settings import SUITES, TASKS
 from ..nn.limits import SEED, ints
 from ..nn.variants import VARIANTS
+from ..outputs import out_folder
 from ..tasks.options import add_config_args, config_from_args
 from .options import THREADS
 
@@ -85,6 +86,7 @@ def _data_args(p: argparse.ArgumentParser) -> None:
 
 
 def _generate(what: str, cfg, generate, write, out: Path, detail: str) -> int:
+    out = out_folder(out, "lra generate: --out")  # before generating
     t0 = time.perf_counter()
     paths = write(generate(cfg), out)
     print(f"wrote {cfg.n_train:,} / {cfg.n_val:,} / {cfg.n_test:,} {what} ({detail}, seed {cfg.seed}) in "

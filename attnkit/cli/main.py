@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "positions",
     "complexity",
     "lra",
+    "asr",
 ]
 
 
@@ -69,8 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows up here, inside the handler, not at interpreter exit
     except BrokenPipeError:
         return _stdout_closed()
-    except (ValueError, FileNotFoundError) as e:
+    except ValueError as e:
         print(f"attnkit: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a full disk, a read-only folder, a file where a folder should be: one line naming it
+        from ..outputs import error_line
+
+        print(f"attnkit: error: {error_line(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("attnkit: interrupted", file=sys.stderr)

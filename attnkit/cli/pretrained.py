@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..nn.limits import ints
+from ..outputs import out_folder
 from .options import read_lines, utf8_text
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -90,6 +91,7 @@ def run_attend(args) -> int:
     from ..viz.summary import attention_summary
 
     text = utf8_text(args.text, "attend: the text")
+    out = None if args.no_plots else out_folder(args.out, "attend: --out")  # before the model is loaded
     model = _model(args.model)
     res = model.attend(text)
     tokens = res.tokens
@@ -103,7 +105,6 @@ def run_attend(args) -> int:
     from ..viz import attention_grid, attention_heatmap, attention_html
     from ..viz.lecture import model_lecture_html
 
-    out = args.out
     title = f"{text!r} ({args.model})"
     page = attention_html(res.attentions, labels, out / "attention.html", title=title)
     print(f"wrote {page} (every layer and head; click one for its lines and matrix)")

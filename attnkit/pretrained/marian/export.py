@@ -20,16 +20,16 @@ Marian is post-LN without a final LayerNorm; pre-LN runs cannot be written in it
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from ...functional.positional import sinusoidal_table
+from ...models.nat import NATModel
 from ...models.seq2seq import Seq2SeqModel
+from ...outputs import check_replaceable, write_folder, writing
 from .layout import EXPORT_ACTIVATIONS, attnkit_to_hf, layer_names
 
 __all__ = ["export_marian", "check_exportable"]
@@ -39,6 +39,9 @@ SPECIALS = {"pad": "<pad>", "eos": "</s>", "unk": "<unk>"}
 
 def check_exportable(model: Seq2SeqModel) -> None:
     """ValueError naming what Marian's layout cannot hold."""
+    if not isinstance(model, Seq2SeqModel) or isinstance(model, NATModel):
+        raise ValueError(f"export --format marian: a {type(model).__name__} cannot be written as Marian, which holds "
+                         f"autoregressive encoder-decoder models (a Seq2SeqModel) only")
     cfg, tc = model.config, model.config.transformer
     problems = []
     if tc.norm_first or tc.use_final_norm:
@@ -122,15 +125,18 @@ def _hf_config(model: Seq2SeqModel, pad: int, eos: int, suppress: list[int], n_p
     return config, generation
 
 
-def export_marian(model: Seq2SeqModel, tokenizer, folder: str | Path, *, suppress: tuple[str, ...] = ("<s>", "<unk>")
-                  ) -> Path:
+def export_marian(model: Seq2SeqModel, tokenizer, folder: str | Path, *, suppress: tuple[str, ...] = ("<s>", "<unk>"),
+                  overwrite: bool = False, keep: Iterable[tuple[str, Path]] = ()) -> Path:
     """Write ``model`` (any dtype; saved as float32) and its ``tokenizers.Tokenizer`` as a Marian folder.
 
     ``suppress``: tokens never to generate besides ``<pad>`` (written as ``bad_words_ids``). The folder is
-    written to a temporary sibling and renamed into place, so it is never half-written.
+    written to a temporary sibling and renamed into place (``attnkit.outputs.write_folder``), so it is never
+    half-written. ``folder`` must be new, empty, or (with ``overwrite``) an earlier export that holds only
+    its own files; anything else, ``/``, the home and current folders and the folders in ``keep``
+    ((description, path) pairs, e.g. the run exported) are refused with a ValueError before anything is done.
     """
-    from safetensors.torch import save_file
-
+    keep = list(keep)
+    check_replaceable(folder, overwrite=overwrite, keep=keep, what="export")  # before the work, and again at the end
     check_exportable(model)
     cfg, tc = model.config, model.config.transformer
     vocab = tokenizer.get_vocab(with_added_tokens=True)
@@ -180,26 +186,24 @@ def export_marian(model: Seq2SeqModel, tokenizer, folder: str | Path, *, suppres
     config["tie_word_embeddings"] = out is tgt
     config["share_encoder_decoder_embeddings"] = src is tgt
 
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
-        save_file({k: v.contiguous() for k, v in _untie(hf).items()}, str(tmp / "model.safetensors"),
-                  metadata={"format": "pt"})
-        files = {"config.json": config, "generation_config.json": generation,
-                 "tokenizer.json": _tokenizer_json(tokenizer, order, cfg.max_positions),
-                 "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "</s>",
-                                           "unk_token": "<unk>", "pad_token": "<pad>",
-                                           "model_max_length": cfg.max_positions}}
+    files = {"config.json": config, "generation_config.json": generation,
+             "tokenizer.json": _tokenizer_json(tokenizer, order, cfg.max_positions),
+             "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "</s>",
+                                       "unk_token": "<unk>", "pad_token": "<pad>",
+                                       "model_max_length": cfg.max_positions}}
+
+    def write(tmp: Path) -> None:
+        from safetensors.torch import save_file
+
+        with writing(tmp / "model.safetensors"):
+            save_file({k: v.contiguous() for k, v in _untie(hf).items()}, str(tmp / "model.safetensors"),
+                      metadata={"format": "pt"})
         for name, data in files.items():
-            (tmp / name).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return folder
+            with writing(tmp / name):
+                (tmp / name).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    return write_folder(folder, write, overwrite=overwrite, keep=keep, what="export",
+                        info={"format": "marian"})
 
 
 def _untie(state: dict[str, Tensor]) -> dict[str, Tensor]:

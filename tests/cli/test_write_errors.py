@@ -1,0 +1,53 @@
+"""Output paths that cannot be written (`attend --out FILE`, `lra generate --out FILE`, a read-only or full file
+system, a file where a folder should be) are one line naming the path, never a traceback."""
+
+import errno
+import os
+
+import pytest
+
+from attnkit.cli.main import main
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("attnkit: error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("argv", [["attend", "I saw a saw"], ["lra", "generate", "listops", "--seed", "0"],
+                                  ["lra", "generate", "pathfinder", "--seed", "0"]])
+def test_out_that_is_a_file_or_runs_through_one(argv, tmp_path, capsys):
+    """Checked before any model is loaded or any data generated (these return at once)."""
+    f = tmp_path / "taken.txt"
+    f.write_text("mine")
+    for out, says in [(f, f"--out {f} is a file, not a folder"), (f / "sub", f"cannot be made: {f} is a file"),
+                      ("/dev/null", "is a special file (a device, pipe or socket), not a folder")]:
+        assert main([*argv, "--out", str(out)]) == 1
+        assert says in one_line_error(capsys)
+    assert f.read_text() == "mine"
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EISDIR, errno.ENOTDIR])
+def test_os_errors_are_one_line_naming_the_file(code, tmp_path, monkeypatch, capsys):
+    import attnkit.cli.lra as lra
+
+    path = str(tmp_path / "out" / "basic_train.tsv")
+
+    def fail(args):
+        raise OSError(code, os.strerror(code), path)
+
+    monkeypatch.setattr(lra, "run_generate_listops", fail)
+    assert main(["lra", "generate", "listops", "--out", str(tmp_path / "out"), "--seed", "0"]) == 1
+    err = one_line_error(capsys)
+    want = f"no space left on device writing {path}" if code == errno.ENOSPC else f"{path}: {os.strerror(code)}"
+    assert err == f"attnkit: error: {want}"
+
+
+def test_a_real_os_error_from_a_command_without_its_own_check(tmp_path, capsys):
+    out = tmp_path / "lra"
+    (out / "basic_train.tsv.part").mkdir(parents=True)  # where the generator writes its first file: a folder
+    argv = ["lra", "generate", "listops", "--out", str(out), "--seed", "0", "--n-train", "2", "--n-val", "1",
+            "--n-test", "1", "--max-length", "40"]
+    assert main(argv) == 1
+    assert one_line_error(capsys) == f"attnkit: error: {out / 'basic_train.tsv.part'}: Is a directory"
