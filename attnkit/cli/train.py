@@ -12,11 +12,14 @@ import os
 from pathlib import Path
 
 from ..nn import TransformerConfig
+from ..outputs import writing
 from ..tasks import TASKS, task_module
 from ..tasks.options import add_config_args, config_from_args
 from ..train import TrainConfig, Trainer
 from ..train import distributed as dist
+from ..train.engine import refuse_existing_run
 from ..train.footprint import check_training_memory
+from ..train.lock import run_lock
 from ..train.metrics import floor
 from .options import THREADS
 
@@ -73,12 +76,17 @@ def run(args: argparse.Namespace) -> int:
         train_cfg = config_from_args(TrainConfig, args)
         encoder = config_from_args(TransformerConfig, args)
         check_memory(args, encoder, train_cfg)  # before the task builds or reads anything
-        task = mod.build(args, encoder, seed=train_cfg.seed)
-        result = Trainer(task, train_cfg, device=device).fit(args.out, resume=args.resume, overwrite=args.overwrite)
-        if dist.is_main():
-            report(args, result)
-            for line in (mod.finish(args, task, result) if hasattr(mod, "finish") else []):  # e.g. BLEU
-                print(line, flush=True)
+        # one writer, also of the task's own files (bpe.json) and of the average made at the end
+        with run_lock(args.out, "train", create=not args.resume):
+            if not args.resume and not args.overwrite:
+                refuse_existing_run(args.out)  # before the task writes anything into it
+            task = mod.build(args, encoder, seed=train_cfg.seed)
+            result = Trainer(task, train_cfg, device=device).fit(args.out, resume=args.resume,
+                                                                 overwrite=args.overwrite)
+            if dist.is_main():
+                report(args, result)
+                for line in (mod.finish(args, task, result) if hasattr(mod, "finish") else []):  # e.g. BLEU
+                    print(line, flush=True)
         ok = True
     finally:
         dist.teardown(synchronize=ok)  # all ranks leave together after a normal run
@@ -122,4 +130,5 @@ def report(args, result: dict) -> None:
     print(f"parameters: {result['params']}  steps: {result['step']}  train time: "
           f"{result['train_seconds']:.1f} s  world size: {int(os.environ.get('WORLD_SIZE', '1'))}")
     print("\n".join(summary(result)))
-    (out / "result.json").write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+    with writing(out / "result.json"):
+        (out / "result.json").write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")

@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+from ..outputs import writing
 from .checkpoint import FORMAT_VERSION, META, WEIGHTS, CheckpointError, _write_json, atomic_folder, sha256
 
 __all__ = ["average_checkpoints", "AVERAGE_DIR"]
@@ -52,10 +53,11 @@ def average_checkpoints(run: str | os.PathLike, n: int, *, point_best: bool = Tr
     meta = json.loads((ckpts[-1] / META).read_text(encoding="utf-8"))
     meta["averaged"] = [p.name for p in ckpts]
     final = run / AVERAGE_DIR
-    with atomic_folder(final) as tmp:
-        save_file(averaged, str(tmp / WEIGHTS), metadata={"format_version": str(FORMAT_VERSION)})
+    with atomic_folder(final) as tmp:  # a kill here leaves .tmp-average-*: --resume cleans it (clean_leftovers)
+        with writing(tmp / WEIGHTS):
+            save_file(averaged, str(tmp / WEIGHTS), metadata={"format_version": str(FORMAT_VERSION)})
         meta.update(format_version=FORMAT_VERSION, files={WEIGHTS: sha256(tmp / WEIGHTS)})  # weights only
-        with open(tmp / META, "w", encoding="utf-8") as f:
+        with writing(tmp / META), open(tmp / META, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=1, sort_keys=True)
     if point_best:
         _write_json(run / "best.json", {"path": AVERAGE_DIR, "step": meta.get("step"),

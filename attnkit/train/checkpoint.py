@@ -30,6 +30,7 @@ from pathlib import Path
 from torch import nn
 
 from ..data.jsonfile import read_json
+from ..outputs import swap_in, writing
 from .state import decode, encode
 
 FORMAT_VERSION = 2  # 1: trainer state in trainer.pt (a pickle, no longer read), no checksums
@@ -42,23 +43,10 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be used: missing, damaged, from another task, or from a newer format."""
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_json(path: Path, obj: dict) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with writing(tmp), open(tmp, "w", encoding="utf-8") as f:
             json.dump(obj, f, indent=1, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
@@ -71,18 +59,19 @@ def _write_json(path: Path, obj: dict) -> None:
 def atomic_folder(final: Path):
     """Yield a temporary folder beside ``final``; on success its files are synced and it replaces
     ``final`` in one rename (a reader sees the old folder or the whole new one, never a part); on any
-    error it is removed and ``final`` is untouched."""
+    error it is removed and ``final`` is untouched. An OSError (a full disk) names the file it was writing.
+    A folder already at ``final`` (the same step saved again, e.g. Ctrl-C right after a save, or a new
+    average) is renamed aside and deleted only once the new one is in place (``outputs.swap_in``)."""
     tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    with writing(tmp):
+        tmp.mkdir()
     try:
         yield tmp
         for p in tmp.iterdir():
-            with open(p, "rb") as f:
+            with writing(p), open(p, "rb") as f:
                 os.fsync(f.fileno())
-        if final.exists():  # re-saving the same step (e.g. Ctrl-C right after a save), or a new average
-            shutil.rmtree(final)
-        os.rename(tmp, final)
-        _fsync_dir(final.parent)
+        with writing(final):
+            swap_in(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -112,14 +101,17 @@ def save_checkpoint(out_dir: str | os.PathLike, model: nn.Module, meta: dict, *,
     final = out / name
     with atomic_folder(final) as tmp:
         tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-        save_file(tensors, str(tmp / WEIGHTS), metadata={"format_version": str(FORMAT_VERSION)})
+        with writing(tmp / WEIGHTS):
+            save_file(tensors, str(tmp / WEIGHTS), metadata={"format_version": str(FORMAT_VERSION)})
         if trainer_state is not None:
             doc, state_tensors = encode(trainer_state)
-            save_file(state_tensors, str(tmp / STATE_TENSORS))
-            (tmp / STATE_JSON).write_text(json.dumps(doc, sort_keys=True), encoding="utf-8")
+            with writing(tmp / STATE_TENSORS):
+                save_file(state_tensors, str(tmp / STATE_TENSORS))
+            with writing(tmp / STATE_JSON):
+                (tmp / STATE_JSON).write_text(json.dumps(doc, sort_keys=True), encoding="utf-8")
         files = {p.name: sha256(p) for p in sorted(tmp.iterdir())}
         full_meta = {**meta, "format_version": FORMAT_VERSION, "step": step, "files": files}
-        with open(tmp / META, "w", encoding="utf-8") as f:
+        with writing(tmp / META), open(tmp / META, "w", encoding="utf-8") as f:
             json.dump(full_meta, f, indent=1, sort_keys=True)
     if best:  # before latest.json: whatever latest names, best.json already accounts for it
         _write_json(out / "best.json", {"path": name, "step": step, "metrics": meta.get("metrics", {})})
@@ -154,9 +146,14 @@ def _named(out: Path, which: str) -> str | None:
 
 
 def clean_leftovers(out: Path) -> None:
-    """Remove what a killed save leaves: ``.tmp-ckpt-*`` folders and ``.*.tmp`` files."""
-    for p in out.glob(".tmp-ckpt-*"):
-        shutil.rmtree(p, ignore_errors=True)
+    """Remove what a killed save or average leaves: ``.tmp-ckpt-*`` and ``.tmp-average-*`` folders (and the
+    ``.old`` folders ``swap_in`` renames aside) and ``.*.tmp`` files. Only the run's one writer calls it
+    (``attnkit.train.lock``), so none of them is another process's save in progress."""
+    for p in [*out.glob(".tmp-ckpt-*"), *out.glob(".tmp-average-*")]:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
     for p in [*out.glob(".*.tmp"), *out.glob("*.jsonl.tmp")]:
         p.unlink(missing_ok=True)
 
@@ -197,7 +194,7 @@ def clear_run(out: str | os.PathLike) -> None:
     """Delete the run in ``out``: its checkpoints and the files the engine writes (nothing else)."""
     out = Path(out)
     for p in out.glob("ckpt-*"):
-        if p.is_dir():
+        if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)
     for n in RUN_FILES:
         (out / n).unlink(missing_ok=True)

@@ -112,6 +112,15 @@ def gather_rng(state: dict) -> list[dict]:
     return [from_bytes(p[:int(n)].numpy().tobytes()) for p, n in zip(parts, sizes)]
 
 
+def any_flag(flag: bool) -> bool:
+    """True on every rank if any rank's flag is True (used to stop all ranks at a non-finite loss)."""
+    if world_size() == 1:
+        return flag
+    t = torch.tensor([1 if flag else 0], dtype=torch.int64)
+    dist.all_reduce(t)
+    return bool(t.item())
+
+
 def broadcast_flag(flag: bool) -> bool:
     """True on every rank if rank 0's flag is True (used to stop all ranks together on Ctrl-C)."""
     if world_size() == 1:

@@ -42,17 +42,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..outputs import writing
 from . import checkpoint as ckpt
 from . import distributed as dist
 from .batches import epoch_batches
 from .config import TrainConfig
 from .evaluation import autocast, evaluate, to_device
+from .lock import run_lock
 from .metrics import IGNORE, MetricsLog, floor, plot_curves
 from .progress import Progress, bars_wanted
 from .schedule import make_scheduler
 from .state import RunState, rng_state, seed_everything, set_rng_state
 
-__all__ = ["TrainConfig", "Task", "Trainer", "evaluate", "to_device", "steps_in"]
+__all__ = ["TrainConfig", "Task", "Trainer", "TrainingDiverged", "evaluate", "to_device", "steps_in"]
+
+
+class TrainingDiverged(ValueError):
+    """The training loss (or the weights) became NaN or infinite; nothing after the last checkpoint was saved."""
 
 
 @dataclass
@@ -108,15 +114,18 @@ class Trainer:
         """Train for ``total`` steps (or until stopped), evaluating and saving on the way.
 
         ``resume``: continue the run in ``out_dir``; otherwise ``out_dir`` must not hold another
-        run unless ``overwrite`` (which deletes it).
+        run unless ``overwrite`` (which deletes it). The run folder is locked meanwhile (``attnkit.train.lock``):
+        a second writer is refused. A loss that becomes NaN or inf stops the run (``TrainingDiverged``)
+        before anything of that step is logged or saved.
         """
-        notes = self._setup(Path(out_dir), resume, overwrite)
-        with self._catch_sigint(), Progress(self.total, self.state.step, f"train {self.task.name}",
-                                            bars=self.bars, enabled=dist.is_main()) as self.progress:
-            for line in notes:
-                self.progress.write(line)
-            stop = self._loop()
-        return self.finish(stop)
+        with run_lock(out_dir, "train", create=not resume):
+            notes = self._setup(Path(out_dir), resume, overwrite)
+            with self._catch_sigint(), Progress(self.total, self.state.step, f"train {self.task.name}",
+                                                bars=self.bars, enabled=dist.is_main()) as self.progress:
+                for line in notes:
+                    self.progress.write(line)
+                stop = self._loop()
+            return self.finish(stop)
 
     def _setup(self, out: Path, resume: bool, overwrite: bool) -> list[str]:
         """Seeds, model on its device, optimiser, schedule, log; then resume or start fresh."""
@@ -136,9 +145,8 @@ class Trainer:
 
     def _start_fresh(self, overwrite: bool) -> list[str]:
         found = ckpt.existing_run(self.out)
-        if found and not overwrite:
-            raise ValueError(f"train: {self.out} already holds a run ({found}); continue it with --resume, "
-                             f"or start over with --overwrite (deletes it)")
+        if not overwrite:
+            refuse_existing_run(self.out)
         dist.barrier()  # every rank has looked before rank 0 deletes anything
         if found and dist.is_main():
             ckpt.clear_run(self.out)
@@ -168,7 +176,8 @@ class Trainer:
         if dist.is_main():
             ckpt.clean_leftovers(self.out)
             ckpt.point_best(self.out, self.state.best_step)
-        self.log.truncate_after(self.state.step)
+        with writing(self.log.path):
+            self.log.truncate_after(self.state.step)
         return notes
 
     def _loop(self) -> str | None:
@@ -183,6 +192,7 @@ class Trainer:
                 s.epoch, s.batch = s.epoch + 1, 0
                 continue
             loss, n = self.train_step(batches[s.batch])
+            self._check_finite(loss)
             s.advance(len(batches))
             s.seconds = seconds_before + self.clock() - self._started
             rec = self._record(epoch, loss, n)
@@ -206,7 +216,7 @@ class Trainer:
                "items_per_s": s.window_items / max(now - self._window_start, 1e-9)}
         logged = s.step % self.config.log_every == 0 or s.step == self.total
         if logged:
-            self.log.write(rec)
+            self._log(rec)
             s.window_loss, s.window_items, self._window_start = 0.0, 0, now
         self.progress.step(s.step, rec if logged else None)
         return rec
@@ -226,7 +236,26 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
         self.optimizer.step()
         self.scheduler.step()
-        return float(loss.detach()), int((targets != IGNORE).sum())
+        # one device sync for both numbers (float64 holds the float32 loss and the count exactly)
+        loss_value, n = torch.stack((loss.detach().double(), (targets != IGNORE).sum().double())).tolist()
+        return loss_value, int(n)
+
+    def _check_finite(self, loss: float) -> None:
+        """TrainingDiverged if the step's loss is NaN or inf (on any rank: all ranks stop at the same step).
+        ``loss`` is already a Python number: the check costs no device sync."""
+        bad = not math.isfinite(loss)
+        if dist.world_size() > 1:
+            bad = dist.any_flag(bad)
+        if bad:
+            self._diverged(f"the training loss is {loss} at step {self.state.step + 1}"
+                           if not math.isfinite(loss) else f"the training loss of another rank is not finite "
+                           f"at step {self.state.step + 1}")
+
+    def _diverged(self, what: str) -> None:
+        last = ckpt._pointer(self.out, "latest")
+        kept = f"the last checkpoint, {self.out / last}, is kept" if last else "no checkpoint was written"
+        raise TrainingDiverged(f"train: {what}; stopped without saving it ({kept}). Lower --lr, or raise "
+                               f"--warmup-steps, or set --clip-norm")
 
     def _stop_reason(self) -> str | None:
         over = self.config.max_minutes > 0 and self.clock() - self._started > 60 * self.config.max_minutes
@@ -244,8 +273,7 @@ class Trainer:
             return due
         m = evaluate(self.task, self.model, self.task.dev, batch_size=cfg.eval_batch_size, bf16=cfg.bf16,
                      device=self.device, progress=self.bars, desc="dev")
-        self.log.write({"step": s.step, "epoch": s.epoch - s.at_epoch_end, "split": "dev", "seconds": s.seconds,
-                        **m})
+        self._log({"step": s.step, "epoch": s.epoch - s.at_epoch_end, "split": "dev", "seconds": s.seconds, **m})
         s.dev, self._new_best = m, s.best is None or m["accuracy"] > s.best
         if self._new_best:
             s.best, s.best_step = m["accuracy"], s.step
@@ -254,7 +282,11 @@ class Trainer:
         return True
 
     def save(self, final: bool = False) -> None:
-        """A checkpoint of weights, optimiser, schedule, every rank's RNG and the run state; rank 0 writes."""
+        """A checkpoint of weights, optimiser, schedule, every rank's RNG and the run state; rank 0 writes.
+        Weights that are not finite are never saved (every rank holds the same weights: all stop together)."""
+        finite = [torch.isfinite(p).all() for p in self.model.parameters()]
+        if finite and not bool(torch.stack(finite).all()):  # one device sync per checkpoint
+            self._diverged(f"the weights are not finite (NaN or inf) after step {self.state.step}")
         rngs = dist.gather_rng(rng_state(self.device))
         if dist.is_main():
             state = {"run": asdict(self.state), "optimizer": self.optimizer.state_dict(),
@@ -263,7 +295,8 @@ class Trainer:
                                  trainer_state=state, best=self._new_best, keep=self.config.keep)
             now = time.perf_counter()
             if final or now - self._plotted > 60:  # matplotlib is slow: at most once a minute, and at the end
-                plot_curves(self.out / "metrics.jsonl", self.out / "curves.png", title=self.task.name)
+                with writing(self.out / "curves.png"):
+                    plot_curves(self.out / "metrics.jsonl", self.out / "curves.png", title=self.task.name)
                 self._plotted = now
         self._new_best = False
         dist.barrier()
@@ -286,10 +319,14 @@ class Trainer:
             ckpt.load_weights(best[0], self.model)
         result["test"] = evaluate(task, self.model, task.test, batch_size=cfg.eval_batch_size, bf16=cfg.bf16,
                                   device=self.device, progress=self.bars, desc="test")
-        self.log.write({"step": s.step, "split": "test", **result["test"]})
+        self._log({"step": s.step, "split": "test", **result["test"]})
         return result
 
     # -- helpers -------------------------------------------------------------------------------
+    def _log(self, record: dict) -> None:
+        with writing(self.log.path):  # a full disk is one line naming metrics.jsonl
+            self.log.write(record)
+
     def _meta(self) -> dict:
         return {**self.task.meta, "task": self.task.name, "train_config": asdict(self.config),
                 "metrics": self.state.dev}
@@ -320,6 +357,14 @@ class Trainer:
         line = "interrupt: finishing this step, saving a checkpoint (Ctrl-C again to abort)"
         self.progress.write(line) if self.progress is not None else print(line, flush=True)
         self._stop = True
+
+
+def refuse_existing_run(out: str | Path) -> None:
+    """A ValueError if ``out`` holds a run: a new run never writes into another run's folder."""
+    found = ckpt.existing_run(out)
+    if found:
+        raise ValueError(f"train: {out} already holds a run ({found}); continue it with --resume, "
+                         f"or start over with --overwrite (deletes it)")
 
 
 def steps_in(n_examples: int, batch_size: int) -> int:
