@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "complexity",
     "lra",
     "asr",
+    "experiment",
 ]
 
 

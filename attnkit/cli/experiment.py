@@ -1,0 +1,141 @@
+"""``attnkit experiment {data-size,rnn,positions} --out DIR``: the self-attention lecture's three claims, measured.
+
+    attnkit experiment data-size --out runs/claims/data-size   # CNN vs self-attention by training-set size (MNIST)
+    attnkit experiment rnn --out runs/claims/rnn               # GRU / LSTM vs self-attention: distance, time per step
+    attnkit experiment positions --out runs/claims/positions   # positional encodings beyond the training length
+
+Each writes a figure (PNG), a table (Markdown) and ``results.jsonl`` (one row per trained model) into DIR, and
+``run.json`` (config, machine, load). ``--quick``: tiny sizes, a check that the pipeline runs. Running again
+into the same DIR with the same settings skips the runs already in ``results.jsonl``. Every option's default is
+the full experiment's; with ``--quick`` the options not given take the quick values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+import typing
+from dataclasses import MISSING, fields, replace
+from pathlib import Path
+
+from ..nn.limits import Range, ints
+
+EXPERIMENTS = {
+    # name: (module under attnkit.experiments, what it measures)
+    "data-size": ("data_size", "CNN vs self-attention (ViT patches, pixels in a window) by MNIST training-set size"),
+    "rnn": ("rnn", "GRU / LSTM vs self-attention: recall accuracy by distance, time per training step by length"),
+    "positions": ("positions", "positional encodings trained up to length 64, tested at 64 to 512"),
+}
+
+
+def _module(name: str):
+    import importlib
+
+    return importlib.import_module(f"attnkit.experiments.{EXPERIMENTS[name][0]}")
+
+
+def _config_class(name: str):
+    mod = _module(name)
+    return next(getattr(mod, a) for a in dir(mod) if a.endswith("Config") and a != "TransformerConfig")
+
+
+def _shown(value) -> str:
+    return ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+
+
+def _list_type(f, item_choices):
+    def parse(text: str):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"a comma-separated list expected, got {text!r}")
+        if item_choices is not None:
+            bad = [t for t in items if t not in item_choices]
+            if bad:
+                raise argparse.ArgumentTypeError(f"{bad[0]!r} is not one of {', '.join(item_choices)}")
+            return tuple(items)
+        try:
+            return tuple(int(t) for t in items)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"comma-separated whole numbers expected, got {text!r}") from None
+
+    parse.__name__ = "list"
+    return parse
+
+
+def _add_config_options(p: argparse.ArgumentParser, cls, quick) -> None:
+    """``--field-name`` for every field of ``cls``; not given = the full (or, with --quick, the quick) value."""
+    group = p.add_argument_group(f"{cls.__name__} (the experiment's settings)")
+    hints = typing.get_type_hints(cls)
+    for f in fields(cls):
+        default = f.default if f.default is not MISSING else f.default_factory()
+        text = f.metadata.get("help", "").replace("%", "%%")
+        choices = f.metadata.get("choices")
+        if isinstance(default, tuple):
+            kind = _list_type(f, choices)
+            extra = f"; comma-separated, of: {', '.join(choices)}" if choices else "; comma-separated"
+        elif isinstance(default, bool):
+            kind, extra = None, ""
+        else:
+            kind = f.metadata.get("range") or hints[f.name]
+            extra = f"; {kind.text()}" if isinstance(kind, Range) else ""
+            if choices:
+                kind, extra = type(default), f"; choices: {', '.join(map(str, choices))}"
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{text} (default: {_shown(default)}; --quick: {_shown(getattr(quick, f.name))}{extra})"
+        if kind is None:
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+                               help=help_text)
+        else:
+            group.add_argument(flag, dest=f.name, type=kind, default=argparse.SUPPRESS, help=help_text,
+                               choices=list(choices) if choices and not isinstance(default, tuple) else None,
+                               metavar=f.name.upper())
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("experiment", help="the self-attention lecture's claims measured: data-size, rnn, positions "
+                                          "(figure, table, results.jsonl)", description=__doc__)
+    esub = p.add_subparsers(dest="experiment", metavar="EXPERIMENT")
+    esub.required = True
+    for name, (_, what) in EXPERIMENTS.items():
+        mod, cls = _module(name), _config_class(name)
+        e = esub.add_parser(name, help=what, description=(mod.__doc__ or "").strip())
+        e.add_argument("--out", type=Path, default=Path(f"runs/claims/{name}"),
+                       help="folder for the figure, the table, results.jsonl and run.json "
+                            f"(default runs/claims/{name})")
+        e.add_argument("--quick", action="store_true", help="tiny sizes and few steps: checks the pipeline in minutes")
+        e.add_argument("--threads", type=ints(1, 1024), default=None,
+                       help="torch threads, an integer in [1, 1024] (default: torch's choice, the number of cores)")
+        if name == "data-size":
+            e.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                           help="datasets root holding mnist/ (default: $ATTNKIT_DATA, else ../shared/data next to "
+                                "the source checkout, else the download cache)")
+        _add_config_options(e, cls, mod.QUICK)
+        e.set_defaults(func=run, experiment_name=name)
+
+
+def run(args) -> int:
+    import torch
+
+    from ..experiments.runner import load_average
+
+    name = args.experiment_name
+    mod, cls = _module(name), _config_class(name)
+    given = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
+    config = replace(mod.QUICK if args.quick else cls(), **given)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    command = shlex.join(["attnkit", "experiment", *sys.argv[2:]]) if sys.argv[1:2] == ["experiment"] else None
+    print(f"attnkit experiment {name}{' (quick)' if args.quick else ''}: {torch.get_num_threads()} torch thread(s), "
+          f"load average {load_average()}, writing {args.out}", flush=True)
+    t0 = time.perf_counter()
+    res = mod.run(args.out, config, command=command, **({"data_dir": args.data_dir} if name == "data-size" else {}))
+    print()
+    print(res["table"])
+    print()
+    for line in res["verdict"]:
+        print(line)
+    print(f"\nwall time {(time.perf_counter() - t0) / 60:.1f} min; load average {load_average()}")
+    print(f"wrote {res['figure']}, {res['markdown']} and {Path(args.out) / 'results.jsonl'}")
+    return 0

@@ -1,0 +1,277 @@
+"""Claim 1: "CNN is self-attention restricted to a receptive field; self-attention is the more flexible model,
+so it needs more data" (the lecture, after the ViT paper's figure).
+
+Three image classifiers of about the same size, trained on MNIST subsets of growing size with the same optimiser
+and the same budget per size, scored on the 10,000 test images:
+
+- ``cnn``: a small convolutional net (four 3 x 3 convolutions, a 2 x 2 max-pool, global average pool);
+- ``vit``: ``attnkit.models.VisionTransformer`` on 2 x 2 patches (49 tokens and a class token);
+- ``pixels-window``: every pixel one vector, the same ``attnkit.nn.Encoder`` with each pixel attending only to
+  the ``window`` pixels either side in row-major order (``masks.window`` on the ``local`` backend): with
+  ``window`` = width + 1 the band holds the pixel's 3 x 3 neighbourhood, the lecture's "CNN as self-attention
+  restricted to a receptive field" (it also holds the rest of the rows above and below, and wraps at row ends).
+
+The images are averaged down to ``side`` x ``side`` (14 x 14 by default: a quarter of the pixels, so the pixel
+model's 196 tokens fit the time budget). Training subsets are nested (the first n of one permutation per seed)
+and drawn from the 55,000 training images that remain after ``load_mnist``'s 5,000 dev images, which are scored
+too (to choose learning rates: never the test set).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .. import masks
+from ..models.vision import VisionConfig, VisionTransformer, image_to_vectors
+from ..nn import Encoder, TransformerConfig
+from ..nn.limits import check_fields, floats, ints
+from ..train.state import seed_everything
+from .runner import RunFolder, accuracy, mean_table, param_count, run_notes, summarize, train_steps
+
+__all__ = ["DataSizeConfig", "MODELS", "CNN", "PixelWindow", "build_model", "steps_for", "run_data_size",
+           "load_images"]
+
+MODELS = ("cnn", "vit", "pixels-window")
+NAMES = {"cnn": "CNN", "vit": "ViT (2x2 patches)", "pixels-window": "self-attention over pixels, window"}
+
+
+@dataclass(frozen=True)
+class DataSizeConfig:
+    """The data-size experiment: sizes, models, the budget per size and the learning rates."""
+
+    sizes: tuple[int, ...] = field(default=(300, 1000, 3000, 10000, 30000, 55000), metadata={
+        "help": "training-set sizes (images, at most 55000: MNIST's train split less its 5000 dev images)"})
+    models: tuple[str, ...] = field(default=MODELS, metadata={"help": "the models to train", "choices": MODELS})
+    seeds: int = field(default=3, metadata={"help": "seeds per point (0, 1, ...): subset, initialisation, order",
+                                            "range": ints(1, 100)})
+    side: int = field(default=14, metadata={"help": "images are averaged down to side x side pixels (28 or 14)",
+                                            "choices": (28, 14)})
+    d_model: int = field(default=64, metadata={"help": "width of the attention models", "range": ints(4, 1024)})
+    layers: int = field(default=2, metadata={"help": "encoder layers of the attention models", "range": ints(1, 12)})
+    patch: int = field(default=2, metadata={"help": "ViT: side of a square patch in pixels", "range": ints(1, 14)})
+    window: int = field(default=0, metadata={
+        "help": "pixels-window: keys on each side in row-major order (0 = side + 1: the 3 x 3 neighbourhood)",
+        "range": ints(0, 784)})
+    dropout: float = field(default=0.1, metadata={"help": "dropout of the attention models (the CNN has none)",
+                                                  "range": floats(0, 1, open_high=True)})
+    batch_size: int = field(default=64, metadata={"help": "images per step", "range": ints(1, 4096)})
+    epochs: float = field(default=30.0, metadata={
+        "help": "budget: this many passes over the subset, clamped to [min_steps, max_steps] steps",
+        "range": floats(0, 10**4, open_low=True)})
+    min_steps: int = field(default=300, metadata={"help": "budget: fewest steps at any size", "range": ints(1, 10**6)})
+    max_steps: int = field(default=1200, metadata={"help": "budget: most steps at any size", "range": ints(1, 10**6)})
+    cnn_lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate for the CNN",
+                                                  "range": floats(0, 1, open_low=True)})
+    attention_lr: float = field(default=1e-3, metadata={
+        "help": "AdamW's peak learning rate for the two attention models", "range": floats(0, 1, open_low=True)})
+    eval_images: int = field(default=10000, metadata={"help": "test images scored (and at most this many dev)",
+                                                      "range": ints(1, 10000)})
+
+    def __post_init__(self):
+        check_fields(self)
+        if not self.sizes or any(not isinstance(n, int) or n < 10 or n > 55000 for n in self.sizes):
+            raise ValueError(f"DataSizeConfig: `sizes` must be whole numbers in [10, 55000], got {self.sizes}")
+        if not self.models or any(m not in MODELS for m in self.models):
+            raise ValueError(f"DataSizeConfig: `models` must be some of {MODELS}, got {self.models}")
+        if self.side not in (28, 14):
+            raise ValueError(f"DataSizeConfig: `side` must be 28 or 14, got {self.side}")
+        if self.side % self.patch:
+            raise ValueError(f"DataSizeConfig: `patch` {self.patch} does not divide the {self.side}-pixel side")
+        if self.d_model % 4:
+            raise ValueError(f"DataSizeConfig: `d_model` must be a multiple of the 4 heads, got {self.d_model}")
+        if self.min_steps > self.max_steps:
+            raise ValueError(f"DataSizeConfig: `min_steps` {self.min_steps} > `max_steps` {self.max_steps}")
+
+    @property
+    def keys_each_side(self) -> int:
+        return self.window or self.side + 1
+
+
+QUICK = DataSizeConfig(sizes=(100, 300), seeds=2, side=14, d_model=16, layers=1, batch_size=32, epochs=2.0,
+                       min_steps=8, max_steps=12, eval_images=300)
+
+
+def steps_for(config: DataSizeConfig, n: int) -> int:
+    """The step budget at training-set size ``n``: ``epochs`` passes, clamped to [min_steps, max_steps]."""
+    return int(min(max(math.ceil(config.epochs * n / config.batch_size), config.min_steps), config.max_steps))
+
+
+class CNN(nn.Module):
+    """(B, 1, S, S) -> (B, 10): conv 3x3 (c1) - conv (c1) - max-pool 2 - conv (c2) - conv (c3) - mean - linear.
+
+    The default channels (32, 32, 64, 72) give 70,282 parameters, about the ViT's 71,306 at its defaults."""
+
+    def __init__(self, channels: tuple[int, int, int, int] = (32, 32, 64, 72), classes: int = 10):
+        super().__init__()
+        c = (1, *channels)
+        self.convs = nn.ModuleList(nn.Conv2d(c[i], c[i + 1], 3, padding=1) for i in range(4))
+        self.head = nn.Linear(c[-1], classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for i, conv in enumerate(self.convs):
+            x = F.relu(conv(x))
+            if i == 1:
+                x = F.max_pool2d(x, 2)  # (B, c1, S, S) -> (B, c1, S/2, S/2)
+        return self.head(x.mean((2, 3)))  # (B, c3, S/2, S/2) -> (B, c3) -> (B, classes)
+
+
+class PixelWindow(nn.Module):
+    """(B, 1, S, S) -> (B, 10): every pixel a vector (S*S tokens, learned positions), an ``Encoder`` whose
+    attention sees ``window`` keys on each side (row-major), the mean of the outputs, a linear classifier."""
+
+    def __init__(self, side: int, encoder: TransformerConfig, window: int, classes: int = 10):
+        super().__init__()
+        self.embed = nn.Linear(1, encoder.d_model)
+        self.encoder = Encoder(encoder)
+        self.mask = masks.window(window, window)
+        self.head = nn.Linear(encoder.d_model, classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        tokens = self.embed(image_to_vectors(x, 1))  # (B, S*S, 1) -> (B, S*S, d)
+        out = self.encoder(tokens, self.mask, backend="local").last_hidden_state  # (B, S*S, d)
+        return self.head(out.mean(1))
+
+
+def _encoder(config: DataSizeConfig, tokens: int) -> TransformerConfig:
+    d = config.d_model
+    return TransformerConfig(d_model=d, num_heads=4, d_ff=2 * d, num_encoder_layers=config.layers,
+                             dropout=config.dropout, norm_first=True, activation="gelu", positional="learned",
+                             max_len=tokens)
+
+
+def build_model(config: DataSizeConfig, name: str) -> nn.Module:
+    """One of ``MODELS`` at the config's sizes (seed the generators first for a reproducible start)."""
+    s = config.side
+    if name == "cnn":
+        return CNN()
+    if name == "vit":
+        tokens = (s // config.patch) ** 2 + 1
+        return VisionTransformer(VisionConfig(height=s, width=s, mode="patches", patch_size=config.patch,
+                                              encoder=_encoder(config, tokens)))
+    if name == "pixels-window":
+        return PixelWindow(s, _encoder(config, s * s), config.keys_each_side)
+    raise ValueError(f"build_model: `name` must be one of {MODELS}, got {name!r}")
+
+
+def load_images(side: int, data_dir=None) -> dict[str, tuple[Tensor, Tensor]]:
+    """MNIST's train (55,000), dev (5,000) and test (10,000) images, normalised, averaged to side x side:
+    {split: (images (N, 1, side, side), labels (N,))}."""
+    from ..data.images import load_mnist
+
+    data = load_mnist(root=data_dir)
+    out = {}
+    for split, ex in data.items():
+        x = ex.images if side == 28 else F.avg_pool2d(ex.images, 28 // side)  # (N, 1, 28, 28) -> (N, 1, s, s)
+        out[split] = (x.contiguous(), ex.labels)
+    return out
+
+
+def _batches(x: Tensor, y: Tensor, size: int):
+    return [((x[i:i + size],), y[i:i + size]) for i in range(0, len(y), size)]
+
+
+def run_one(config: DataSizeConfig, images: dict, name: str, n: int, seed: int) -> dict:
+    """Train ``name`` on the first ``n`` images of seed ``seed``'s permutation; score dev and test."""
+    x, y = images["train"]
+    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(1000 + seed))[:n]
+    xs, ys = x[order], y[order]
+    steps, bs = steps_for(config, n), min(config.batch_size, n)
+    gen = torch.Generator().manual_seed(2000 + seed)
+    perm: list[Tensor] = []
+
+    def batch(step: int):
+        nonlocal perm
+        if not perm:  # a fresh pass over the subset, in batches of bs
+            perm = list(torch.randperm(n, generator=gen).split(bs))
+            perm = [p for p in perm if len(p) == bs] or perm
+        idx = perm.pop(0)
+        return (xs[idx],), ys[idx]
+
+    seed_everything(seed)
+    model = build_model(config, name)
+    lr = config.cnn_lr if name == "cnn" else config.attention_lr
+    times = train_steps(model, batch, steps, lr=lr, warmup=max(1, steps // 20), seed=seed)
+    k = config.eval_images
+    dev = accuracy(model, _batches(*(t[:k] for t in images["dev"]), 500))
+    test = accuracy(model, _batches(*(t[:k] for t in images["test"]), 500))
+    return {"model": name, "x": n, "seed": seed, "test_accuracy": test, "dev_accuracy": dev, "steps": steps,
+            "epochs": steps * bs / n, "lr": lr, "params": param_count(model), "train_seconds": sum(times)}
+
+
+def run_data_size(out, config: DataSizeConfig = DataSizeConfig(), *, data_dir=None, command: str | None = None,
+                  log: Callable[[str], None] = print) -> tuple[list[dict], dict]:
+    """Every model x size x seed (rows already in ``out/results.jsonl`` are kept); returns (rows, run.json)."""
+    folder = RunFolder(out, "data-size", config, command=command, log=log)
+    images = load_images(config.side, data_dir)
+    for n in config.sizes:
+        for seed in range(config.seeds):
+            for name in config.models:
+                if folder.done(name, n, seed):
+                    continue
+                row = folder.add(run_one(config, images, name, n, seed))
+                log(f"  {name:>13}  n={n:6d}  seed {seed}  {row['steps']:5d} steps  "
+                    f"test {100 * row['test_accuracy']:.2f}%  dev {100 * row['dev_accuracy']:.2f}%  "
+                    f"{row['train_seconds']:.0f} s")
+    return folder.rows, folder.finish()
+
+
+def run(out, config: DataSizeConfig = DataSizeConfig(), *, data_dir=None, command: str | None = None,
+        log: Callable[[str], None] = print) -> dict:
+    """``run_data_size`` then ``report``: {"figure", "markdown", "table", "verdict"}."""
+    rows, meta = run_data_size(out, config, data_dir=data_dir, command=command, log=log)
+    return report(out, config, rows, meta)
+
+
+def verdict(summary: list[dict], models: tuple[str, ...]) -> list[str]:
+    """Sentences from the means: the CNN's lead at the smallest and the largest size, and where (if anywhere)
+    an attention model passes it."""
+    cell = {(s["model"], s["x"]): s["mean"] for s in summary if s["mean"] is not None}
+    sizes = sorted({s["x"] for s in summary})
+    out = []
+    for m in (m for m in models if m != "cnn"):
+        gaps = [(n, 100 * (cell[("cnn", n)] - cell[(m, n)])) for n in sizes if ("cnn", n) in cell and (m, n) in cell]
+        if not gaps:
+            continue
+        (n0, g0), (n1, g1) = gaps[0], gaps[-1]
+        passed = [n for n, g in gaps if g < 0]
+        trend = "narrows" if abs(g1) < abs(g0) else "does not narrow"
+        out.append(f"- CNN minus {NAMES[m]}: {g0:+.1f} points at {n0:,} images, {g1:+.1f} at {n1:,}: the gap {trend}"
+                   + (f"; the {NAMES[m]} is ahead at {', '.join(f'{n:,}' for n in passed)} images." if passed
+                      else f"; no crossover up to {n1:,} images."))
+    return out
+
+
+def report(out, config: DataSizeConfig, rows: list[dict], meta: dict) -> dict:
+    """``out/data_size.png`` and ``out/data_size.md`` from the rows; returns their paths and the verdict."""
+    from ..viz.claims import data_size_figure
+
+    out = Path(out)
+    test, dev = summarize(rows, "test_accuracy"), summarize(rows, "dev_accuracy")
+    models = tuple(m for m in config.models if any(r["model"] == m for r in rows))
+    figure = data_size_figure(test, out / "data_size.png", NAMES, seeds=config.seeds,
+                              note=f"; MNIST at {config.side} x {config.side}")
+    params = {m: next(r["params"] for r in rows if r["model"] == m) for m in models}
+    budget = ", ".join(f"{n:,}: {steps_for(config, n)}" for n in config.sizes)
+    lines = ["# Self-attention against a CNN by training-set size (MNIST)", "", *run_notes(meta), "",
+             "Models: " + "; ".join(f"{NAMES[m]} ({params[m]:,} parameters)" for m in models) + ". "
+             f"AdamW, linear warm-up then cosine decay, batch {config.batch_size}, peak learning rate "
+             f"{config.cnn_lr:g} (CNN) and {config.attention_lr:g} (attention models), dropout {config.dropout:g} "
+             f"in the attention models.", "",
+             f"Budget (steps at each size: {config.epochs:g} epochs clamped to [{config.min_steps}, "
+             f"{config.max_steps}]): {budget}.", "",
+             f"## Test accuracy (%), mean ± standard deviation over {config.seeds} seeds", "",
+             mean_table(test, models, "training images", names=NAMES, digits=2), "",
+             *verdict(test, models), "",
+             "## Dev accuracy (%): the 5,000 held-out training images, for choosing learning rates", "",
+             mean_table(dev, models, "training images", names=NAMES, digits=2), ""]
+    md = out / "data_size.md"
+    md.write_text("\n".join(lines), encoding="utf-8")
+    return {"figure": figure, "markdown": md, "verdict": verdict(test, models), "table": mean_table(
+        test, models, "training images", names=NAMES, digits=2)}

@@ -1,0 +1,197 @@
+"""What the three experiments share: seeds, a training loop bounded by steps, ``results.jsonl`` (resumable),
+the machine's state, and the table of means and spreads over seeds.
+
+A run folder holds ``run.json`` (the experiment, its config, the machine) and ``results.jsonl`` (one row per
+trained model: ``{"model", "x", "seed", ...measurements}``; ``x`` is the experiment's axis: training-set
+size, sequence length). A row is appended as soon as its model is done; running the same config into the same
+folder again skips the rows already there, so an interrupted run continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..train.schedule import lr_factor
+from ..train.state import seed_everything
+
+__all__ = ["RunFolder", "machine", "load_average", "train_steps", "accuracy", "summarize", "mean_table",
+           "param_count"]
+
+
+def load_average() -> str:
+    """The machine's load over 1, 5 and 15 minutes, as ``uptime`` prints it."""
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover - platforms without it
+        return "n/a"
+
+
+def machine() -> dict:
+    """What a timing depends on: CPU, torch threads, versions, whether attnkit's native kernels run here."""
+    from ..functional.native import unavailable
+
+    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+            "python": platform.python_version(), "native_kernels": unavailable() or "available",
+            "load_average": load_average(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def param_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+class RunFolder:
+    """``out/run.json`` + ``out/results.jsonl`` of one experiment; rows of an earlier run of the same config
+    are kept and skipped. A folder holding another experiment's or config's results is refused."""
+
+    def __init__(self, out: str | os.PathLike, experiment: str, config, *, command: str | None = None,
+                 log: Callable[[str], None] = print):
+        self.out, self.log, self.t0 = Path(out), log, time.perf_counter()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.results, self.meta_path = self.out / "results.jsonl", self.out / "run.json"
+        settings = {"experiment": experiment, "config": asdict(config)}
+        self.rows: list[dict] = []
+        if self.results.exists() and self.meta_path.exists():
+            old = json.loads(self.meta_path.read_text(encoding="utf-8"))
+            if {k: old.get(k) for k in settings} != json.loads(json.dumps(settings)):
+                raise ValueError(f"{self.out} holds results of another experiment or config ({old.get('experiment')}"
+                                 f"); choose another --out folder or delete {self.results}")
+            self.rows = [json.loads(line) for line in self.results.read_text(encoding="utf-8").splitlines()
+                         if line.strip()]
+        elif self.results.exists():
+            raise ValueError(f"{self.results} exists without its run.json; choose another --out folder")
+        self.meta = {**settings, "command": command, "resumed_rows": len(self.rows), "machine_at_start": machine()}
+        self.meta_path.write_text(json.dumps(self.meta, indent=1) + "\n", encoding="utf-8")
+        if self.rows:
+            log(f"{len(self.rows)} results already in {self.results}: those runs are skipped")
+
+    def done(self, model: str, x, seed: int) -> dict | None:
+        return next((r for r in self.rows if (r["model"], r["x"], r["seed"]) == (model, x, seed)), None)
+
+    def add(self, row: dict) -> dict:
+        self.rows.append(row)
+        with open(self.results, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        return row
+
+    def finish(self, extra: dict | None = None) -> dict:
+        """Record the wall time and the machine at the end (its load shows whether the timings ran on a quiet
+        machine); returns the run's metadata."""
+        self.meta = {**self.meta, "wall_seconds": time.perf_counter() - self.t0, "machine_at_end": machine(),
+                     **(extra or {})}
+        self.meta_path.write_text(json.dumps(self.meta, indent=1) + "\n", encoding="utf-8")
+        return self.meta
+
+
+def train_steps(model: nn.Module, batch: Callable[[int], tuple[tuple[Tensor, ...], Tensor]], steps: int, *,
+                lr: float, weight_decay: float = 0.01, warmup: int = 0, clip: float = 1.0, seed: int = 0,
+                forward: Callable[..., Tensor] | None = None) -> list[float]:
+    """AdamW for ``steps`` steps, linear warm-up then cosine decay to 0, gradient clipping, cross-entropy.
+
+    ``batch(step) -> (inputs, targets)``: the model sees ``model(*inputs)`` -> logits (N, C) (or
+    ``forward(model, *inputs)``) against targets (N,) (entries -100 are skipped). Seeds every generator with
+    ``seed`` first. Returns the seconds of every step (forward, backward and update)."""
+    seed_everything(seed)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    times = []
+    for step in range(steps):
+        inputs, target = batch(step)
+        for g in opt.param_groups:
+            g["lr"] = lr * lr_factor("cosine", step, warmup, steps)
+        t = time.perf_counter()
+        logits = forward(model, *inputs) if forward else model(*inputs)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+        if not torch.isfinite(loss):
+            raise ValueError(f"training diverged at step {step} (loss {loss.item()}); try a lower learning rate")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        times.append(time.perf_counter() - t)
+    model.eval()
+    return times
+
+
+@torch.inference_mode()
+def accuracy(model: nn.Module, batches: Iterable[tuple[tuple[Tensor, ...], Tensor]],
+             forward: Callable[..., Tensor] | None = None) -> float:
+    """Share of targets (entries -100 skipped) the model's arg-max gets right, over all ``batches``."""
+    model.eval()
+    right = total = 0
+    for inputs, target in batches:
+        logits = forward(model, *inputs) if forward else model(*inputs)
+        keep = target != -100
+        right += int((logits.argmax(-1) == target)[keep].sum())
+        total += int(keep.sum())
+    return right / max(total, 1)
+
+
+def run_notes(meta: dict) -> list[str]:
+    """Markdown lines on how the numbers were made: the command, wall time, machine, load, native kernels."""
+    start, end = meta.get("machine_at_start", {}), meta.get("machine_at_end", {})
+    lines = []
+    if meta.get("command"):
+        lines.append(f"Command: `{meta['command']}`")
+    if meta.get("wall_seconds") is not None:
+        lines.append(f"Wall time: {meta['wall_seconds'] / 60:.1f} min"
+                     + (f" (continuing a run: {meta['resumed_rows']} rows were already done)"
+                        if meta.get("resumed_rows") else "") + ".")
+    if start:
+        lines.append(f"Machine: {start['cpu']}, {start['cores']} cores, {start['torch_threads']} torch thread(s), "
+                     f"torch {start['torch']}; load average (1, 5, 15 min) {start['load_average']} at the start"
+                     + (f", {end['load_average']} at the end" if end else "") + f"; started {start['date']}.")
+        if start["native_kernels"] != "available":
+            lines.append(f"attnkit's native kernels do not run here ({start['native_kernels']}): every attention "
+                         "ran on its PyTorch path.")
+    return lines
+
+
+def summarize(rows: Sequence[dict], value: str) -> list[dict]:
+    """Rows grouped by (model, x): ``{"model", "x", "mean", "std", "n", "values"}`` of ``value`` over seeds
+    (``std``: the sample standard deviation, 0 for one seed; None values, a run that could not be made, are
+    left out and counted in ``"missing"``), in the rows' order of first appearance."""
+    groups: dict[tuple, list] = {}
+    for r in rows:
+        groups.setdefault((r["model"], r["x"]), []).append(r.get(value))
+    out = []
+    for (model, x), vals in groups.items():
+        ok = [float(v) for v in vals if v is not None and math.isfinite(float(v))]
+        out.append({"model": model, "x": x, "n": len(ok), "missing": len(vals) - len(ok), "values": ok,
+                    "mean": statistics.fmean(ok) if ok else None,
+                    "std": statistics.stdev(ok) if len(ok) > 1 else 0.0 if ok else None})
+    return out
+
+
+def mean_table(summary: Sequence[dict], models: Sequence[str], x_label: str, *, scale: float = 100.0,
+               digits: int = 1, names: dict[str, str] | None = None) -> str:
+    """A Markdown table, one row per x and one column per model: ``mean ± std`` (times ``scale``);
+    ``n/a`` where no run gave a number."""
+    names = names or {}
+    xs = list(dict.fromkeys(s["x"] for s in summary))
+    cell = {(s["model"], s["x"]): s for s in summary}
+    lines = [f"| {x_label} | " + " | ".join(names.get(m, m) for m in models) + " |",
+             "| ---: |" + " ---: |" * len(models)]
+    for x in xs:
+        parts = []
+        for m in models:
+            s = cell.get((m, x))
+            if s is None or s["mean"] is None:
+                parts.append("n/a")
+            else:
+                parts.append(f"{s['mean'] * scale:.{digits}f} ± {s['std'] * scale:.{digits}f}")
+        lines.append(f"| {x} | " + " | ".join(parts) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""The figures of ``attnkit experiment``: the lecture's three claims, measured (means over seeds, error bars one
+standard deviation). Each takes the summaries of ``attnkit.experiments.runner.summarize``
+(``{"model", "x", "mean", "std", "n"}``) and writes one PNG sized for a page about 800 pixels wide.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .complexity import fit_exponent
+from .heatmap import _pyplot, _save
+
+__all__ = ["data_size_figure", "rnn_figure", "positions_figure", "curves"]
+
+FONT = {"font.size": 10, "axes.titlesize": 10.5, "axes.labelsize": 10, "legend.fontsize": 8.5,
+        "xtick.labelsize": 9, "ytick.labelsize": 9}
+
+
+def curves(summary: Sequence[dict]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """model -> (x, mean, std) sorted by x, points without a number left out."""
+    out: dict[str, list] = {}
+    for s in summary:
+        if s["mean"] is not None:
+            out.setdefault(s["model"], []).append((s["x"], s["mean"], s["std"]))
+    return {m: tuple(np.array(v, dtype=float).T) for m, v in ((m, sorted(p)) for m, p in out.items())}
+
+
+def _errorbars(ax, summary, names: dict[str, str], *, scale: float = 100.0, styles: dict | None = None) -> None:
+    for model, (x, mean, std) in curves(summary).items():
+        style = (styles or {}).get(model, {})
+        ax.errorbar(x, mean * scale, yerr=std * scale, marker="o", ms=4, capsize=3, lw=1.5,
+                    label=names.get(model, model), **style)
+
+
+def _log2_axis(ax, xs: Sequence[int], label: str) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(xs), labels=[str(x) for x in xs])
+    ax.minorticks_off()
+    ax.set_xlabel(label)
+
+
+def data_size_figure(summary: Sequence[dict], path: str | os.PathLike, names: dict[str, str], *,
+                     reference: str = "cnn", seeds: int = 3, note: str = "") -> Path:
+    """Left: test accuracy against training-set size (log x). Right: the reference model's lead over each
+    other model in accuracy points (the gap the lecture predicts shrinks with more data)."""
+    plt = _pyplot()
+    with plt.rc_context(FONT):
+        fig, (a, b) = plt.subplots(1, 2, figsize=(9.2, 3.9), layout="constrained")
+        _errorbars(a, summary, names)
+        xs = sorted({s["x"] for s in summary})
+        a.set_xscale("log")
+        a.set_xticks(xs, labels=[f"{x:,}" for x in xs])
+        a.minorticks_off()
+        a.set_xlabel("training images (log scale)")
+        a.set_ylabel("test accuracy (%)")
+        a.set_title("MNIST test accuracy")
+        a.grid(True, color="#eee")
+        a.legend(loc="lower right")
+        c = curves(summary)
+        if reference in c:
+            rx, rm, rs = c[reference]
+            for model, (x, m, s) in c.items():
+                if model == reference:
+                    continue
+                keep = np.isin(rx, x)
+                gap = (rm[keep] - m[np.isin(x, rx)]) * 100
+                err = np.hypot(rs[keep], s[np.isin(x, rx)]) * 100
+                b.errorbar(rx[keep], gap, yerr=err, marker="o", ms=4, capsize=3, lw=1.5,
+                           label=names.get(model, model))
+        b.axhline(0, color="#888", lw=1)
+        b.set_xscale("log")
+        b.set_xticks(xs, labels=[f"{x:,}" for x in xs])
+        b.minorticks_off()
+        b.set_xlabel("training images (log scale)")
+        b.set_ylabel(f"{names.get(reference, reference)} minus model (points)")
+        b.set_title(f"the {names.get(reference, reference)}'s lead (above 0: it wins)")
+        b.grid(True, color="#eee")
+        b.legend(loc="upper right")
+        fig.suptitle(f"mean of {seeds} seeds, bars: one standard deviation{note}", fontsize=9)
+        out = _save(fig, path)
+        plt.close(fig)
+    return out
+
+
+def rnn_figure(summary: Sequence[dict], timing: Sequence[dict], path: str | os.PathLike, names: dict[str, str], *,
+               chance: float, seeds: int = 3, note: str = "") -> Path:
+    """Left: recall accuracy against the sequence length (the distance to the marked token). Right: time of
+    a training step against the length per model, at each thread count measured, with the fitted exponent."""
+    plt = _pyplot()
+    with plt.rc_context(FONT):
+        fig, (a, b) = plt.subplots(1, 2, figsize=(9.2, 3.9), layout="constrained")
+        colors = {m: f"C{i}" for i, m in enumerate(names)}
+        _errorbars(a, summary, names, styles={m: {"color": c} for m, c in colors.items()})
+        xs = sorted({s["x"] for s in summary})
+        _log2_axis(a, xs, "sequence length L (answer L - 1 tokens after the mark)")
+        a.axhline(chance * 100, color="#888", ls=":", lw=1, label="chance")
+        a.set_ylim(-3, 103)
+        a.set_ylabel("test accuracy (%)")
+        a.set_title("recall of the marked first token")
+        a.grid(True, color="#eee")
+        a.legend(loc="center left")
+        threads = sorted({t["threads"] for t in timing})
+        for model in names:
+            for th in threads:
+                pts = sorted((t["x"], t["step_ms"]) for t in timing if t["model"] == model and t["threads"] == th)
+                if len(pts) < 3:
+                    continue
+                x, ms = np.array(pts).T
+                exp = fit_exponent(x, ms)
+                b.plot(x, ms, marker="o" if th == threads[-1] else "s", ms=4, lw=1.5, color=colors[model],
+                       ls="-" if th == threads[-1] else "--",
+                       label=f"{names[model]}, {th} thread{'s' if th > 1 else ''}: L^{exp:.2f}")
+        if timing:
+            _log2_axis(b, sorted({t["x"] for t in timing}), "sequence length L")
+            b.set_yscale("log")
+        b.set_ylabel("time per training step (ms)")
+        b.set_title("forward + backward + update, batch of 32")
+        b.grid(True, which="major", color="#eee")
+        b.legend(fontsize=7.5, title="fitted exponent on the longer half", title_fontsize=7.5)
+        fig.suptitle(f"mean of {seeds} seeds, bars: one standard deviation{note}", fontsize=9)
+        out = _save(fig, path)
+        plt.close(fig)
+    return out
+
+
+def positions_figure(summary: Sequence[dict], path: str | os.PathLike, names: dict[str, str], *, train_length: int,
+                     chance: float, seeds: int = 3, note: str = "") -> Path:
+    """Token accuracy of the previous-token task against the test length, one line per encoding; the training
+    lengths shaded."""
+    plt = _pyplot()
+    with plt.rc_context(FONT):
+        fig, ax = plt.subplots(figsize=(7.2, 4.0), layout="constrained")
+        xs = sorted({s["x"] for s in summary})
+        ax.axvspan(xs[0] / 1.3, train_length, color="#f1f1f1", label=f"trained on lengths <= {train_length}")
+        _errorbars(ax, summary, names)
+        ax.axhline(chance * 100, color="#888", ls=":", lw=1, label="chance")
+        _log2_axis(ax, xs, "test sequence length (log scale)")
+        ax.set_xlim(xs[0] / 1.3, xs[-1] * 1.3)
+        ax.set_ylim(-3, 103)
+        ax.set_ylabel("token accuracy (%)")
+        ax.set_title("name the previous token: each encoding beyond its training length")
+        ax.grid(True, color="#eee")
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+        fig.suptitle(f"mean of {seeds} seeds, bars: one standard deviation{note}", fontsize=9)
+        out = _save(fig, path)
+        plt.close(fig)
+    return out
