@@ -29,6 +29,7 @@ TASKS = {
     "speech": "attnkit.tasks.speech",
     "graph": "attnkit.tasks.graph",
     "translate": "attnkit.tasks.translate",
+    "asr": "attnkit.tasks.asr",
 }
 
 

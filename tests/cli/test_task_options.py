@@ -27,6 +27,7 @@ def data(tmp_path_factory):
     tsv = root / "train.tsv"
     tsv.write_text("".join(f"text {i} good\t{i % 2}\n" for i in range(20)), encoding="utf-8")
     write_set(root / "fsdd" / "recordings", digits=(0, 1), indices=range(6))
+    write_set(root / "digits" / "recordings", digits=range(10), indices=range(11))  # asr: every digit in each pool
     (root / "planetoid").mkdir()
     write_tiny(root / "planetoid")
     pairs = write_corpus(root / "mt", n_train=20, n_dev=4)
@@ -34,7 +35,9 @@ def data(tmp_path_factory):
                           "--vocab-size", "60"],
             "tagger": ["--train", str(conllu)], "classifier": ["--train", str(tsv)],
             "image": ["--dataset", "digits"], "speech": ["--data-dir", str(root), "--n-mels", "16"],
-            "graph": ["--data-dir", str(root)]}
+            "graph": ["--data-dir", str(root)],
+            "asr": ["--data", str(root / "digits"), "--train-utterances", "4", "--dev-utterances", "2",
+                    "--test-utterances", "2"]}
 
 
 def model_config(task: str, argv: list[str], out) -> dict:

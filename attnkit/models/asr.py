@@ -1,0 +1,241 @@
+"""Speech recognition of spoken digits: the lecture's encoder-decoder on sound, with a CTC head (hybrid
+CTC/attention, Watanabe et al. 2017, as ESPnet trains it).
+
+    log-mel frames (B, T, n_mels) -> global mean / variance normalisation -> two convolutions of stride 2
+    (the frame rate / 4: 40 ms a step) -> Transformer encoder with truncated (window) self-attention
+    -> memory (B, T', d)
+       -> CTC head: log-probabilities (B, T', 11) over blank + the ten digits, every frame at once
+       -> decoder: BOS, then one digit token per step (its own previous outputs fed back, the memory read
+          through cross-attention), END; tokens PAD 0, BOS 1, END 2, digit d = 3 + d.
+
+Encoder positions are rotary (RoPE, relative), so a window of frames computes the same wherever it starts:
+that is what lets ``streaming`` (causal convolutions and a window with no right context) run the encoder
+on chunks (``tasks.asr_stream``) with the same outputs as on the whole utterance.
+
+The decoding protocol of ``attnkit.generation``: ``encode_frames`` (memory, its mask, CTC log-probs),
+``decode_step``, ``reorder_cache``, ``config`` (token ids, ``max_positions``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .. import masks
+from ..nn import Decoder, Encoder, LayerCache, TransformerConfig
+from ..nn.limits import check_fields, floats, ints
+from .seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
+
+__all__ = ["AsrConfig", "AsrModel", "Encoded", "PAD", "BOS", "EOS", "FIRST_DIGIT", "BLANK", "NUM_TOKENS", "NUM_CLASSES",
+           "digit_tokens", "token_digits", "label_of_tokens"]
+
+PAD, BOS, EOS = 0, 1, 2
+FIRST_DIGIT = 3  # token id of digit 0
+NUM_TOKENS = FIRST_DIGIT + 10
+BLANK = 0  # CTC class 0; digit d is class 1 + d
+NUM_CLASSES = 11
+
+
+def digit_tokens(digits) -> list[int]:
+    return [FIRST_DIGIT + int(d) for d in digits]
+
+
+def token_digits(tokens) -> list[int]:
+    """Decoder tokens -> digits (PAD, BOS and END dropped)."""
+    return [int(t) - FIRST_DIGIT for t in tokens if int(t) >= FIRST_DIGIT]
+
+
+def label_of_tokens() -> Tensor:
+    """(NUM_TOKENS,): the CTC class of each decoder token, -1 for PAD / BOS / END."""
+    out = torch.full((NUM_TOKENS,), -1, dtype=torch.long)
+    out[FIRST_DIGIT:] = torch.arange(1, NUM_CLASSES)
+    return out
+
+
+def _encoder() -> TransformerConfig:
+    return TransformerConfig(d_model=144, num_heads=4, d_ff=576, num_encoder_layers=6, num_decoder_layers=0,
+                             dropout=0.1, activation="gelu", norm_first=True, positional="rope", max_len=1 << 16)
+
+
+def _decoder() -> TransformerConfig:
+    return TransformerConfig(d_model=144, num_heads=4, d_ff=576, num_encoder_layers=0, num_decoder_layers=2,
+                             dropout=0.1, activation="gelu", norm_first=True, positional="sinusoidal", max_len=256)
+
+
+@dataclass(frozen=True)
+class AsrConfig:
+    """The model's sizes and kinds; the encoder's and the decoder's stacks are two ``TransformerConfig``s."""
+
+    n_mels: int = field(default=40, metadata={"help": "log-mel bins per frame", "range": ints(1, 512)})
+    window: tuple[int, int] | None = field(default=(8, 8), metadata={
+        "help": "truncated self-attention in the encoder: (left, right) steps of 40 ms each step sees; None = all"})
+    streaming: bool = field(default=False, metadata={
+        "help": "causal convolutions and a window without right context: the encoder runs on chunks as they come"})
+    kernel: int = field(default=5, metadata={"help": "width of the two convolutions of the front end",
+                                             "range": ints(1, 31)})
+    ctc_weight: float = field(default=0.3, metadata={
+        "help": "training loss = (1 - w) attention cross-entropy + w CTC (0 = no CTC head training, 1 = only CTC)",
+        "range": floats(0, 1)})
+    max_positions: int = field(default=256, metadata={"help": "most tokens the decoder writes (END included)",
+                                                      "range": ints(2, 256)})
+    encoder: TransformerConfig = field(default_factory=_encoder, metadata={"help": "the encoder's stack"})
+    decoder: TransformerConfig = field(default_factory=_decoder, metadata={"help": "the decoder's stack"})
+
+    # what attnkit.generation reads
+    pad_token_id = PAD
+    bos_token_id = BOS
+    eos_token_id = EOS
+    decoder_start_token_id = None
+
+    def __post_init__(self):
+        for name in ("encoder", "decoder"):
+            if isinstance(getattr(self, name), dict):
+                object.__setattr__(self, name, TransformerConfig.from_dict(getattr(self, name)))
+            if not isinstance(getattr(self, name), TransformerConfig):
+                raise ValueError(f"AsrConfig: `{name}` must be a TransformerConfig, got {getattr(self, name)!r}")
+        check_fields(self)
+        if self.window is not None:
+            w = tuple(self.window)
+            if len(w) != 2 or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in w):
+                raise ValueError(f"AsrConfig: `window` must be (left, right) integers >= 0 or None, "
+                                 f"got {self.window!r}")
+            object.__setattr__(self, "window", w)
+        if self.streaming and (self.window is None or self.window[1] != 0):
+            raise ValueError(f"AsrConfig: `streaming` needs a window with no right context, (left, 0), "
+                             f"got {self.window!r}")
+        if self.encoder.num_encoder_layers < 1 or self.decoder.num_decoder_layers < 1:
+            raise ValueError("AsrConfig: needs at least one encoder and one decoder layer, got "
+                             f"{self.encoder.num_encoder_layers} and {self.decoder.num_decoder_layers}")
+        if self.encoder.d_model != self.decoder.d_model:
+            raise ValueError(f"AsrConfig: the encoder's d_model ({self.encoder.d_model}) and the decoder's "
+                             f"({self.decoder.d_model}) must be equal")
+        if self.encoder.positional in ("sinusoidal", "learned", "relative") and self.streaming:
+            raise ValueError("AsrConfig: `streaming` needs encoder positions that only see distances "
+                             f"(rope, alibi or none), got {self.encoder.positional!r}")
+
+    def replace(self, **changes) -> AsrConfig:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["window"] = list(self.window) if self.window is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AsrConfig:
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"AsrConfig: unknown keys {unknown}")
+        d = dict(d)
+        if d.get("window") is not None:
+            d["window"] = tuple(d["window"])
+        return cls(**d)
+
+
+class Encoded(NamedTuple):
+    memory: Tensor  # (B, T', d)
+    mask: Tensor  # (B, T') int64, 1 = a real step
+    lengths: Tensor  # (B,) steps
+    ctc_log_probs: Tensor  # (B, T', NUM_CLASSES)
+
+
+class AsrModel(nn.Module):
+    """See the module docstring. ``forward`` is the training pass (teacher forcing + CTC)."""
+
+    subsample = 4
+
+    def __init__(self, config: AsrConfig = AsrConfig(), *, device=None, dtype=None):
+        super().__init__()
+        self.config = config
+        fk = {"device": device, "dtype": dtype}
+        d, k = config.encoder.d_model, config.kernel
+        self.register_buffer("feature_mean", torch.zeros(config.n_mels, **fk))  # set from the training data
+        self.register_buffer("feature_std", torch.ones(config.n_mels, **fk))
+        self.conv1 = nn.Conv1d(config.n_mels, d, k, stride=2, **fk)
+        self.conv2 = nn.Conv1d(d, d, k, stride=2, **fk)
+        self.encoder = Encoder(config.encoder, **fk)
+        self.ctc_head = nn.Linear(d, NUM_CLASSES, **fk)
+        self.embed = nn.Embedding(NUM_TOKENS, d, padding_idx=PAD, **fk)
+        nn.init.normal_(self.embed.weight, std=d ** -0.5)
+        with torch.no_grad():
+            self.embed.weight[PAD].zero_()
+        self.decoder = Decoder(config.decoder, **fk)
+        self.embed_scale = d ** 0.5
+
+    # -- encoder ---------------------------------------------------------------------------------
+    @staticmethod
+    def out_lengths(lengths: Tensor) -> Tensor:
+        """Steps after the front end for frame counts (B,): ceil(ceil(T / 2) / 2)."""
+        half = torch.div(lengths + 1, 2, rounding_mode="floor")
+        return torch.div(half + 1, 2, rounding_mode="floor")
+
+    def _conv(self, conv: nn.Conv1d, h: Tensor, lengths: Tensor) -> Tensor:
+        """Zero the frames past each length, pad (causal: all on the left), convolve. (B, C, T) -> (B, d, T')."""
+        h = h * masks.keep_positions(lengths, h.shape[2]).unsqueeze(1).to(h.dtype)
+        k = conv.kernel_size[0]
+        pad = (k - 1, 0) if self.config.streaming else ((k - 1) // 2, k - 1 - (k - 1) // 2)
+        return F.gelu(conv(F.pad(h, pad)))
+
+    def frontend(self, frames: Tensor, lengths: Tensor) -> Tensor:
+        """frames (B, T, n_mels) -> (B, T', d), T' = out_lengths(T) (normalised, two convolutions)."""
+        x = (frames - self.feature_mean) / self.feature_std
+        h = self._conv(self.conv1, x.transpose(1, 2), lengths)  # (B, n_mels, T) -> (B, d, ceil(T/2))
+        h = self._conv(self.conv2, h, torch.div(lengths + 1, 2, rounding_mode="floor"))  # (B, d, T')
+        return h.transpose(1, 2)  # (B, d, T') -> (B, T', d)
+
+    def encoder_mask(self, lengths: Tensor) -> masks.Mask:
+        pad = masks.padding(lengths)
+        return pad if self.config.window is None else masks.window(*self.config.window) & pad
+
+    def encode_frames(self, frames: Tensor, lengths: Tensor, *, backend: str | None = None,
+                      need_weights: bool = False) -> Encoded:
+        """frames (B, T, n_mels), lengths (B,) -> ``Encoded`` (memory, its mask, lengths, CTC log-probs)."""
+        if frames.dim() != 3 or frames.shape[-1] != self.config.n_mels:
+            raise ValueError(f"AsrModel: `frames` must have shape (B, T, {self.config.n_mels}), "
+                             f"got {tuple(frames.shape)}")
+        if lengths.shape != frames.shape[:1]:
+            raise ValueError(f"AsrModel: `lengths` must have shape ({frames.shape[0]},), got {tuple(lengths.shape)}")
+        h = self.frontend(frames, lengths)
+        steps = self.out_lengths(lengths).clamp(1, h.shape[1])
+        memory = self.encoder(h, self.encoder_mask(steps), backend=backend, need_weights=need_weights)
+        ctc = self.ctc_head(memory.last_hidden_state).float().log_softmax(-1)  # (B, T', C)
+        mask = masks.keep_positions(steps, h.shape[1]).long()
+        return Encoded(memory.last_hidden_state, mask, steps, ctc)
+
+    # -- the decoding protocol -----------------------------------------------------------------------
+    def encode(self, frames: Tensor, lengths: Tensor) -> Tensor:
+        return self.encode_frames(frames, lengths).memory
+
+    def decode(self, tokens: Tensor, memory: Tensor, memory_mask: Tensor | None = None, *,
+               cache: list[LayerCache] | None = None, use_cache: bool = False, output_attentions: bool = False):
+        """tokens (B, t) -> ``nn.DecoderOutput`` (hidden (B, t, d), ...); with ``cache``, they continue it."""
+        if tokens.dim() != 2 or tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= NUM_TOKENS):
+            raise ValueError(f"AsrModel: `tokens` must be (B, t) ids in [0, {NUM_TOKENS}), got {tuple(tokens.shape)}")
+        y = self.embed(tokens) * self.embed_scale
+        return self.decoder(y, memory, memory_mask=memory_mask_from(memory_mask, memory.shape[1]), cache=cache,
+                            use_cache=use_cache, need_weights=output_attentions)
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        return F.linear(hidden, self.embed.weight)  # (..., d) -> (..., NUM_TOKENS), tied to the embedding
+
+    def decode_step(self, tokens: Tensor, memory: Tensor, memory_mask: Tensor | None = None,
+                    cache: list[LayerCache] | None = None, *, use_cache: bool = True,
+                    output_attentions: bool = False) -> StepOutput:
+        out = self.decode(tokens, memory, memory_mask, cache=cache, use_cache=use_cache,
+                          output_attentions=output_attentions)
+        return StepOutput(self.logits(out.last_hidden_state[:, -1]), out.cache, out.cross_attentions)
+
+    reorder_cache = staticmethod(Seq2SeqModel.reorder_cache)
+
+    # -- training --------------------------------------------------------------------------------
+    def forward(self, frames: Tensor, lengths: Tensor, decoder_input: Tensor, *, positions: Tensor | None = None
+                ) -> tuple[Tensor, Encoded]:
+        """Teacher forcing: decoder logits (B, t, V) (or (N, V) at ``positions`` (B, t) bool) and the
+        ``Encoded`` (its CTC log-probabilities for the CTC loss)."""
+        enc = self.encode_frames(frames, lengths)
+        hidden = self.decode(decoder_input, enc.memory, enc.mask).last_hidden_state
+        return self.logits(hidden if positions is None else hidden[positions]), enc

@@ -1,0 +1,198 @@
+"""Task glue for ``attnkit train asr``: connected spoken digits (FSDD) -> digit text, hybrid CTC/attention.
+
+Training utterances are made by ``attnkit.data.digits`` from the run's seed; the dev set (utterances of
+FSDD index 5-9) picks the best checkpoint by the decoder's teacher-forced token accuracy; ``finish`` and
+``attnkit evaluate RUN`` decode the test sets (``asr_sets``): digit error rate (edit distance / reference
+digits) and utterance accuracy, for CTC one pass, greedy, attention beam and beam + CTC. The run loads as
+a ``Transcriber`` (``attnkit.load_pretrained(RUN)``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..data.audio import FeatureConfig
+from ..models.asr import AsrConfig, AsrModel
+from ..models.speech import spec_augment
+from ..nn import TransformerConfig
+from ..nn.limits import ints
+from ..train import IGNORE, Task
+from ..train.from_meta import model_from_meta
+from . import asr_sets
+from .options import add_config_args, add_data_args
+from .transcriber import Transcriber, score_lines
+
+NAME = "asr"
+HELP = ("speech recognition of connected spoken digits (FSDD): convolutions, truncated self-attention encoder, "
+        "autoregressive decoder and CTC head")
+ENCODER_DEFAULTS = dict(d_model=144, num_heads=4, d_ff=576, num_encoder_layers=6, dropout=0.1, attention_dropout=0.0,
+                        activation="gelu", norm_first=True)
+TRAIN_DEFAULTS = dict(epochs=12, batch_size=32, lr=1.5e-3, warmup_steps=500, weight_decay=0.01, schedule="cosine",
+                      label_smoothing=0.1, eval_every=500, eval_batch_size=64, keep=1, log_every=50)
+ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
+                  "activation", "norm_first")
+ENCODER_NOTE = "the encoder's stack; the decoder has the same width (--num-decoder-layers sets its depth)"
+EVALUATION_DATA = ("asr: test (both test sets the run has), recordings, speaker, dev, or a TSV of WAV path and "
+                   "transcript (default: test); digit error rate and utterance accuracy")
+LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns a Transcriber
+
+
+def parse_window(s: str) -> tuple[int, int] | None:
+    """'full' -> None; 'L,R' or 'W' (symmetric) -> (L, R)."""
+    if s in ("full", "none"):
+        return None
+    try:
+        parts = [int(v) for v in s.split(",")]
+    except ValueError:
+        parts = []
+    parts = parts * 2 if len(parts) == 1 else parts
+    if len(parts) != 2 or min(parts) < 0:
+        raise argparse.ArgumentTypeError(f"expected 'full', 'W' or 'L,R' with W, L, R >= 0, got {s!r}")
+    return parts[0], parts[1]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, default=None, metavar="PATH",
+                   help="FSDD: recordings.tar.gz, a folder of WAVs, or a folder holding either "
+                        "(default: <data dir>/fsdd/recordings.tar.gz)")
+    add_data_args(p, "fsdd/", "fetch FSDD from GitHub into the cache if missing")
+    p.add_argument("--holdout-speaker", default=None, metavar="NAME",
+                   help="train on the other five speakers and test on this one too (default: none, all six "
+                        "speakers train; the test set is their held-out recordings)")
+    for name, n, what in (("train", 10000, "training"), ("dev", 500, "dev (best checkpoint)"),
+                          ("test", 1000, "each test set's")):
+        p.add_argument(f"--{name}-utterances", type=ints(1, 10**7), default=n, metavar="N",
+                       help=f"{what} utterances generated")
+    p.add_argument("--window", type=parse_window, default=(8, 8), metavar="L,R",
+                   help="truncated self-attention: 'L,R' steps of 40 ms each step sees to its left and right, 'W' "
+                        "for W,W, or 'full' (default: 8,8; with --streaming 16,0)")
+    p.add_argument("--streaming", action="store_true",
+                   help="a streaming model: causal convolutions, a window with no right context (L,0), features "
+                        "normalised by the training set's statistics instead of each utterance's")
+    add_config_args(p, AsrConfig, only=("kernel", "ctc_weight"), title="speech recognition model")
+    p.add_argument("--num-decoder-layers", type=ints(1, 64), default=2, help="decoder layers")
+    add_config_args(p, FeatureConfig, only=("n_mels",), title="features")
+    p.add_argument("--no-augment", dest="augment", action="store_false",
+                   help="train without SpecAugment-style time and frequency masking")
+
+
+def _encoder_configs(args, encoder: TransformerConfig) -> tuple[TransformerConfig, TransformerConfig]:
+    enc = encoder.replace(num_decoder_layers=0, positional="rope", max_len=1 << 16)
+    dec = encoder.replace(num_encoder_layers=0, num_decoder_layers=args.num_decoder_layers,
+                          positional="sinusoidal", max_len=256)
+    return enc, dec
+
+
+def config_from_args(args, encoder: TransformerConfig) -> AsrConfig:
+    enc, dec = _encoder_configs(args, encoder)
+    window = args.window
+    if args.streaming and window == (8, 8):
+        window = (16, 0)
+    return AsrConfig(n_mels=args.n_mels, window=window, streaming=args.streaming, kernel=args.kernel,
+                     ctc_weight=args.ctc_weight, encoder=enc, decoder=dec)
+
+
+def collate(examples):
+    """[(frames (T_i, F), tokens (t_i,))] -> frames (B, T, F), lengths (B,), decoder input (B, t-1),
+    labels (B, t-1) (IGNORE after END), CTC targets (sum of digits,) and their lengths (B,)."""
+    lengths = torch.tensor([e[0].shape[0] for e in examples])
+    frames = torch.nn.utils.rnn.pad_sequence([e[0] for e in examples], batch_first=True)
+    tokens = torch.nn.utils.rnn.pad_sequence([e[1] for e in examples], batch_first=True, padding_value=0)
+    labels = tokens[:, 1:].masked_fill(tokens[:, 1:] == 0, IGNORE)
+    digits = [e[1][1:-1] - 2 for e in examples]  # tokens 3.. -> CTC classes 1..
+    return frames, lengths, tokens[:, :-1], labels, torch.cat(digits), torch.tensor([len(d) for d in digits])
+
+
+def make_forward(augment: bool):
+    def forward(model, batch):
+        frames, lengths, dec_in, labels, targets, target_lengths = batch
+        core = model.module if hasattr(model, "module") else model
+        if model.training and augment:  # masks in normalised units: a masked cell is the mean
+            mean, std = core.feature_mean, core.feature_std
+            frames = spec_augment((frames - mean) / std, lengths) * std + mean
+        keep = labels != IGNORE
+        logits, enc = model(frames, lengths, dec_in, positions=keep)
+        w = core.config.ctc_weight
+        extra = []
+        if w > 0:
+            ctc = F.ctc_loss(enc.ctc_log_probs.transpose(0, 1), targets, enc.lengths, target_lengths, blank=0,
+                             reduction="mean", zero_infinity=True)
+            extra = [ctc * (w / (1 - w))]  # the engine's loss is the cross-entropy: (1-w) CE + w CTC, scaled
+        return (logits, labels[keep], *extra)
+
+    return forward
+
+
+def _normalisation(examples) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and standard deviation of every mel bin over the training frames (n_mels,) each."""
+    frames = torch.cat([e[0] for e in examples])
+    return frames.mean(0), frames.std(0).clamp(min=1e-3)
+
+
+def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -> Task:
+    if not 0 <= args.ctc_weight < 1:
+        raise ValueError(f"train asr: --ctc-weight must be in [0, 1) (the decoder needs some weight), "
+                         f"got {args.ctc_weight}")
+    cfg = config_from_args(args, encoder)
+    features = FeatureConfig(n_mels=args.n_mels, normalize=not args.streaming)
+    meta = {"features": features.to_dict(), **asr_sets.set_meta(args, seed)}
+    sets = asr_sets.make_sets(meta, ("train", "dev", *asr_sets.test_names(meta)), path=args.data,
+                              download=args.download, root=args.data_dir)
+    train, dev = asr_sets.examples(sets["train"], features), asr_sets.examples(sets["dev"], features)
+    test = asr_sets.examples(sets["recordings"], features)
+    meta["max_seconds"] = round(max(len(u.samples) for u in sets["train"]) / features.sample_rate, 2)
+    torch.manual_seed(seed)
+    model = AsrModel(cfg)
+    mean, std = _normalisation(train)
+    model.feature_mean.copy_(mean)
+    model.feature_std.copy_(std)
+    meta = {"model": cfg.to_dict(), **meta, "decoding": {"beam": 5, "ctc_weight": 0.3}}
+    return Task(NAME, model, train, collate, make_forward(args.augment), dev=dev, test=test, meta=meta,
+                lengths=[e[0].shape[0] for e in train])
+
+
+def load(folder: Path, meta: dict) -> Transcriber:
+    model = model_from_meta(folder, meta, lambda: AsrModel(AsrConfig.from_dict(meta["model"])))
+    return Transcriber(model.eval(), meta)
+
+
+def task_for(model, meta: dict, args=None) -> Task:
+    return Task(NAME, model.model, [None], collate, make_forward(False), meta=meta)
+
+
+def evaluation_data(meta: dict, path, args=None):
+    raise ValueError("evaluate: speech recognition runs are scored by decoding (attnkit evaluate RUN)")
+
+
+def score(tr: Transcriber, meta: dict, args, generate_kwargs: dict) -> list[str]:
+    """``attnkit evaluate RUN [--data test|recordings|speaker|dev|FILE.tsv] [--beam K]``."""
+    beam = generate_kwargs.get("num_beams", meta.get("decoding", {}).get("beam", 5))
+    data = args.data or "test"
+    named = asr_sets.named_sets(meta, data, args)
+    lines = []
+    for name, (audio, refs) in named.items():
+        lines += score_lines(tr, name, audio, refs, beam=beam, progress=sys.stderr.isatty())
+    return lines
+
+
+def predict(tr: Transcriber, meta: dict, inputs: list[str], out_dir: Path | None, args=None) -> list[str]:
+    return tr.transcribe(inputs)
+
+
+def finish(args, task: Task, result: dict) -> list[str]:
+    """After training: the best checkpoint decoded on the test sets (the default decoding and CTC one pass)."""
+    from ..train.checkpoint import load_meta
+
+    if result.get("interrupted") or result.get("time_budget_reached"):
+        return []
+    folder, meta = load_meta(args.out, which="best")
+    tr = load(folder, meta)
+    lines = []
+    for name, (audio, refs) in asr_sets.named_sets(meta, "test", args).items():
+        lines += score_lines(tr, name, audio, refs, beam=meta["decoding"]["beam"], modes=("ctc", "joint"))
+    return lines

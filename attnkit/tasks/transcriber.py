@@ -1,0 +1,223 @@
+"""``Transcriber``: a trained speech recognition run as a Python object (``attnkit.load_pretrained(RUN)``).
+
+    tr = attnkit.load_pretrained("runs/asr")
+    tr.transcribe(["a.wav", "b.wav"])            # ['7 0 9 1', '3']
+    tr.transcribe(["a.wav"], ctc=True)           # CTC one pass: every frame labelled at once, collapsed
+    tr.transcribe(["a.wav"], beam=1, ctc_weight=0)  # greedy attention decoding
+    tr.transcribe_array(samples, 16000)          # any rate: resampled to the model's
+
+Decoding (``decode``): the encoder runs once per batch of utterances; then CTC one pass, or the attention
+decoder through ``attnkit.generation`` (greedy, beam search), or its beam search with every step also scored
+by CTC's prefix probability (``ctc_weight`` > 0; ``attnkit.generation.ctc``). A recording longer than the
+longest training utterance (``meta["max_seconds"]``) is cut at its quietest moments into pieces no longer
+than that, each decoded, the digits joined.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..data.audio import FeatureConfig, log_mel, resample
+from ..data.sound import read_audio
+from ..generation import beam_search, greedy_or_sample
+from ..generation.ctc import ctc_beam_search, ctc_greedy
+from ..generation.protocol import TokenIds
+from ..models.asr import BOS, EOS, FIRST_DIGIT, PAD, label_of_tokens, token_digits
+from ..train.metrics import floor
+
+__all__ = ["Transcriber", "AsrAlignment", "digit_errors", "score_lines", "split_long"]
+
+MODES = ("ctc", "greedy", "beam", "joint")
+
+
+@dataclass
+class AsrAlignment:
+    frames: Tensor  # (T, n_mels) log-mel frames
+    tokens: list[int]  # the t generated tokens (END last, unless the length limit came first)
+    weights: Tensor  # (layers, heads, t, T') cross-attention of each generated token
+    step_frames: int  # input frames per encoder step
+
+    @property
+    def digits(self) -> list[int]:
+        return token_digits(self.tokens)
+
+    @property
+    def labels(self) -> list[str]:
+        """Each generated token as text: its digit, or END."""
+        return [str(t - FIRST_DIGIT) if t >= FIRST_DIGIT else "END" for t in self.tokens]
+
+
+def split_long(x: np.ndarray, rate: int, max_seconds: float) -> list[np.ndarray]:
+    """Samples (S,) -> pieces of at most ``max_seconds``, each cut at the quietest 100 ms in the second half
+    of the span that is left."""
+    limit = max(int(max_seconds * rate), rate // 2)
+    hop, win = max(1, rate // 100), max(1, rate // 10)
+    out, start = [], 0
+    while len(x) - start > limit:
+        seg = x[start:start + limit].astype(np.float64)
+        energy = np.convolve(seg ** 2, np.ones(win), mode="valid")[::hop]  # 100 ms windows every 10 ms
+        lo = len(energy) // 2
+        cut = start + (lo + int(np.argmin(energy[lo:]))) * hop + win // 2
+        out.append(x[start:cut])
+        start = cut
+    out.append(x[start:])
+    return out
+
+
+class Transcriber:
+    """An ``AsrModel`` (eval mode) + the run's feature settings and default decoding."""
+
+    def __init__(self, model, meta: dict, *, batch_size: int = 32):
+        self.model, self.meta, self.batch_size = model.eval(), meta, batch_size
+        self.features = FeatureConfig(**meta["features"])
+        self.rate = self.features.sample_rate
+        d = meta.get("decoding", {})
+        self.beam, self.ctc_weight = int(d.get("beam", 5)), float(d.get("ctc_weight", 0.3))
+        self.max_seconds = float(meta.get("max_seconds", 8.0))
+        self.ids = TokenIds(pad=PAD, eos=EOS, start=BOS)
+
+    # -- audio in, text out ------------------------------------------------------------------------
+    def transcribe(self, paths: Sequence[str] | str, **decoding) -> list[str]:
+        """WAV files (any rate, channels averaged) -> one transcript each, digits separated by spaces."""
+        paths = [paths] if isinstance(paths, str) else list(paths)
+        return self.transcribe_arrays([read_audio(p, self.rate) for p in paths], **decoding)
+
+    def transcribe_array(self, samples, rate: int, **decoding) -> str:
+        """Samples (S,) (or (S, channels)) at ``rate`` Hz -> the transcript."""
+        x = np.asarray(samples, dtype=np.float32)
+        if x.ndim == 2:
+            x = x.mean(axis=1)
+        if x.ndim != 1 or x.size == 0 or not np.isfinite(x).all():
+            raise ValueError(f"transcribe_array: `samples` must be a non-empty (S,) or (S, channels) array of finite "
+                             f"numbers, got shape {x.shape}")
+        if not isinstance(rate, int) or rate <= 0:
+            raise ValueError(f"transcribe_array: `rate` must be a positive integer (Hz), got {rate!r}")
+        return self.transcribe_arrays([resample(x, rate, self.rate)], **decoding)[0]
+
+    def transcribe_arrays(self, samples: list[np.ndarray], **decoding) -> list[str]:
+        pieces = [split_long(x, self.rate, self.max_seconds) for x in samples]
+        flat = [log_mel(p, self.features) for ps in pieces for p in ps]
+        digits = self.decode(flat, **decoding)
+        out, k = [], 0
+        for ps in pieces:
+            out.append(" ".join(str(d) for row in digits[k:k + len(ps)] for d in row))
+            k += len(ps)
+        return out
+
+    # -- decoding ---------------------------------------------------------------------------------
+    @torch.no_grad()
+    def decode(self, frames: list[Tensor], *, ctc: bool = False, beam: int | None = None,
+               ctc_weight: float | None = None, length_penalty: float = 1.0) -> list[list[int]]:
+        """Log-mel frames of each utterance -> its digits. ``ctc``: CTC one pass; else beam ``beam`` (1 = greedy)
+        with CTC weight ``ctc_weight`` (defaults: the run's)."""
+        beam = self.beam if beam is None else beam
+        w = self.ctc_weight if ctc_weight is None else ctc_weight
+        if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
+            raise ValueError(f"transcribe: `beam` must be an integer >= 1, got {beam!r}")
+        if not 0 <= w <= 1:
+            raise ValueError(f"transcribe: `ctc_weight` must be in [0, 1], got {w!r}")
+        order = sorted(range(len(frames)), key=lambda i: frames[i].shape[0])
+        out: list[list[int]] = [[] for _ in frames]
+        for s in range(0, len(order), self.batch_size):
+            chunk = order[s:s + self.batch_size]
+            for i, row in zip(chunk, self._decode_batch([frames[i] for i in chunk], ctc, beam, w, length_penalty)):
+                out[i] = row
+        return out
+
+    def _decode_batch(self, frames: list[Tensor], ctc: bool, beam: int, w: float, lp: float) -> list[list[int]]:
+        lengths = torch.tensor([f.shape[0] for f in frames])
+        enc = self.model.encode_frames(torch.nn.utils.rnn.pad_sequence(frames, batch_first=True), lengths)
+        if ctc:
+            return [[c - 1 for c in row] for row in ctc_greedy(enc.ctc_log_probs, enc.lengths)]
+        mask = None if bool(enc.mask.all()) else enc.mask
+        n = min(self.model.config.max_positions - 1, int(enc.lengths.max()) + 1)
+        common = dict(max_new_tokens=n, suppress=torch.tensor([PAD, BOS]))
+        if w > 0:
+            hyp = ctc_beam_search(self.model, enc.memory, mask, enc.ctc_log_probs, enc.lengths, self.ids,
+                                  label_of=label_of_tokens(), num_beams=beam, ctc_weight=w, **common)
+        elif beam > 1:
+            hyp = beam_search(self.model, enc.memory, mask, self.ids, num_beams=beam, min_new_tokens=0,
+                              use_cache=True, output_attentions=False, length_penalty=lp, early_stopping=False,
+                              **common)
+        else:
+            hyp = greedy_or_sample(self.model, enc.memory, mask, self.ids, min_new_tokens=0, use_cache=True,
+                                   output_attentions=False, length_penalty=lp, **common)
+        return [token_digits(row[:int(n)].tolist()) for row, n in zip(hyp.tokens, hyp.lengths)]
+
+    # -- what the decoder looked at -------------------------------------------------------------
+    @torch.no_grad()
+    def attend(self, samples: np.ndarray) -> AsrAlignment:
+        """Greedy decoding of one recording (at the model's rate) with the cross-attention of each token."""
+        f = log_mel(samples, self.features)
+        enc = self.model.encode_frames(f[None], torch.tensor([f.shape[0]]))
+        n = min(self.model.config.max_positions - 1, int(enc.lengths[0]) + 1)
+        hyp = greedy_or_sample(self.model, enc.memory, None, self.ids, max_new_tokens=n, min_new_tokens=0,
+                               suppress=torch.tensor([PAD, BOS]), use_cache=True, output_attentions=True,
+                               length_penalty=1.0)
+        t = int(hyp.lengths[0])
+        weights = hyp.cross_attentions[0, :t].permute(1, 2, 0, 3)  # (t, L, H, S) -> (L, H, t, S)
+        return AsrAlignment(f, hyp.tokens[0, :t].tolist(), weights, self.model.subsample)
+
+    def lecture(self, samples: np.ndarray, path, title: str = ""):
+        """The lecture page of the decoder's cross-attention for one recording: per layer and head, q of each
+        generated token, k and v of every encoder step (``attnkit.viz.model_lecture_html``)."""
+        from ..viz.lecture import model_lecture_html
+
+        al = self.attend(samples)
+        rows = torch.tensor([[BOS, *al.tokens[:-1]]])  # the decoder's input at each step
+        with torch.no_grad():
+            enc = self.model.encode_frames(al.frames[None], torch.tensor([al.frames.shape[0]]))
+            keys = [f"{0.01 * al.step_frames * j:.2f}s" for j in range(enc.memory.shape[1])]
+            page = model_lecture_html(self.model, lambda: self.model.decode(rows, enc.memory), al.labels, path,
+                                      keys=keys, title=title or "cross-attention over the sound, step by step")
+        return page, al
+
+
+def digit_errors(ref: Sequence[int], hyp: Sequence[int]) -> tuple[int, int, int]:
+    """(substitutions, deletions, insertions) of a minimum edit from ``ref`` to ``hyp`` (Levenshtein)."""
+    prev = [(j, 0, 0, j) for j in range(len(hyp) + 1)]  # (cost, sub, del, ins)
+    for i in range(1, len(ref) + 1):
+        cur = [(i, 0, i, 0)]
+        for j in range(1, len(hyp) + 1):
+            c, s, d, n = prev[j - 1]
+            best = (c, s, d, n) if ref[i - 1] == hyp[j - 1] else (c + 1, s + 1, d, n)
+            c, s, d, n = prev[j]
+            best = min(best, (c + 1, s, d + 1, n))
+            c, s, d, n = cur[j - 1]
+            best = min(best, (c + 1, s, d, n + 1))
+            cur.append(best)
+        prev = cur
+    return prev[-1][1], prev[-1][2], prev[-1][3]
+
+
+def describe(mode: str, beam: int, w: float) -> str:
+    names = {"ctc": "CTC one pass", "greedy": "greedy", "beam": f"beam {beam}", "joint": f"beam {beam} + CTC {w:g}"}
+    return names[mode]
+
+
+def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[list[int]], *, beam: int,
+                modes: Sequence[str] = MODES, progress: bool = False) -> list[str]:
+    """Digit error rate (edits / reference digits) and utterance accuracy of each decoding mode: lines."""
+    frames = [log_mel(x, tr.features) for x in audio]
+    n_digits = sum(len(r) for r in refs)
+    lines = [f"{name}: {len(refs)} utterances, {n_digits} digits"]
+    for mode in modes:
+        kw = {"ctc": dict(ctc=True), "greedy": dict(beam=1, ctc_weight=0.0), "beam": dict(beam=beam, ctc_weight=0.0),
+              "joint": dict(beam=beam)}[mode]
+        t0 = time.perf_counter()
+        hyps = tr.decode(frames, **kw)
+        seconds = time.perf_counter() - t0
+        errs = [digit_errors(r, h) for r, h in zip(refs, hyps)]
+        s, d, i = (sum(e[k] for e in errs) for k in range(3))
+        exact = sum(r == h for r, h in zip(refs, hyps))
+        der = 100 * (s + d + i) / max(n_digits, 1)
+        acc = floor(100 * exact / max(len(refs), 1), 2)
+        lines.append(f"  {describe(mode, beam, tr.ctc_weight):<18} digit error rate {der:.2f}% ({s} sub, {d} del, "
+                     f"{i} ins)  utterance accuracy {acc}%  ({seconds:.1f} s)")
+    return lines

@@ -1,0 +1,139 @@
+"""`attnkit train asr`, `evaluate`, `transcribe`, `asr generate` and `load_pretrained(...).transcribe` end to end
+on a tiny run over generated recordings (tones, not speech: the run learns nothing; these check the plumbing),
+and every kind of bad sound file: a transcript or one line naming the file."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import numpy as np
+import pytest
+import soundfile
+
+import attnkit
+from attnkit.cli.main import main
+from tests.data.test_fsdd import write_set
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+TINY = ["--train-utterances", "12", "--dev-utterances", "3", "--test-utterances", "3", "--max-steps", "2",
+        "--batch-size", "4", "--eval-every", "2", "--d-model", "16", "--num-heads", "2", "--d-ff", "16",
+        "--num-encoder-layers", "1", "--num-decoder-layers", "1", "--n-mels", "16", "--no-progress"]
+DIGITS = re.compile(r"^(\d( \d)*)?$")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("asr")
+    write_set(root / "fsdd" / "recordings", speakers=("alice", "bob"), digits=range(10), indices=range(11))
+    out = root / "run"
+    assert main(["train", "asr", "--data-dir", str(root), "--holdout-speaker", "bob", "--out", str(out), *TINY]) == 0
+    return root, out
+
+
+def test_train_reports_both_test_sets_and_evaluate_scores_them(run, capsys):
+    root, out = run
+    meta = json.loads((out / "ckpt-00000002" / "meta.json").read_text())
+    assert meta["task"] == "asr" and meta["holdout_speaker"] == "bob" and meta["model"]["window"] == [8, 8]
+    assert main(["evaluate", str(out), "--data-dir", str(root), "--beam", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "recordings held out: 3 utterances" in text and "speaker held out (bob): 3 utterances" in text
+    for mode in ("CTC one pass", "greedy", "beam 2 ", "beam 2 + CTC 0.3"):
+        assert len(re.findall(re.escape(mode) + r" +digit error rate \d+\.\d\d% \(\d+ sub, \d+ del, \d+ ins\)  "
+                                                r"utterance accuracy \d+\.\d\d%", text)) == 2, mode
+
+
+def test_generate_then_transcribe_and_evaluate_the_tsv(run, tmp_path, capsys):
+    root, out = run
+    gen = tmp_path / "gen"
+    assert main(["asr", "generate", "--out", str(gen), "--n", "3", "--seed", "5", "--data-dir", str(root)]) == 0
+    assert "wrote 3 utterances" in capsys.readouterr().out
+    rows = (gen / "transcripts.tsv").read_text().splitlines()
+    assert rows[0] == "path\ttranscript\tspeaker\tsources" and len(rows) == 4
+    assert main(["asr", "generate", "--out", str(gen), "--n", "3", "--data-dir", str(root)]) == 1
+    assert "exists; pass --overwrite" in capsys.readouterr().err
+    wavs = [str(gen / f"0000{i}.wav") for i in range(3)]
+    assert main(["transcribe", str(out), wavs[0]]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert DIGITS.match(line), line
+    assert main(["transcribe", str(out), *wavs, "--ctc"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split("\t")[0] for ln in lines] == wavs and all(DIGITS.match(ln.split("\t")[1]) for ln in lines)
+    assert main(["evaluate", str(out), "--data", str(gen / "transcripts.tsv")]) == 0
+    assert f"{gen / 'transcripts.tsv'}: 3 utterances" in capsys.readouterr().out
+    tr = attnkit.load_pretrained(out)
+    assert tr.transcribe([wavs[1]], ctc=True) == [lines[1].split("\t")[1]]
+    x, rate = soundfile.read(wavs[1], dtype="float32")
+    assert tr.transcribe_array(x, rate, ctc=True) == lines[1].split("\t")[1]
+
+
+def test_attention_pictures_and_lecture_page(run, tmp_path, capsys):
+    root, out = run
+    wav = tmp_path / "a.wav"
+    soundfile.write(wav, 0.3 * np.sin(np.arange(12000) / 3.0), 8000)
+    assert main(["transcribe", str(out), str(wav), "--beam", "1", "--ctc-weight", "0", "--attention",
+                 str(tmp_path / "att")]) == 0
+    err = capsys.readouterr().err
+    assert "cross_attention_0.png" in err and "cross_attention_0_lecture.html" in err
+    assert (tmp_path / "att" / "cross_attention_0.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from attnkit.viz import read_lecture_html
+
+    page = read_lecture_html(tmp_path / "att" / "cross_attention_0_lecture.html")
+    assert page["keys"][:2] == ["0.00s", "0.04s"] and len(page["keys"]) == 38  # 1.5 s: 151 frames, 38 steps
+    assert page["queries"][-1] in ("END", *"0123456789")
+
+
+def bad_files(folder):
+    folder.mkdir()
+    t = np.arange(8000 * 2) / 8000
+    files = {"empty.wav": b"", "text.wav": b"this is not a sound file\n"}
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    soundfile.write(folder / "silent.wav", np.zeros(16000), 8000, subtype="PCM_16")
+    soundfile.write(folder / "clipped.wav", np.clip(5 * np.sin(2 * np.pi * 300 * t), -1, 1), 8000, subtype="PCM_16")
+    soundfile.write(folder / "stereo.wav", np.stack([np.sin(2 * np.pi * 300 * t)] * 2, 1) * 0.3, 8000)
+    t48 = np.arange(48000 * 2) / 48000
+    soundfile.write(folder / "48k.wav", 0.3 * np.sin(2 * np.pi * 300 * t48), 48000, subtype="FLOAT")
+    soundfile.write(folder / "long.wav", 0.01 * np.random.default_rng(0).standard_normal(8000 * 180), 8000)
+    (folder / "header.wav").write_bytes(b"RIFF\x24\x00\x00\x00WAVEfmt ")  # a WAV cut inside its header
+    return folder
+
+
+def test_bad_sound_files_give_a_transcript_or_one_line(run, tmp_path, capsys):
+    _, out = run
+    folder = bad_files(tmp_path / "bad")
+    for name in ("silent.wav", "clipped.wav", "stereo.wav", "48k.wav", "long.wav"):
+        start = time.perf_counter()
+        assert main(["transcribe", str(out), str(folder / name), "--beam", "1", "--ctc-weight", "0"]) == 0, name
+        captured = capsys.readouterr()
+        assert DIGITS.match(captured.out.rstrip("\n")) and captured.err == "", (name, captured)
+        assert time.perf_counter() - start < 60, name
+    for name in ("empty.wav", "text.wav", "header.wav", "missing.wav"):
+        assert main(["transcribe", str(out), str(folder / name)]) == 1, name
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and str(folder / name) in err and "Traceback" not in err, err
+    # several files: the readable ones are transcribed, each bad one is a line on stderr, exit status 1
+    assert main(["transcribe", str(out), str(folder / "text.wav"), str(folder / "stereo.wav"), "--ctc"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"{folder / 'stereo.wav'}\t") and "text.wav" in captured.err
+
+
+def test_other_runs_and_options_are_refused_in_one_line(run, tmp_path, capsys):
+    _, out = run
+    other = tmp_path / "other"
+    other.mkdir()
+    for f in (out / "ckpt-00000002").iterdir():
+        (other / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((other / "meta.json").read_text())
+    (other / "meta.json").write_text(json.dumps({**meta, "task": "translate"}))
+    assert main(["transcribe", str(other), "x.wav"]) == 1
+    err = capsys.readouterr().err
+    assert "is a 'translate' run, not a speech recognition run" in err and len(err.splitlines()) == 1
+    assert main(["transcribe", str(out), "x.wav", "--ctc", "--beam", "3"]) == 1
+    assert "--ctc (CTC one pass) takes no --beam" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["transcribe", str(out), "x.wav", "--ctc-weight", "2"])
+    assert "--ctc-weight" in capsys.readouterr().err
+    assert main(["evaluate", str(out), "--data", "speakerz"]) == 1
+    assert "speakerz" in capsys.readouterr().err

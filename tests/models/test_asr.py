@@ -1,0 +1,133 @@
+"""The speech recognition model: its decoding protocol against teacher forcing and attnkit.generation's loops,
+streaming chunks against the whole utterance, the front end's lengths, and its config checks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnkit.generation import beam_search, greedy_or_sample
+from attnkit.generation.protocol import TokenIds
+from attnkit.models.asr import BOS, EOS, PAD, AsrConfig, AsrModel
+from attnkit.models.asr_stream import stream_ctc
+from attnkit.nn import TransformerConfig
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+IDS = TokenIds(pad=PAD, eos=EOS, start=BOS)
+
+
+def tiny_asr(seed: int = 0, **config) -> AsrModel:
+    torch.manual_seed(seed)
+    enc = TransformerConfig(d_model=32, num_heads=2, d_ff=64, num_encoder_layers=2, num_decoder_layers=0,
+                            dropout=0.0, positional="rope", norm_first=True)
+    dec = enc.replace(num_encoder_layers=0, num_decoder_layers=2, positional="sinusoidal", max_len=64)
+    m = AsrModel(AsrConfig(**{"n_mels": 8, "window": (2, 2), "encoder": enc, "decoder": dec, **config})).eval()
+    with torch.no_grad():
+        m.feature_mean.normal_()
+        m.feature_std.uniform_(0.5, 2.0)
+    return m
+
+
+def frames(n: int = 4, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor([13 + 7 * i for i in range(n)])
+    return torch.randn(n, int(lengths.max()), 8, generator=g), lengths
+
+
+def test_front_end_lengths_and_padding_do_not_leak():
+    m = tiny_asr()
+    x, lengths = frames()
+    enc = m.encode_frames(x, lengths)
+    assert enc.memory.shape == (4, 9, 32) and enc.lengths.tolist() == [4, 5, 7, 9]  # ceil(ceil(T / 2) / 2)
+    assert enc.ctc_log_probs.shape == (4, 9, 11)
+    torch.testing.assert_close(enc.ctc_log_probs.exp().sum(-1), torch.ones(4, 9))
+    one = m.encode_frames(x[:1, :13], lengths[:1])  # the same utterance alone: padding never reaches it
+    torch.testing.assert_close(one.memory, enc.memory[:1, :4], atol=1e-5, rtol=1e-5)
+    x2 = x.clone()
+    x2[0, 13:] = 100.0  # other padding values change nothing either
+    torch.testing.assert_close(m.encode_frames(x2, lengths).memory[0, :4], enc.memory[0, :4])
+
+
+def test_decode_step_with_and_without_cache_equals_teacher_forcing():
+    m = tiny_asr()
+    x, lengths = frames()
+    tokens = torch.tensor([[BOS, 5, 7, 7, 3]] * 4)
+    enc = m.encode_frames(x, lengths)
+    full = m.logits(m.decode(tokens, enc.memory, enc.mask).last_hidden_state)  # (4, 5, V)
+    cache = None
+    for t in range(tokens.shape[1]):
+        step = m.decode_step(tokens[:, t:t + 1], enc.memory, enc.mask, cache)
+        cache = step.cache
+        torch.testing.assert_close(step.logits, full[:, t], atol=1e-5, rtol=1e-5)
+        uncached = m.decode_step(tokens[:, :t + 1], enc.memory, enc.mask, use_cache=False)
+        torch.testing.assert_close(uncached.logits, full[:, t], atol=1e-5, rtol=1e-5)
+    logits, _ = m(x, lengths, tokens)
+    torch.testing.assert_close(logits, full)
+    moved = m.reorder_cache(cache, torch.tensor([2, 2, 0, 1]))
+    assert torch.equal(moved[0].self_kv.k[0], cache[0].self_kv.k[2])
+
+
+@torch.no_grad()
+def test_greedy_and_beam_through_generation_follow_the_model():
+    m = tiny_asr(3)
+    x, lengths = frames()
+    enc = m.encode_frames(x, lengths)
+    kw = dict(max_new_tokens=6, min_new_tokens=0, suppress=torch.tensor([PAD, BOS]), use_cache=True,
+              output_attentions=False, length_penalty=1.0)
+    greedy = greedy_or_sample(m, enc.memory, enc.mask, IDS, **kw)
+    for b in range(4):  # the same tokens as argmax, one step at a time, each utterance alone
+        seq = [BOS]
+        mem = enc.memory[b:b + 1, :int(enc.lengths[b])]
+        while len(seq) <= 6 and (len(seq) == 1 or seq[-1] != EOS):
+            logits = m.decode_step(torch.tensor([seq]), mem, None, use_cache=False).logits[0]
+            logits[[PAD, BOS]] = float("-inf")
+            seq.append(int(logits.argmax()))
+        n = int(greedy.lengths[b])
+        assert greedy.tokens[b, :n].tolist() == seq[1:]
+    beam = beam_search(m, enc.memory, enc.mask, IDS, num_beams=4, early_stopping=False, **kw)
+    for b in range(4):  # beam search's choice scores at least as high as greedy's under the model
+        n = int(beam.lengths[b])
+        tf = m(x[b:b + 1], lengths[b:b + 1], torch.tensor([[BOS, *beam.tokens[b, :n - 1].tolist()]]))[0]
+        lp = tf.log_softmax(-1)[0].gather(1, beam.tokens[b, :n, None]).sum()
+        assert float(lp) == pytest.approx(float(beam.log_probs[b]), abs=1e-4)
+        assert float(beam.scores[b]) >= float(greedy.scores[b]) - 1e-5
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 8, 100])
+def test_streaming_chunks_equal_the_whole_utterance(chunk):
+    m = tiny_asr(1, streaming=True, window=(3, 0), kernel=3)
+    x = torch.randn(203, 8)
+    whole = m.encode_frames(x[None], torch.tensor([203])).ctc_log_probs[0]
+    chunks = stream_ctc(m, x, chunk)
+    got = torch.cat([c.log_probs for c in chunks])
+    assert got.shape == whole.shape == (51, 11)
+    torch.testing.assert_close(got, whole, atol=1e-5, rtol=1e-5)
+    assert [c.first for c in chunks] == list(range(0, 51, chunk))
+    assert chunks[0].last_frame == 4 * (min(chunk, 51) - 1)  # step i needs the frames up to 4 i only
+    # a causal model: the future does not change the past
+    late = x.clone()
+    late[120:] = 0.0
+    early = m.encode_frames(late[None], torch.tensor([203])).ctc_log_probs[0]
+    torch.testing.assert_close(early[:30], whole[:30], atol=1e-5, rtol=1e-5)
+
+
+def test_config_is_checked():
+    with pytest.raises(ValueError, match="`streaming` needs a window with no right context"):
+        AsrConfig(streaming=True, window=(8, 2))
+    with pytest.raises(ValueError, match="`streaming` needs a window"):
+        AsrConfig(streaming=True, window=None)
+    with pytest.raises(ValueError, match="`ctc_weight` must be a number in \\[0, 1\\]"):
+        AsrConfig(ctc_weight=1.5)
+    with pytest.raises(ValueError, match="`window` must be \\(left, right\\)"):
+        AsrConfig(window=(3, -1))
+    enc = AsrConfig().encoder
+    with pytest.raises(ValueError, match="d_model \\(144\\) and the decoder's \\(96\\)"):
+        AsrConfig(decoder=AsrConfig().decoder.replace(d_model=96, num_heads=4))
+    with pytest.raises(ValueError, match="positions that only see distances"):
+        AsrConfig(streaming=True, window=(4, 0), encoder=enc.replace(positional="sinusoidal"))
+    cfg = AsrConfig(window=(4, 0), streaming=True)
+    assert AsrConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown keys \\['colour'\\]"):
+        AsrConfig.from_dict({**cfg.to_dict(), "colour": 1})
+    with pytest.raises(ValueError, match="`frames` must have shape \\(B, T, 8\\)"):
+        tiny_asr().encode_frames(torch.zeros(2, 10, 5), torch.tensor([10, 10]))
