@@ -10,7 +10,6 @@ a ``Transcriber`` (``attnkit.load_pretrained(RUN)``).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
@@ -24,6 +23,7 @@ from ..nn.limits import ints
 from ..train import IGNORE, Task
 from ..train.from_meta import model_from_meta
 from . import asr_sets
+from .asr_stream import latency_lines
 from .options import add_config_args, add_data_args
 from .transcriber import Transcriber, score_lines
 
@@ -40,6 +40,7 @@ ENCODER_NOTE = "the encoder's stack; the decoder has the same width (--num-decod
 EVALUATION_DATA = ("asr: test (both test sets the run has), recordings, speaker, dev, or a TSV of WAV path and "
                    "transcript (default: test); digit error rate and utterance accuracy")
 LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns a Transcriber
+STREAM_CHUNK = 4  # encoder steps (of 40 ms) per chunk when evaluate measures a streaming run's latency
 
 
 def parse_window(s: str) -> tuple[int, int] | None:
@@ -176,7 +177,11 @@ def score(tr: Transcriber, meta: dict, args, generate_kwargs: dict) -> list[str]
     named = asr_sets.named_sets(meta, data, args)
     lines = []
     for name, (audio, refs) in named.items():
-        lines += score_lines(tr, name, audio, refs, beam=beam, progress=sys.stderr.isatty())
+        lines += score_lines(tr, name, audio, refs, beam=beam)
+    if tr.model.config.streaming and data in ("test", "recordings"):  # the spans of the digits are known
+        utts = asr_sets.make_sets(meta, ("recordings",), download=getattr(args, "download", False),
+                                  root=getattr(args, "data_dir", None))["recordings"]
+        lines += latency_lines(tr.model, tr.features, utts, STREAM_CHUNK)
     return lines
 
 

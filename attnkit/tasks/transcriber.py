@@ -54,16 +54,16 @@ class AsrAlignment:
 
 
 def split_long(x: np.ndarray, rate: int, max_seconds: float) -> list[np.ndarray]:
-    """Samples (S,) -> pieces of at most ``max_seconds``, each cut at the quietest 100 ms in the second half
-    of the span that is left."""
+    """Samples (S,) -> pieces of at most ``max_seconds``, each cut in the middle of the quietest 100 ms of the
+    second half of the span that is left (the latest, of equally quiet ones)."""
     limit = max(int(max_seconds * rate), rate // 2)
     hop, win = max(1, rate // 100), max(1, rate // 10)
     out, start = [], 0
     while len(x) - start > limit:
         seg = x[start:start + limit].astype(np.float64)
         energy = np.convolve(seg ** 2, np.ones(win), mode="valid")[::hop]  # 100 ms windows every 10 ms
-        lo = len(energy) // 2
-        cut = start + (lo + int(np.argmin(energy[lo:]))) * hop + win // 2
+        late = energy[len(energy) // 2:][::-1]  # the second half, latest first: of equal minima, the last
+        cut = start + (len(energy) - 1 - int(np.argmin(late))) * hop + win // 2
         out.append(x[start:cut])
         start = cut
     out.append(x[start:])
@@ -148,7 +148,8 @@ class Transcriber:
         else:
             hyp = greedy_or_sample(self.model, enc.memory, mask, self.ids, min_new_tokens=0, use_cache=True,
                                    output_attentions=False, length_penalty=lp, **common)
-        return [token_digits(row[:int(n)].tolist()) for row, n in zip(hyp.tokens, hyp.lengths)]
+        limits = (enc.lengths + 1).clamp(max=self.model.config.max_positions - 1)  # no more tokens than steps + 1
+        return [token_digits(row[:min(int(n), int(k))].tolist()) for row, n, k in zip(hyp.tokens, hyp.lengths, limits)]
 
     # -- what the decoder looked at -------------------------------------------------------------
     @torch.no_grad()
@@ -202,7 +203,7 @@ def describe(mode: str, beam: int, w: float) -> str:
 
 
 def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[list[int]], *, beam: int,
-                modes: Sequence[str] = MODES, progress: bool = False) -> list[str]:
+                modes: Sequence[str] = MODES) -> list[str]:
     """Digit error rate (edits / reference digits) and utterance accuracy of each decoding mode: lines."""
     frames = [log_mel(x, tr.features) for x in audio]
     n_digits = sum(len(r) for r in refs)
