@@ -232,6 +232,9 @@ def _not_a_run(p: Path) -> str:
     except (OSError, ValueError) as e:
         return f"checkpoint: {p} is no attnkit run and its config.json cannot be read: {e}"
     kind = hf.get("model_type") if isinstance(hf, dict) else None
+    if kind == "marian":
+        return (f"checkpoint: {p} is a Marian model folder, not an attnkit run (no {META} or latest.json); "
+                "`attnkit translate` and `attnkit.load_pretrained` read it")
     return (f"checkpoint: {p} is no attnkit run (no {META} or latest.json), and its config.json is not a Marian "
             f"model's (model_type {kind!r:.40}, expected 'marian')")
 

@@ -118,6 +118,6 @@ def listed(folder: str | Path, meta: dict, key: str, size: int | None) -> list[s
         raise CheckpointError(f"checkpoint: {Path(folder) / META}: `{key}` must be a list of strings, got "
                               f"{type(v).__name__}")
     if size is not None and len(v) != size:
-        raise CheckpointError(f"checkpoint: {Path(folder) / META}: `{key}` has {len(v)} entries, the model's "
-                              f"weights {size}")
+        raise CheckpointError(f"checkpoint: {Path(folder) / META}: `{key}` has {len(v)} entries, but the model's "
+                              f"weights have {size}")
     return v

@@ -193,11 +193,11 @@ def test_classifier_words_and_labels_must_fit_the_model(classifier_run, tmp_path
     meta.write_text(text.replace('"words": [', '"words": [' + '"zz1", "zz2", ', 1))
     assert main(["predict", str(out), "zz1 film"]) == 1
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and str(meta) in err and f"`words` has {len(words) + 2} entries, the model's weights " \
-        f"{len(words)}" in err, err
+    assert "\n" not in err and str(meta) in err and f"`words` has {len(words) + 2} entries, but the model's " \
+        f"weights have {len(words)}" in err, err
     meta.write_text(text.replace('"labels": [', '"labels": ["2", ', 1))
     assert main(["predict", str(out), "great film"]) == 1
-    assert "`labels` has 3 entries, the model's weights 2" in capsys.readouterr().err
+    assert "`labels` has 3 entries, but the model's weights have 2" in capsys.readouterr().err
 
 
 def test_a_folder_with_another_config_json_says_what_it_is(tmp_path, capsys):
@@ -207,6 +207,9 @@ def test_a_folder_with_another_config_json_says_what_it_is(tmp_path, capsys):
     assert main(["translate", str(folder), "Ein mann."]) == 1
     err = capsys.readouterr().err
     assert "config.json is not a Marian model's (model_type 'bert'" in err and "no checkpoint in" not in err
+    (folder / "config.json").write_text(json.dumps({"model_type": "marian"}))
+    assert main(["evaluate", str(folder)]) == 1  # evaluate reads runs only
+    assert "is a Marian model folder, not an attnkit run" in capsys.readouterr().err
     (folder / "config.json").write_text("{")
     assert main(["translate", str(folder), "Ein mann."]) == 1
     err = capsys.readouterr().err.strip()
