@@ -143,7 +143,7 @@ def generate_listops(cfg: ListOpsConfig) -> dict[str, list[tuple[str, int]]]:
 
     Raises ValueError when the length window is so narrow that trees in it are too rare to find.
     """
-    check_memory(cfg.total * (2 * cfg.max_length + 200), f"listops: {cfg.total:,} expressions of up to "
+    check_memory(cfg.total * (2 * cfg.max_length + 200), f"listops: generating {cfg.total:,} expressions of up to "
                  f"{cfg.max_length:,} tokens")
     rng = random.Random(cfg.seed)
     seen: set[str] = set()

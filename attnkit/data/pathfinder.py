@@ -178,7 +178,8 @@ def _image(rng: np.random.Generator, positive: bool, cfg: PathfinderConfig) -> t
 def generate_pathfinder(cfg: PathfinderConfig) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{"train", "val", "test"}: (images (N, size, size) uint8, labels (N,) uint8), balanced, seeded."""
     total = cfg.n_train + cfg.n_val + cfg.n_test
-    check_memory(2 * total * cfg.size**2, f"pathfinder: {total:,} images of {cfg.size}x{cfg.size}")  # list + stack
+    what = f"pathfinder: generating {total:,} images of {cfg.size}x{cfg.size}"
+    check_memory(2 * total * cfg.size**2, what)  # the list of images and their stack
     rng = np.random.default_rng(cfg.seed)
     out = {}
     for split, n in (("train", cfg.n_train), ("val", cfg.n_val), ("test", cfg.n_test)):

@@ -70,8 +70,8 @@ def _check(input_ids, attention_mask, *, early_stopping, do_sample, **numbers) -
                          "use num_beams=1 to sample")
     # the token arrays made before the first step: finished hypotheses (B, beams, T) int64, and their copies
     rows, width = input_ids.shape[0] * numbers["num_beams"], numbers["max_new_tokens"] + 1
-    check_memory(3 * 8 * rows * width, f"generate: {input_ids.shape[0]} sentences x num_beams="
-                 f"{numbers['num_beams']} x max_new_tokens={numbers['max_new_tokens']}")
+    check_memory(3 * 8 * rows * width, f"generate: decoding {input_ids.shape[0]} sentences with num_beams="
+                 f"{numbers['num_beams']} and max_new_tokens={numbers['max_new_tokens']}")
 
 
 @torch.no_grad()

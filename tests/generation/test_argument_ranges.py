@@ -60,8 +60,9 @@ def test_mask_predict_refuses_a_million_iterations_before_the_model_runs():
 def test_the_token_arrays_memory_is_checked_before_the_model_runs(monkeypatch):
     monkeypatch.setattr(attnkit.nn.limits, "available_memory", lambda *a, **k: 2**30)
     ids = torch.zeros((64, 3), dtype=torch.long)
-    with pytest.raises(ValueError, match=r"^generate: 64 sentences x num_beams=1024 x max_new_tokens=65536 needs "
-                                         r"about 96\.0 GB of memory \(an estimate\), more than the 1\.0 GB"):
+    with pytest.raises(ValueError, match=r"^generate: decoding 64 sentences with num_beams=1024 and "
+                                         r"max_new_tokens=65536 needs about 96\.0 GB of memory \(an estimate\), "
+                                         r"more than the 1\.0 GB"):
         generate(_Untouchable(), ids, num_beams=1024, max_new_tokens=65536)
 
 
