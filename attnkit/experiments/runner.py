@@ -145,17 +145,17 @@ def run_notes(meta: dict) -> list[str]:
     start, end = meta.get("machine_at_start", {}), meta.get("machine_at_end", {})
     lines = []
     if meta.get("command"):
-        lines.append(f"Command: `{meta['command']}`")
+        lines.append(f"- Command: `{meta['command']}`")
     if meta.get("wall_seconds") is not None:
-        lines.append(f"Wall time: {meta['wall_seconds'] / 60:.1f} min"
+        lines.append(f"- Wall time: {meta['wall_seconds'] / 60:.1f} min"
                      + (f" (continuing a run: {meta['resumed_rows']} rows were already done)"
                         if meta.get("resumed_rows") else "") + ".")
     if start:
-        lines.append(f"Machine: {start['cpu']}, {start['cores']} cores, {start['torch_threads']} torch thread(s), "
+        lines.append(f"- Machine: {start['cpu']}, {start['cores']} cores, {start['torch_threads']} torch thread(s), "
                      f"torch {start['torch']}; load average (1, 5, 15 min) {start['load_average']} at the start"
                      + (f", {end['load_average']} at the end" if end else "") + f"; started {start['date']}.")
         if start["native_kernels"] != "available":
-            lines.append(f"attnkit's native kernels do not run here ({start['native_kernels']}): every attention "
+            lines.append(f"- attnkit's native kernels do not run here ({start['native_kernels']}): every attention "
                          "ran on its PyTorch path.")
     return lines
 

@@ -1,0 +1,98 @@
+"""The data-size experiment on tiny sizes: parameter-matched models, the pixel model's window on the local
+backend, the step budget, and the whole pipeline (rows, table, figure, resume) on stand-in images."""
+
+import json
+
+import pytest
+import torch
+
+from attnkit.experiments import data_size as D
+
+TINY = D.DataSizeConfig(sizes=(20, 40), seeds=2, d_model=8, layers=1, batch_size=10, epochs=1.0, min_steps=2,
+                        max_steps=3, eval_images=30)
+
+
+def fake_images(side=14, n=100):
+    g = torch.Generator().manual_seed(0)
+    y = torch.arange(n) % 10
+    x = torch.randn(n, 1, side, side, generator=g) + y.view(-1, 1, 1, 1) * 0.3  # a little signal
+    return {"train": (x, y), "dev": (x[:40], y[:40]), "test": (x[40:], y[40:])}
+
+
+def test_models_are_parameter_matched_at_the_defaults():
+    cfg = D.DataSizeConfig()
+    n = {m: D.param_count(D.build_model(cfg, m)) for m in D.MODELS}
+    assert n == {"cnn": 70338, "vit": 71306, "pixels-window": 80394}
+    assert abs(n["cnn"] - n["vit"]) / n["vit"] < 0.02
+    x = torch.randn(3, 1, 14, 14)
+    for m in D.MODELS:
+        assert D.build_model(cfg, m)(x).shape == (3, 10)
+
+
+def test_pixel_model_sees_only_its_window_on_the_local_backend(monkeypatch):
+    """A pixel's output changes with a pixel inside its band (15 keys each side), not with one outside it."""
+    import attnkit.nn.attention as mha
+
+    cfg = D.DataSizeConfig(d_model=8, layers=1, dropout=0.0)
+    model = D.build_model(cfg, "pixels-window").eval()
+    backends, real = [], mha.attention
+    monkeypatch.setattr(mha, "attention", lambda *a, **k: backends.append(k["backend"]) or real(*a, **k))
+    outputs = []
+    model.head = torch.nn.Identity()  # the mean over pixels would mix them: look at every pixel's output
+    model.encoder.register_forward_hook(lambda mod, inp, out: outputs.append(out.last_hidden_state))
+    with torch.no_grad():
+        x = torch.randn(1, 1, 14, 14)
+        model(x)
+        x[0, 0, 7, 2] += 5.0  # pixel 7 * 14 + 2 = 100
+        model(x)
+    changed = (outputs[1] - outputs[0]).abs().amax(-1)[0] > 1e-6
+    assert changed.nonzero().flatten().tolist() == list(range(85, 116))
+    assert backends == ["local", "local"] and cfg.keys_each_side == 15
+
+
+def test_budget_clamps_epochs_to_the_step_range():
+    cfg = D.DataSizeConfig()
+    assert [D.steps_for(cfg, n) for n in cfg.sizes] == [300, 469, 1200, 1200, 1200, 1200]
+    with pytest.raises(ValueError, match="sizes"):
+        D.DataSizeConfig(sizes=(5,))
+    with pytest.raises(ValueError, match="min_steps"):
+        D.DataSizeConfig(min_steps=10, max_steps=5)
+    with pytest.raises(ValueError, match="models"):
+        D.DataSizeConfig(models=("mlp",))
+
+
+def test_pipeline_rows_table_figure_resume(tmp_path, monkeypatch, one_thread):
+    monkeypatch.setattr(D, "load_images", lambda side, data_dir=None: fake_images(side))
+    res = D.run(tmp_path, TINY, command="attnkit experiment data-size --quick", log=lambda s: None)
+    rows = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * 2 * 3 and {r["model"] for r in rows} == set(D.MODELS)
+    assert {(r["x"], r["steps"]) for r in rows} == {(20, 2), (40, 3)}
+    assert all(0 <= r["test_accuracy"] <= 1 and r["epochs"] > 0 for r in rows)
+    md = (tmp_path / "data_size.md").read_text()
+    assert "| training images | CNN | ViT (2x2 patches) | self-attention over pixels, window |" in md
+    assert "`attnkit experiment data-size --quick`" in md and "20: 2, 40: 3" in md
+    assert res["verdict"][0].startswith("- CNN minus ViT (2x2 patches): ")
+    assert (tmp_path / "data_size.png").stat().st_size > 20_000
+    before = (tmp_path / "results.jsonl").read_text()
+    D.run(tmp_path, TINY, log=lambda s: None)
+    assert (tmp_path / "results.jsonl").read_text() == before  # nothing re-run
+
+
+def test_same_seed_same_numbers(one_thread):
+    images = fake_images()
+    a = D.run_one(TINY, images, "vit", 20, seed=1)
+    b = D.run_one(TINY, images, "vit", 20, seed=1)
+    c = D.run_one(TINY, images, "vit", 20, seed=0)
+    keep = ("test_accuracy", "dev_accuracy", "steps", "params")
+    assert {k: a[k] for k in keep} == {k: b[k] for k in keep}
+    assert a["seed"] != c["seed"]
+
+
+def test_mnist_at_14_pixels():
+    try:
+        images = D.load_images(14)
+    except FileNotFoundError:
+        pytest.skip("MNIST is not in the datasets root (set ATTNKIT_DATA)")
+    assert {k: tuple(v[0].shape) for k, v in images.items()} == {
+        "train": (55000, 1, 14, 14), "dev": (5000, 1, 14, 14), "test": (10000, 1, 14, 14)}
+    assert images["test"][1][:5].tolist() == [7, 2, 1, 0, 4]

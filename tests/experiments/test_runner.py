@@ -1,0 +1,87 @@
+"""The experiments' shared runner: the step-bounded loop is reproducible, results.jsonl resumes and refuses another
+config, means and spreads are the sample statistics, the table shows them."""
+
+import json
+from dataclasses import dataclass
+
+import pytest
+import torch
+from torch import nn
+
+from attnkit.experiments.runner import RunFolder, accuracy, mean_table, run_notes, summarize, train_steps
+
+
+@dataclass(frozen=True)
+class Cfg:
+    size: int = 3
+
+
+def _data(step):
+    g = torch.Generator().manual_seed(step)
+    x = torch.randn(16, 4, generator=g)
+    return (x,), (x[:, 0] > 0).long()
+
+
+def test_train_steps_learns_and_repeats_bitwise():
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(123)  # train_steps seeds itself: the model's start is the caller's
+        model = nn.Linear(4, 2)
+        times = train_steps(model, _data, 60, lr=0.05, warmup=5, seed=7)
+        runs.append(torch.cat([p.flatten() for p in model.parameters()]))
+        assert len(times) == 60 and all(t > 0 for t in times) and not model.training
+    assert torch.equal(runs[0], runs[1])
+    assert accuracy(model, [_data(1000 + i) for i in range(4)]) > 0.9
+
+
+def test_train_steps_stops_on_a_nan_loss():
+    model = nn.Linear(4, 2)
+    with torch.no_grad():
+        model.weight.fill_(float("nan"))
+    with pytest.raises(ValueError, match="diverged at step 0"):
+        train_steps(model, _data, 3, lr=0.1)
+
+
+def test_accuracy_skips_ignored_targets():
+    model = nn.Identity()
+    logits = torch.tensor([[[2.0, 0.0], [0.0, 2.0], [2.0, 0.0]]])  # arg-max 0, 1, 0
+    assert accuracy(model, [((logits,), torch.tensor([[0, 0, -100]]))]) == 0.5
+
+
+def test_run_folder_resumes_and_refuses_another_config(tmp_path):
+    f = RunFolder(tmp_path, "demo", Cfg(), command="attnkit experiment demo", log=lambda s: None)
+    f.add({"model": "a", "x": 10, "seed": 0, "test_accuracy": 0.5})
+    meta = f.finish()
+    assert meta["command"] == "attnkit experiment demo" and meta["wall_seconds"] >= 0
+    assert meta["machine_at_end"]["torch_threads"] >= 1 and meta["config"] == {"size": 3}
+    said = []
+    again = RunFolder(tmp_path, "demo", Cfg(), log=said.append)
+    assert again.done("a", 10, 0)["test_accuracy"] == 0.5 and again.done("a", 10, 1) is None
+    assert said == [f"1 results already in {tmp_path / 'results.jsonl'}: those runs are skipped"]
+    assert json.loads((tmp_path / "run.json").read_text())["resumed_rows"] == 1
+    with pytest.raises(ValueError, match="holds results of another experiment or config"):
+        RunFolder(tmp_path, "demo", Cfg(size=4))
+    with pytest.raises(ValueError, match="another experiment"):
+        RunFolder(tmp_path, "other", Cfg())
+
+
+def test_summaries_and_table():
+    rows = [{"model": m, "x": x, "seed": s, "acc": v} for m, x, s, v in
+            [("cnn", 100, 0, 0.5), ("cnn", 100, 1, 0.7), ("cnn", 100, 2, 0.6), ("vit", 100, 0, None),
+             ("vit", 100, 1, 0.4), ("cnn", 1000, 0, 0.9)]]
+    s = {(r["model"], r["x"]): r for r in summarize(rows, "acc")}
+    assert s[("cnn", 100)]["mean"] == pytest.approx(0.6) and s[("cnn", 100)]["std"] == pytest.approx(0.1)
+    assert s[("vit", 100)]["n"] == 1 and s[("vit", 100)]["missing"] == 1 and s[("vit", 100)]["std"] == 0.0
+    table = mean_table(list(s.values()), ["cnn", "vit"], "images", names={"cnn": "CNN"})
+    assert table.splitlines() == ["| images | CNN | vit |", "| ---: | ---: | ---: |",
+                                  "| 100 | 60.0 ± 10.0 | 40.0 ± 0.0 |", "| 1000 | 90.0 ± 0.0 | n/a |"]
+
+
+def test_run_notes_say_how_the_numbers_were_made():
+    start = {"cpu": "x86_64", "cores": 2, "torch_threads": 2, "torch": "2.x", "load_average": "0.10, 0.20, 0.30",
+             "date": "2026-01-01 00:00:00", "native_kernels": "the CPU has no AVX-512"}
+    notes = run_notes({"command": "attnkit experiment rnn", "wall_seconds": 90, "resumed_rows": 0,
+                       "machine_at_start": start, "machine_at_end": {**start, "load_average": "1.00, 1.00, 1.00"}})
+    text = "\n".join(notes)
+    assert "`attnkit experiment rnn`" in text and "1.5 min" in text and "0.10, 0.20, 0.30 at the start" in text
+    assert "1.00, 1.00, 1.00 at the end" in text and "native kernels do not run here (the CPU has no AVX-512)" in text
