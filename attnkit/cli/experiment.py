@@ -45,6 +45,9 @@ def _shown(value) -> str:
     return ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
 
 
+ITEMS = ints(0, 2**31 - 1)  # the items of a list option whose field states no range
+
+
 def _list_type(f, item_choices):
     def parse(text: str):
         items = [t.strip() for t in text.split(",") if t.strip()]
@@ -55,10 +58,12 @@ def _list_type(f, item_choices):
             if bad:
                 raise argparse.ArgumentTypeError(f"{bad[0]!r} is not one of {', '.join(item_choices)}")
             return tuple(items)
+        rng = f.metadata.get("range", ITEMS)  # each item in the field's range
         try:
-            return tuple(int(t) for t in items)
+            return tuple(rng.check(int(t), "each item") for t in items)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"comma-separated whole numbers expected, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"comma-separated whole numbers, each {rng.text()}, expected, got "
+                                             f"{text!r}") from None
 
     parse.__name__ = "list"
     return parse

@@ -52,8 +52,8 @@ def parse_window(s: str) -> tuple[int, int] | None:
     except ValueError:
         parts = []
     parts = parts * 2 if len(parts) == 1 else parts
-    if len(parts) != 2 or min(parts) < 0:
-        raise argparse.ArgumentTypeError(f"expected 'full', 'W' or 'L,R' with W, L, R >= 0, got {s!r}")
+    if len(parts) != 2 or min(parts) < 0 or max(parts) > 65536:
+        raise argparse.ArgumentTypeError(f"expected 'full', 'W' or 'L,R' with W, L, R in [0, 65536], got {s!r}")
     return parts[0], parts[1]
 
 

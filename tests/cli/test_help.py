@@ -11,6 +11,7 @@ import pytest
 
 from attnkit.cli.main import build_parser
 from attnkit.cli.options import HelpFormatter
+from attnkit.nn.limits import Range
 from attnkit.tasks import TASKS
 
 
@@ -78,6 +79,10 @@ def test_every_option_has_a_description_with_choices_and_default(path):
                                    argparse._VersionAction))
         if action.option_strings and not flag and not action.required:
             assert "default" in desc, f"attnkit {' '.join(path)}: {inv} does not say its default: {desc!r}"
+        if isinstance(action.type, Range):  # a number states what it accepts
+            assert action.type.span() in desc, f"attnkit {' '.join(path)}: {inv} does not state its range: {desc!r}"
+        assert action.type not in (int, float) or action.choices, \
+            f"attnkit {' '.join(path)}: {inv} is a number without a Range or choices"
 
 
 @pytest.mark.parametrize("task", list(TASKS))
