@@ -118,7 +118,8 @@ def run_lock(folder: str | os.PathLike, what: str = "train", *, create: bool = T
         except Exception as e:  # e.g. a read-only folder: raised after the other ranks know
             failed = e
     if dist.broadcast_flag(failed is not None):  # all ranks go on or stop together: none waits for rank 0
-        raise failed if failed is not None else RunLocked(f"{what}: {folder}: rank 0 could not lock it")
+        raise failed if failed is not None else RunLocked(f"{what}: {folder} is in use or cannot be locked "
+                                                          f"(rank 0 says why)")
     try:
         yield
     finally:
