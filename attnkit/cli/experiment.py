@@ -110,8 +110,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        help="folder for the figure, the table, results.jsonl and run.json "
                             f"(default runs/claims/{name})")
         e.add_argument("--quick", action="store_true", help="tiny sizes and few steps: checks the pipeline in minutes")
+        e.add_argument("--jobs", type=ints(1, 1024), default=1,
+                       help="worker processes training models side by side, an integer in [1, 1024] (default 1: "
+                            "one after another in this process); the numbers do not depend on it")
         e.add_argument("--threads", type=ints(1, 1024), default=None,
-                       help="torch threads, an integer in [1, 1024] (default: torch's choice, the number of cores)")
+                       help="torch threads of each process, an integer in [1, 1024] (default: the cores / --jobs)")
         if name == "data-size":
             e.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
                            help="datasets root holding mnist/ (default: $ATTNKIT_DATA, else ../shared/data next to "
@@ -129,13 +132,16 @@ def run(args) -> int:
     mod, cls = _module(name), _config_class(name)
     given = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
     config = replace(mod.QUICK if args.quick else cls(), **given)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    import os
+
+    threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+    torch.set_num_threads(threads)
     command = shlex.join(["attnkit", "experiment", *sys.argv[2:]]) if sys.argv[1:2] == ["experiment"] else None
-    print(f"attnkit experiment {name}{' (quick)' if args.quick else ''}: {torch.get_num_threads()} torch thread(s), "
-          f"load average {load_average()}, writing {args.out}", flush=True)
+    print(f"attnkit experiment {name}{' (quick)' if args.quick else ''}: {args.jobs} process(es) of {threads} torch "
+          f"thread(s), load average {load_average()}, writing {args.out}", flush=True)
     t0 = time.perf_counter()
-    res = mod.run(args.out, config, command=command, **({"data_dir": args.data_dir} if name == "data-size" else {}))
+    extra = {"data_dir": args.data_dir} if name == "data-size" else {}
+    res = mod.run(args.out, config, command=command, workers=args.jobs, threads=threads, **extra)
     print()
     print(res["table"])
     print()

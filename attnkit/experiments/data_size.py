@@ -6,19 +6,21 @@ and the same budget per size, scored on the 10,000 test images:
 
 - ``cnn``: a small convolutional net (four 3 x 3 convolutions, a 2 x 2 max-pool, global average pool);
 - ``vit``: ``attnkit.models.VisionTransformer`` on 2 x 2 patches (49 tokens and a class token);
-- ``pixels-window``: every pixel one vector, the same ``attnkit.nn.Encoder`` with each pixel attending only to
-  the ``window`` pixels either side in row-major order (``masks.window`` on the ``local`` backend): with
-  ``window`` = width + 1 the band holds the pixel's 3 x 3 neighbourhood, the lecture's "CNN as self-attention
-  restricted to a receptive field" (it also holds the rest of the rows above and below, and wraps at row ends).
+- ``window``: the lecture's "CNN is self-attention restricted to a receptive field": the same encoder as the
+  ViT's over the same grid of ``window_patch`` x ``window_patch`` patches (``window_patch`` = 1: every pixel a
+  vector), each token attending only to the ``window`` tokens either side in row-major order (``masks.window``
+  on the ``local`` backend), the mean of the outputs classified. With ``window`` = grid width + 1 the band holds
+  each token's 3 x 3 neighbourhood (and the rest of the rows above and below it, wrapping at row ends).
 
-The images are averaged down to ``side`` x ``side`` (14 x 14 by default: a quarter of the pixels, so the pixel
-model's 196 tokens fit the time budget). Training subsets are nested (the first n of one permutation per seed)
-and drawn from the 55,000 training images that remain after ``load_mnist``'s 5,000 dev images, which are scored
-too (to choose learning rates: never the test set).
+The images are averaged down to ``side`` x ``side`` (14 x 14 by default: a quarter of the pixels, which keeps
+the three models' training within the time budget). Training subsets are nested (the first n of one
+permutation per seed) and drawn from the 55,000 training images that remain after ``load_mnist``'s 5,000 dev
+images, which are scored too (to choose learning rates: never the test set).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,13 +35,13 @@ from ..models.vision import VisionConfig, VisionTransformer, image_to_vectors
 from ..nn import Encoder, TransformerConfig
 from ..nn.limits import check_fields, floats, ints
 from ..train.state import seed_everything
-from .runner import RunFolder, accuracy, mean_table, param_count, run_notes, summarize, train_steps
+from .runner import RunFolder, accuracy, mean_table, param_count, run_jobs, run_notes, summarize, train_steps
 
-__all__ = ["DataSizeConfig", "MODELS", "CNN", "PixelWindow", "build_model", "steps_for", "run_data_size",
+__all__ = ["DataSizeConfig", "MODELS", "CNN", "WindowAttention", "build_model", "steps_for", "run_data_size",
            "load_images"]
 
-MODELS = ("cnn", "vit", "pixels-window")
-NAMES = {"cnn": "CNN", "vit": "ViT (2x2 patches)", "pixels-window": "self-attention over pixels, window"}
+MODELS = ("cnn", "vit", "window")
+NAMES = {"cnn": "CNN", "vit": "ViT", "window": "self-attention in a 3x3 window"}
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,11 @@ class DataSizeConfig:
     d_model: int = field(default=64, metadata={"help": "width of the attention models", "range": ints(4, 1024)})
     layers: int = field(default=2, metadata={"help": "encoder layers of the attention models", "range": ints(1, 12)})
     patch: int = field(default=2, metadata={"help": "ViT: side of a square patch in pixels", "range": ints(1, 14)})
+    window_patch: int = field(default=2, metadata={
+        "help": "window model: side of its square patches in pixels (1 = every pixel a vector)", "range": ints(1, 14)})
     window: int = field(default=0, metadata={
-        "help": "pixels-window: keys on each side in row-major order (0 = side + 1: the 3 x 3 neighbourhood)",
-        "range": ints(0, 784)})
+        "help": "window model: keys on each side in row-major order (0 = the grid's width + 1: the 3 x 3 "
+                "neighbourhood)", "range": ints(0, 784)})
     dropout: float = field(default=0.1, metadata={"help": "dropout of the attention models (the CNN has none)",
                                                   "range": floats(0, 1, open_high=True)})
     batch_size: int = field(default=64, metadata={"help": "images per step", "range": ints(1, 4096)})
@@ -82,8 +86,10 @@ class DataSizeConfig:
             raise ValueError(f"DataSizeConfig: `models` must be some of {MODELS}, got {self.models}")
         if self.side not in (28, 14):
             raise ValueError(f"DataSizeConfig: `side` must be 28 or 14, got {self.side}")
-        if self.side % self.patch:
-            raise ValueError(f"DataSizeConfig: `patch` {self.patch} does not divide the {self.side}-pixel side")
+        for name in ("patch", "window_patch"):
+            if self.side % getattr(self, name):
+                raise ValueError(f"DataSizeConfig: `{name}` {getattr(self, name)} does not divide the "
+                                 f"{self.side}-pixel side")
         if self.d_model % 4:
             raise ValueError(f"DataSizeConfig: `d_model` must be a multiple of the 4 heads, got {self.d_model}")
         if self.min_steps > self.max_steps:
@@ -91,7 +97,7 @@ class DataSizeConfig:
 
     @property
     def keys_each_side(self) -> int:
-        return self.window or self.side + 1
+        return self.window or self.side // self.window_patch + 1
 
 
 QUICK = DataSizeConfig(sizes=(100, 300), seeds=2, side=14, d_model=16, layers=1, batch_size=32, epochs=2.0,
@@ -122,20 +128,22 @@ class CNN(nn.Module):
         return self.head(x.mean((2, 3)))  # (B, c3, S/2, S/2) -> (B, c3) -> (B, classes)
 
 
-class PixelWindow(nn.Module):
-    """(B, 1, S, S) -> (B, 10): every pixel a vector (S*S tokens, learned positions), an ``Encoder`` whose
-    attention sees ``window`` keys on each side (row-major), the mean of the outputs, a linear classifier."""
+class WindowAttention(nn.Module):
+    """(B, 1, S, S) -> (B, 10): every p x p patch a vector ((S/p)^2 tokens, learned positions), an ``Encoder``
+    whose attention sees ``window`` keys on each side (row-major, the ``local`` backend), the mean of the
+    outputs, a linear classifier."""
 
-    def __init__(self, side: int, encoder: TransformerConfig, window: int, classes: int = 10):
+    def __init__(self, patch: int, encoder: TransformerConfig, window: int, classes: int = 10):
         super().__init__()
-        self.embed = nn.Linear(1, encoder.d_model)
+        self.patch = patch
+        self.embed = nn.Linear(patch * patch, encoder.d_model)
         self.encoder = Encoder(encoder)
         self.mask = masks.window(window, window)
         self.head = nn.Linear(encoder.d_model, classes)
 
     def forward(self, x: Tensor) -> Tensor:
-        tokens = self.embed(image_to_vectors(x, 1))  # (B, S*S, 1) -> (B, S*S, d)
-        out = self.encoder(tokens, self.mask, backend="local").last_hidden_state  # (B, S*S, d)
+        tokens = self.embed(image_to_vectors(x, self.patch))  # (B, N, p*p) -> (B, N, d)
+        out = self.encoder(tokens, self.mask, backend="local").last_hidden_state  # (B, N, d)
         return self.head(out.mean(1))
 
 
@@ -155,8 +163,9 @@ def build_model(config: DataSizeConfig, name: str) -> nn.Module:
         tokens = (s // config.patch) ** 2 + 1
         return VisionTransformer(VisionConfig(height=s, width=s, mode="patches", patch_size=config.patch,
                                               encoder=_encoder(config, tokens)))
-    if name == "pixels-window":
-        return PixelWindow(s, _encoder(config, s * s), config.keys_each_side)
+    if name == "window":
+        return WindowAttention(config.window_patch, _encoder(config, (s // config.window_patch) ** 2),
+                               config.keys_each_side)
     raise ValueError(f"build_model: `name` must be one of {MODELS}, got {name!r}")
 
 
@@ -205,27 +214,42 @@ def run_one(config: DataSizeConfig, images: dict, name: str, n: int, seed: int) 
             "epochs": steps * bs / n, "lr": lr, "params": param_count(model), "train_seconds": sum(times)}
 
 
+@functools.cache
+def _images(side: int, data_dir) -> dict[str, tuple[Tensor, Tensor]]:
+    return load_images(side, data_dir)
+
+
+def _work(job: tuple) -> list[dict]:
+    config, name, n, seed, data_dir = job
+    return [run_one(config, _images(config.side, data_dir), name, n, seed)]
+
+
+def _describe(row: dict) -> str:
+    return (f"  {row['model']:>13}  n={row['x']:6d}  seed {row['seed']}  {row['steps']:5d} steps  "
+            f"test {100 * row['test_accuracy']:.2f}%  dev {100 * row['dev_accuracy']:.2f}%  "
+            f"{row['train_seconds']:.0f} s")
+
+
 def run_data_size(out, config: DataSizeConfig = DataSizeConfig(), *, data_dir=None, command: str | None = None,
+                  workers: int = 1, threads: int | None = None,
                   log: Callable[[str], None] = print) -> tuple[list[dict], dict]:
-    """Every model x size x seed (rows already in ``out/results.jsonl`` are kept); returns (rows, run.json)."""
+    """Every model x size x seed (rows already in ``out/results.jsonl`` are kept), in ``workers`` processes of
+    ``threads`` torch threads (``runner.run_jobs``); returns (rows, run.json)."""
     folder = RunFolder(out, "data-size", config, command=command, log=log)
-    images = load_images(config.side, data_dir)
-    for n in config.sizes:
-        for seed in range(config.seeds):
-            for name in config.models:
-                if folder.done(name, n, seed):
-                    continue
-                row = folder.add(run_one(config, images, name, n, seed))
-                log(f"  {name:>13}  n={n:6d}  seed {seed}  {row['steps']:5d} steps  "
-                    f"test {100 * row['test_accuracy']:.2f}%  dev {100 * row['dev_accuracy']:.2f}%  "
-                    f"{row['train_seconds']:.0f} s")
-    return folder.rows, folder.finish()
+    _images.cache_clear()
+    _images(config.side, data_dir)  # a missing MNIST fails here, before any worker starts
+    jobs = [(config, name, n, seed, data_dir) for n in sorted(config.sizes, reverse=True)
+            for name in sorted(config.models, key=lambda m: m != "window") for seed in range(config.seeds)
+            if not folder.done(name, n, seed)]  # the longest jobs first: two workers end together
+    run_jobs(folder, jobs, _work, workers=workers, threads=threads, describe=_describe)
+    return folder.rows, folder.finish({"workers": workers})
 
 
 def run(out, config: DataSizeConfig = DataSizeConfig(), *, data_dir=None, command: str | None = None,
-        log: Callable[[str], None] = print) -> dict:
+        workers: int = 1, threads: int | None = None, log: Callable[[str], None] = print) -> dict:
     """``run_data_size`` then ``report``: {"figure", "markdown", "table", "verdict"}."""
-    rows, meta = run_data_size(out, config, data_dir=data_dir, command=command, log=log)
+    rows, meta = run_data_size(out, config, data_dir=data_dir, command=command, workers=workers, threads=threads,
+                               log=log)
     return report(out, config, rows, meta)
 
 

@@ -28,7 +28,7 @@ from ..functional.masks import causal
 from ..nn import Encoder, TransformerConfig
 from ..nn.limits import check_fields, floats, ints
 from ..train.state import seed_everything
-from .runner import RunFolder, accuracy, mean_table, param_count, run_notes, summarize, train_steps
+from .runner import RunFolder, accuracy, mean_table, param_count, run_jobs, run_notes, summarize, train_steps
 
 __all__ = ["PositionsConfig", "ENCODINGS", "PositionModel", "build_model", "previous_token_batch", "run_positions"]
 
@@ -143,21 +143,28 @@ def run_one(config: PositionsConfig, encoding: str, seed: int) -> list[dict]:
     return rows
 
 
-def run_positions(out, config: PositionsConfig = PositionsConfig(), *, command: str | None = None,
-                  log: Callable[[str], None] = print) -> tuple[list[dict], dict]:
-    """Every encoding x seed, scored at every test length (rows already in ``out/results.jsonl`` are kept).
-    Returns (rows, run.json)."""
+def _work(job: tuple) -> list[dict]:
+    return run_one(*job)
+
+
+def _describe(row: dict) -> str:
+    return (f"  {row['model']:>10}  seed {row['seed']}  L={row['x']:5d}  test {100 * row['test_accuracy']:6.2f}%  "
+            f"dev {100 * row['dev_accuracy']:6.2f}%  ({row['train_seconds']:.0f} s training)")
+
+
+def run_positions(out, config: PositionsConfig = PositionsConfig(), *, command: str | None = None, workers: int = 1,
+                  threads: int | None = None, log: Callable[[str], None] = print) -> tuple[list[dict], dict]:
+    """Every encoding x seed, scored at every test length (rows already in ``out/results.jsonl`` are kept;
+    ``workers`` processes of ``threads`` torch threads, ``runner.run_jobs``). Returns (rows, run.json)."""
     folder = RunFolder(out, "positions", config, command=command, log=log)
-    for seed in range(config.seeds):
-        for encoding in config.encodings:
-            if all(folder.done(encoding, n, seed) for n in config.test_lengths):
-                continue
-            for row in run_one(config, encoding, seed):
-                if not folder.done(encoding, row["x"], seed):
-                    folder.add(row)
-                log(f"  {encoding:>10}  seed {seed}  L={row['x']:5d}  test {100 * row['test_accuracy']:6.2f}%  "
-                    f"dev {100 * row['dev_accuracy']:6.2f}%  ({row['train_seconds']:.0f} s training)")
-    return folder.rows, folder.finish({"learned_table_of_train_length": learned_refusal(config)})
+    done = {(r["model"], r["seed"]) for r in folder.rows}
+    for encoding, seed in sorted(done):  # a model is trained once and scored at every length: all its rows or none
+        if not all(folder.done(encoding, n, seed) for n in config.test_lengths):
+            raise ValueError(f"{folder.results} has some of the rows of {encoding}, seed {seed}; delete them")
+    jobs = [(config, e, seed) for e in config.encodings for seed in range(config.seeds) if (e, seed) not in done]
+    run_jobs(folder, jobs, _work, workers=workers, threads=threads, describe=_describe)
+    return folder.rows, folder.finish({"workers": workers,
+                                       "learned_table_of_train_length": learned_refusal(config)})
 
 
 def learned_refusal(config: PositionsConfig) -> str:
@@ -211,8 +218,8 @@ def report(out, config: PositionsConfig, rows: list[dict], meta: dict) -> dict:
     return {"figure": figure, "markdown": md, "verdict": verdict(test, config), "table": table}
 
 
-def run(out, config: PositionsConfig = PositionsConfig(), *, command: str | None = None,
-        log: Callable[[str], None] = print) -> dict:
+def run(out, config: PositionsConfig = PositionsConfig(), *, command: str | None = None, workers: int = 1,
+        threads: int | None = None, log: Callable[[str], None] = print) -> dict:
     """``run_positions`` then ``report``: {"figure", "markdown", "table", "verdict"}."""
-    rows, meta = run_positions(out, config, command=command, log=log)
+    rows, meta = run_positions(out, config, command=command, workers=workers, threads=threads, log=log)
     return report(out, config, rows, meta)

@@ -16,8 +16,8 @@ steps run one after another, self-attention's L outputs at once).
 from __future__ import annotations
 
 import json
+import os
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +29,7 @@ from ..nn import Encoder, TransformerConfig
 from ..nn.limits import check_fields, floats, ints
 from ..train.state import seed_everything
 from ..viz.complexity import fit_exponent
-from .runner import RunFolder, accuracy, mean_table, param_count, run_notes, summarize, train_steps
+from .runner import RunFolder, accuracy, mean_table, param_count, run_jobs, run_notes, summarize, train_steps
 
 __all__ = ["RnnConfig", "MODELS", "Recurrent", "Attention", "build_model", "recall_batch", "run_rnn", "time_steps"]
 
@@ -182,27 +182,30 @@ def time_steps(config: RnnConfig, thread_counts: tuple[int, ...], log: Callable[
     return rows
 
 
-def run_rnn(out, config: RnnConfig = RnnConfig(), *, command: str | None = None,
-            log: Callable[[str], None] = print) -> tuple[list[dict], list[dict], dict]:
-    """Every model x length x seed (rows already in ``out/results.jsonl`` are kept), then the timing sweep
-    (``out/timing.jsonl``, at 1 and at the current thread count). Returns (rows, timing rows, run.json)."""
+def _work(job: tuple) -> list[dict]:
+    return [run_one(*job)]
+
+
+def _describe(row: dict) -> str:
+    return (f"  {row['model']:>14}  L={row['x']:5d}  seed {row['seed']}  test {100 * row['test_accuracy']:6.2f}%  "
+            f"dev {100 * row['dev_accuracy']:6.2f}%  {row['step_ms_median']:8.1f} ms/step  "
+            f"{row['train_seconds']:.0f} s")
+
+
+def run_rnn(out, config: RnnConfig = RnnConfig(), *, command: str | None = None, workers: int = 1,
+            threads: int | None = None, log: Callable[[str], None] = print) -> tuple[list[dict], list[dict], dict]:
+    """Every model x length x seed (rows already in ``out/results.jsonl`` are kept; ``workers`` processes of
+    ``threads`` torch threads, ``runner.run_jobs``), then the timing sweep in this process (``out/timing.jsonl``,
+    at 1 thread and at one per core). Returns (rows, timing rows, run.json)."""
     folder = RunFolder(out, "rnn", config, command=command, log=log)
-    for length in config.lengths:
-        for seed in range(config.seeds):
-            for name in config.models:
-                if folder.done(name, length, seed):
-                    continue
-                t = time.perf_counter()
-                row = folder.add(run_one(config, name, length, seed))
-                log(f"  {name:>14}  L={length:5d}  seed {seed}  test {100 * row['test_accuracy']:6.2f}%  "
-                    f"dev {100 * row['dev_accuracy']:6.2f}%  {row['step_ms_median']:8.1f} ms/step  "
-                    f"{time.perf_counter() - t:.0f} s")
+    jobs = [(config, name, n, seed) for n in sorted(config.lengths, reverse=True) for name in config.models
+            for seed in range(config.seeds) if not folder.done(name, n, seed)]  # the longest jobs first
+    run_jobs(folder, jobs, _work, workers=workers, threads=threads, describe=_describe)
     timing = []
     if config.timing_steps:
-        threads = tuple(sorted({1, torch.get_num_threads()}))
-        timing = time_steps(config, threads, log)
+        timing = time_steps(config, tuple(sorted({1, os.cpu_count() or 1})), log)
         (folder.out / "timing.jsonl").write_text("".join(json.dumps(r) + "\n" for r in timing), encoding="utf-8")
-    return folder.rows, timing, folder.finish()
+    return folder.rows, timing, folder.finish({"workers": workers})
 
 
 def verdict(summary: list[dict], timing: list[dict], config: RnnConfig) -> list[str]:
@@ -273,8 +276,8 @@ def report(out, config: RnnConfig, rows: list[dict], timing: list[dict], meta: d
     return {"figure": figure, "markdown": md, "verdict": verdict(test, timing, config), "table": table}
 
 
-def run(out, config: RnnConfig = RnnConfig(), *, command: str | None = None,
-        log: Callable[[str], None] = print) -> dict:
+def run(out, config: RnnConfig = RnnConfig(), *, command: str | None = None, workers: int = 1,
+        threads: int | None = None, log: Callable[[str], None] = print) -> dict:
     """``run_rnn`` then ``report``: {"figure", "markdown", "table", "verdict"}."""
-    rows, timing, meta = run_rnn(out, config, command=command, log=log)
+    rows, timing, meta = run_rnn(out, config, command=command, workers=workers, threads=threads, log=log)
     return report(out, config, rows, timing, meta)

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from ..train.schedule import lr_factor
 from ..train.state import seed_everything
 
-__all__ = ["RunFolder", "machine", "load_average", "train_steps", "accuracy", "summarize", "mean_table",
+__all__ = ["RunFolder", "run_jobs", "machine", "load_average", "train_steps", "accuracy", "summarize", "mean_table",
            "param_count"]
 
 
@@ -93,6 +93,32 @@ class RunFolder:
                      **(extra or {})}
         self.meta_path.write_text(json.dumps(self.meta, indent=1) + "\n", encoding="utf-8")
         return self.meta
+
+
+def _worker_init(threads: int) -> None:
+    torch.set_num_threads(threads)
+
+
+def run_jobs(folder: RunFolder, jobs: Sequence[tuple], work: Callable[[tuple], list[dict]], *, workers: int = 1,
+             threads: int | None = None, describe: Callable[[dict], str] = str) -> list[dict]:
+    """``work(job)`` -> rows for every job, each row appended to ``folder`` (and logged with ``describe``) as its
+    job finishes. ``workers`` = 1: one after another in this process; more: that many worker processes (spawned,
+    each with ``threads`` torch threads, default 1), ``work`` a module-level function. Every job seeds itself, so
+    the rows are the same whichever way they run, only their order in results.jsonl differs."""
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            for row in work(job):
+                folder.log(describe(folder.add(row)))
+        return folder.rows
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process that already runs OpenMP threads
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init, initargs=(threads or 1,)) as pool:
+        for done in as_completed([pool.submit(work, job) for job in jobs]):
+            for row in done.result():
+                folder.log(describe(folder.add(row)))
+    return folder.rows
 
 
 def train_steps(model: nn.Module, batch: Callable[[int], tuple[tuple[Tensor, ...], Tensor]], steps: int, *,

@@ -22,19 +22,21 @@ def fake_images(side=14, n=100):
 def test_models_are_parameter_matched_at_the_defaults():
     cfg = D.DataSizeConfig()
     n = {m: D.param_count(D.build_model(cfg, m)) for m in D.MODELS}
-    assert n == {"cnn": 70338, "vit": 71306, "pixels-window": 80394}
-    assert abs(n["cnn"] - n["vit"]) / n["vit"] < 0.02
+    assert n == {"cnn": 70338, "vit": 71306, "window": 71178}
+    assert max(n.values()) / min(n.values()) < 1.02
+    assert D.param_count(D.build_model(D.DataSizeConfig(window_patch=1), "window")) == 80394  # pixels: 196 positions
     x = torch.randn(3, 1, 14, 14)
     for m in D.MODELS:
         assert D.build_model(cfg, m)(x).shape == (3, 10)
 
 
-def test_pixel_model_sees_only_its_window_on_the_local_backend(monkeypatch):
-    """A pixel's output changes with a pixel inside its band (15 keys each side), not with one outside it."""
+@pytest.mark.parametrize("patch", [1, 2])
+def test_window_model_sees_only_its_window_on_the_local_backend(monkeypatch, patch):
+    """A token's output changes with a token inside its band (grid width + 1 keys each side), not outside it."""
     import attnkit.nn.attention as mha
 
-    cfg = D.DataSizeConfig(d_model=8, layers=1, dropout=0.0)
-    model = D.build_model(cfg, "pixels-window").eval()
+    cfg = D.DataSizeConfig(d_model=8, layers=1, dropout=0.0, window_patch=patch)
+    model = D.build_model(cfg, "window").eval()
     backends, real = [], mha.attention
     monkeypatch.setattr(mha, "attention", lambda *a, **k: backends.append(k["backend"]) or real(*a, **k))
     outputs = []
@@ -43,11 +45,12 @@ def test_pixel_model_sees_only_its_window_on_the_local_backend(monkeypatch):
     with torch.no_grad():
         x = torch.randn(1, 1, 14, 14)
         model(x)
-        x[0, 0, 7, 2] += 5.0  # pixel 7 * 14 + 2 = 100
+        x[0, 0, 7, 2] += 5.0  # pixel row 7, column 2: token 7 * 14 + 2 = 100, or patch 3 * 7 + 1 = 22
         model(x)
     changed = (outputs[1] - outputs[0]).abs().amax(-1)[0] > 1e-6
-    assert changed.nonzero().flatten().tolist() == list(range(85, 116))
-    assert backends == ["local", "local"] and cfg.keys_each_side == 15
+    token, width = (100, 14) if patch == 1 else (22, 7)
+    assert cfg.keys_each_side == width + 1 and backends == ["local", "local"]
+    assert changed.nonzero().flatten().tolist() == list(range(token - width - 1, token + width + 2))
 
 
 def test_budget_clamps_epochs_to_the_step_range():
@@ -69,9 +72,9 @@ def test_pipeline_rows_table_figure_resume(tmp_path, monkeypatch, one_thread):
     assert {(r["x"], r["steps"]) for r in rows} == {(20, 2), (40, 3)}
     assert all(0 <= r["test_accuracy"] <= 1 and r["epochs"] > 0 for r in rows)
     md = (tmp_path / "data_size.md").read_text()
-    assert "| training images | CNN | ViT (2x2 patches) | self-attention over pixels, window |" in md
+    assert "| training images | CNN | ViT | self-attention in a 3x3 window |" in md
     assert "`attnkit experiment data-size --quick`" in md and "20: 2, 40: 3" in md
-    assert res["verdict"][0].startswith("- CNN minus ViT (2x2 patches): ")
+    assert res["verdict"][0].startswith("- CNN minus ViT: ")
     assert (tmp_path / "data_size.png").stat().st_size > 20_000
     before = (tmp_path / "results.jsonl").read_text()
     D.run(tmp_path, TINY, log=lambda s: None)
