@@ -10,7 +10,11 @@ CTC/attention, Watanabe et al. 2017, as ESPnet trains it).
 
 Encoder positions are rotary (RoPE, relative), so a window of frames computes the same wherever it starts:
 that is what lets ``streaming`` (causal convolutions and a window with no right context) run the encoder
-on chunks (``tasks.asr_stream``) with the same outputs as on the whole utterance.
+on chunks (``models.asr_stream``) with the same outputs as on the whole utterance, and what keeps the CTC
+head's frame labels the same on inputs longer than any seen in training. The decoder, though, must find
+the k-th digit: its cross-attention reads the encoder's output with absolute sinusoidal positions added
+(without them every key says what it heard but not where: a decoder trained so, greedy, wrote 58% digit
+errors on the dev set where the same encoder's CTC head wrote 2.3%).
 
 The decoding protocol of ``attnkit.generation``: ``encode_frames`` (memory, its mask, CTC log-probs),
 ``decode_step``, ``reorder_cache``, ``config`` (token ids, ``max_positions``).
@@ -28,6 +32,8 @@ from torch import Tensor, nn
 from .. import masks
 from ..nn import Decoder, Encoder, LayerCache, TransformerConfig
 from ..nn.limits import check_fields, floats, ints
+from ..nn.positional import Sinusoidal
+from .asr_frontend import Frontend, half
 from .seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
 
 __all__ = ["AsrConfig", "AsrModel", "Encoded", "PAD", "BOS", "EOS", "FIRST_DIGIT", "BLANK", "NUM_TOKENS", "NUM_CLASSES",
@@ -75,8 +81,13 @@ class AsrConfig:
         "help": "truncated self-attention in the encoder: (left, right) steps of 40 ms each step sees; None = all"})
     streaming: bool = field(default=False, metadata={
         "help": "causal convolutions and a window without right context: the encoder runs on chunks as they come"})
-    kernel: int = field(default=5, metadata={"help": "width of the two convolutions of the front end",
+    kernel: int = field(default=5, metadata={"help": "width in time of the two convolutions of the front end",
                                              "range": ints(1, 31)})
+    frontend: str = field(default="conv1d", metadata={
+        "help": "the front end's convolutions: over time with every mel bin a channel (conv1d), or over time "
+                "and frequency (conv2d, ESPnet's)", "choices": ("conv1d", "conv2d")})
+    channels: int = field(default=32, metadata={"help": "conv2d front end: feature maps of its convolutions",
+                                                "range": ints(1, 1024)})
     ctc_weight: float = field(default=0.3, metadata={
         "help": "training loss = (1 - w) attention cross-entropy + w CTC (0 = no CTC head training, 1 = only CTC)",
         "range": floats(0, 1)})
@@ -107,6 +118,8 @@ class AsrConfig:
         if self.streaming and (self.window is None or self.window[1] != 0):
             raise ValueError(f"AsrConfig: `streaming` needs a window with no right context, (left, 0), "
                              f"got {self.window!r}")
+        if self.frontend not in ("conv1d", "conv2d"):
+            raise ValueError(f"AsrConfig: `frontend` must be 'conv1d' or 'conv2d', got {self.frontend!r}")
         if self.encoder.num_encoder_layers < 1 or self.decoder.num_decoder_layers < 1:
             raise ValueError("AsrConfig: needs at least one encoder and one decoder layer, got "
                              f"{self.encoder.num_encoder_layers} and {self.decoder.num_decoder_layers}")
@@ -137,7 +150,7 @@ class AsrConfig:
 
 
 class Encoded(NamedTuple):
-    memory: Tensor  # (B, T', d)
+    memory: Tensor  # (B, T', d): the encoder's output + absolute (sinusoidal) positions, what the decoder reads
     mask: Tensor  # (B, T') int64, 1 = a real step
     lengths: Tensor  # (B,) steps
     ctc_log_probs: Tensor  # (B, T', NUM_CLASSES)
@@ -155,9 +168,10 @@ class AsrModel(nn.Module):
         d, k = config.encoder.d_model, config.kernel
         self.register_buffer("feature_mean", torch.zeros(config.n_mels, **fk))  # set from the training data
         self.register_buffer("feature_std", torch.ones(config.n_mels, **fk))
-        self.conv1 = nn.Conv1d(config.n_mels, d, k, stride=2, **fk)
-        self.conv2 = nn.Conv1d(d, d, k, stride=2, **fk)
+        self.frontend = Frontend(config.n_mels, d, k, config.frontend, config.channels, causal=config.streaming,
+                                 **fk)
         self.encoder = Encoder(config.encoder, **fk)
+        self.memory_position = Sinusoidal(d, 512, device=device, dtype=dtype)  # grows itself for longer inputs
         self.ctc_head = nn.Linear(d, NUM_CLASSES, **fk)
         self.embed = nn.Embedding(NUM_TOKENS, d, padding_idx=PAD, **fk)
         nn.init.normal_(self.embed.weight, std=d ** -0.5)
@@ -170,22 +184,11 @@ class AsrModel(nn.Module):
     @staticmethod
     def out_lengths(lengths: Tensor) -> Tensor:
         """Steps after the front end for frame counts (B,): ceil(ceil(T / 2) / 2)."""
-        half = torch.div(lengths + 1, 2, rounding_mode="floor")
-        return torch.div(half + 1, 2, rounding_mode="floor")
+        return half(half(lengths))
 
-    def _conv(self, conv: nn.Conv1d, h: Tensor, lengths: Tensor) -> Tensor:
-        """Zero the frames past each length, pad (causal: all on the left), convolve. (B, C, T) -> (B, d, T')."""
-        h = h * masks.keep_positions(lengths, h.shape[2]).unsqueeze(1).to(h.dtype)
-        k = conv.kernel_size[0]
-        pad = (k - 1, 0) if self.config.streaming else ((k - 1) // 2, k - 1 - (k - 1) // 2)
-        return F.gelu(conv(F.pad(h, pad)))
-
-    def frontend(self, frames: Tensor, lengths: Tensor) -> Tensor:
-        """frames (B, T, n_mels) -> (B, T', d), T' = out_lengths(T) (normalised, two convolutions)."""
-        x = (frames - self.feature_mean) / self.feature_std
-        h = self._conv(self.conv1, x.transpose(1, 2), lengths)  # (B, n_mels, T) -> (B, d, ceil(T/2))
-        h = self._conv(self.conv2, h, torch.div(lengths + 1, 2, rounding_mode="floor"))  # (B, d, T')
-        return h.transpose(1, 2)  # (B, d, T') -> (B, T', d)
+    def features(self, frames: Tensor, lengths: Tensor) -> Tensor:
+        """frames (B, T, n_mels) -> (B, T', d), T' = out_lengths(T): normalised, then the front end."""
+        return self.frontend((frames - self.feature_mean) / self.feature_std, lengths)
 
     def encoder_mask(self, lengths: Tensor) -> masks.Mask:
         pad = masks.padding(lengths)
@@ -199,12 +202,12 @@ class AsrModel(nn.Module):
                              f"got {tuple(frames.shape)}")
         if lengths.shape != frames.shape[:1]:
             raise ValueError(f"AsrModel: `lengths` must have shape ({frames.shape[0]},), got {tuple(lengths.shape)}")
-        h = self.frontend(frames, lengths)
+        h = self.features(frames, lengths)
         steps = self.out_lengths(lengths).clamp(1, h.shape[1])
-        memory = self.encoder(h, self.encoder_mask(steps), backend=backend, need_weights=need_weights)
-        ctc = self.ctc_head(memory.last_hidden_state).float().log_softmax(-1)  # (B, T', C)
+        out = self.encoder(h, self.encoder_mask(steps), backend=backend, need_weights=need_weights).last_hidden_state
+        ctc = self.ctc_head(out).float().log_softmax(-1)  # (B, T', C)
         mask = masks.keep_positions(steps, h.shape[1]).long()
-        return Encoded(memory.last_hidden_state, mask, steps, ctc)
+        return Encoded(self.memory_position(out), mask, steps, ctc)
 
     # -- the decoding protocol -----------------------------------------------------------------------
     def encode(self, frames: Tensor, lengths: Tensor) -> Tensor:

@@ -75,7 +75,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--streaming", action="store_true",
                    help="a streaming model: causal convolutions, a window with no right context (L,0), features "
                         "normalised by the training set's statistics instead of each utterance's")
-    add_config_args(p, AsrConfig, only=("kernel", "ctc_weight"), title="speech recognition model")
+    add_config_args(p, AsrConfig, only=("frontend", "channels", "kernel", "ctc_weight"),
+                    title="speech recognition model")
     p.add_argument("--num-decoder-layers", type=ints(1, 64), default=2, help="decoder layers")
     add_config_args(p, FeatureConfig, only=("n_mels",), title="features")
     p.add_argument("--no-augment", dest="augment", action="store_false",
@@ -95,7 +96,8 @@ def config_from_args(args, encoder: TransformerConfig) -> AsrConfig:
     if args.streaming and window == (8, 8):
         window = (16, 0)
     return AsrConfig(n_mels=args.n_mels, window=window, streaming=args.streaming, kernel=args.kernel,
-                     ctc_weight=args.ctc_weight, encoder=enc, decoder=dec)
+                     frontend=args.frontend, channels=args.channels, ctc_weight=args.ctc_weight, encoder=enc,
+                     decoder=dec)
 
 
 def collate(examples):

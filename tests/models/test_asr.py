@@ -34,8 +34,9 @@ def frames(n: int = 4, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(n, int(lengths.max()), 8, generator=g), lengths
 
 
-def test_front_end_lengths_and_padding_do_not_leak():
-    m = tiny_asr()
+@pytest.mark.parametrize("frontend", ["conv1d", "conv2d"])
+def test_front_end_lengths_and_padding_do_not_leak(frontend):
+    m = tiny_asr(frontend=frontend, channels=4)
     x, lengths = frames()
     enc = m.encode_frames(x, lengths)
     assert enc.memory.shape == (4, 9, 32) and enc.lengths.tolist() == [4, 5, 7, 9]  # ceil(ceil(T / 2) / 2)
@@ -93,9 +94,9 @@ def test_greedy_and_beam_through_generation_follow_the_model():
         assert float(beam.scores[b]) >= float(greedy.scores[b]) - 1e-5
 
 
-@pytest.mark.parametrize("chunk", [1, 3, 8, 100])
-def test_streaming_chunks_equal_the_whole_utterance(chunk):
-    m = tiny_asr(1, streaming=True, window=(3, 0), kernel=3)
+@pytest.mark.parametrize("chunk,frontend", [(1, "conv1d"), (3, "conv2d"), (8, "conv1d"), (100, "conv2d")])
+def test_streaming_chunks_equal_the_whole_utterance(chunk, frontend):
+    m = tiny_asr(1, streaming=True, window=(3, 0), kernel=3, frontend=frontend, channels=4)
     x = torch.randn(203, 8)
     whole = m.encode_frames(x[None], torch.tensor([203])).ctc_log_probs[0]
     chunks = stream_ctc(m, x, chunk)
@@ -118,6 +119,8 @@ def test_config_is_checked():
         AsrConfig(streaming=True, window=None)
     with pytest.raises(ValueError, match="`ctc_weight` must be a number in \\[0, 1\\]"):
         AsrConfig(ctc_weight=1.5)
+    with pytest.raises(ValueError, match="`frontend` must be 'conv1d' or 'conv2d'"):
+        AsrConfig(frontend="lstm")
     with pytest.raises(ValueError, match="`window` must be \\(left, right\\)"):
         AsrConfig(window=(3, -1))
     enc = AsrConfig().encoder
