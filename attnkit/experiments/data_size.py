@@ -66,17 +66,18 @@ class DataSizeConfig:
     dropout: float = field(default=0.1, metadata={"help": "dropout of the attention models (the CNN has none)",
                                                   "range": floats(0, 1, open_high=True)})
     batch_size: int = field(default=64, metadata={"help": "images per step", "range": ints(1, 4096)})
-    epochs: float = field(default=30.0, metadata={
+    epochs: float = field(default=20.0, metadata={
         "help": "budget: this many passes over the subset, clamped to [min_steps, max_steps] steps",
         "range": floats(0, 10**4, open_low=True)})
-    min_steps: int = field(default=300, metadata={"help": "budget: fewest steps at any size", "range": ints(1, 10**6)})
-    max_steps: int = field(default=1200, metadata={"help": "budget: most steps at any size", "range": ints(1, 10**6)})
+    min_steps: int = field(default=200, metadata={"help": "budget: fewest steps at any size", "range": ints(1, 10**6)})
+    max_steps: int = field(default=600, metadata={"help": "budget: most steps at any size", "range": ints(1, 10**6)})
     cnn_lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate for the CNN",
                                                   "range": floats(0, 1, open_low=True)})
     attention_lr: float = field(default=1e-3, metadata={
         "help": "AdamW's peak learning rate for the two attention models", "range": floats(0, 1, open_low=True)})
-    eval_images: int = field(default=10000, metadata={"help": "test images scored (and at most this many dev)",
-                                                      "range": ints(1, 10000)})
+    test_images: int = field(default=10000, metadata={"help": "test images scored", "range": ints(1, 10000)})
+    dev_images: int = field(default=2000, metadata={"help": "dev images scored (for choosing learning rates)",
+                                                    "range": ints(1, 5000)})
 
     def __post_init__(self):
         check_fields(self)
@@ -101,7 +102,7 @@ class DataSizeConfig:
 
 
 QUICK = DataSizeConfig(sizes=(100, 300), seeds=2, side=14, d_model=16, layers=1, batch_size=32, epochs=2.0,
-                       min_steps=8, max_steps=12, eval_images=300)
+                       min_steps=8, max_steps=12, test_images=300, dev_images=300)
 
 
 def steps_for(config: DataSizeConfig, n: int) -> int:
@@ -207,9 +208,8 @@ def run_one(config: DataSizeConfig, images: dict, name: str, n: int, seed: int) 
     model = build_model(config, name)
     lr = config.cnn_lr if name == "cnn" else config.attention_lr
     times = train_steps(model, batch, steps, lr=lr, warmup=max(1, steps // 20), seed=seed)
-    k = config.eval_images
-    dev = accuracy(model, _batches(*(t[:k] for t in images["dev"]), 500))
-    test = accuracy(model, _batches(*(t[:k] for t in images["test"]), 500))
+    dev = accuracy(model, _batches(*(t[:config.dev_images] for t in images["dev"]), 500))
+    test = accuracy(model, _batches(*(t[:config.test_images] for t in images["test"]), 500))
     return {"model": name, "x": n, "seed": seed, "test_accuracy": test, "dev_accuracy": dev, "steps": steps,
             "epochs": steps * bs / n, "lr": lr, "params": param_count(model), "train_seconds": sum(times)}
 
@@ -293,7 +293,8 @@ def report(out, config: DataSizeConfig, rows: list[dict], meta: dict) -> dict:
              f"## Test accuracy (%), mean ± standard deviation over {config.seeds} seeds", "",
              mean_table(test, models, "training images", names=NAMES, digits=2), "",
              *verdict(test, models), "",
-             "## Dev accuracy (%): the 5,000 held-out training images, for choosing learning rates", "",
+             f"## Dev accuracy (%): {config.dev_images:,} of the 5,000 held-out training images, for choosing learning "
+             "rates", "",
              mean_table(dev, models, "training images", names=NAMES, digits=2), ""]
     md = out / "data_size.md"
     md.write_text("\n".join(lines), encoding="utf-8")

@@ -57,7 +57,7 @@ class PositionsConfig:
     layers: int = field(default=2, metadata={"help": "encoder layers", "range": ints(1, 12)})
     max_relative_distance: int = field(default=16, metadata={
         "help": "relative: distances beyond this share one embedding", "range": ints(1, 4096)})
-    steps: int = field(default=1500, metadata={"help": "training steps per encoding", "range": ints(1, 10**6)})
+    steps: int = field(default=1000, metadata={"help": "training steps per encoding", "range": ints(1, 10**6)})
     batch_size: int = field(default=32, metadata={"help": "sequences per step", "range": ints(1, 4096)})
     lr: float = field(default=1e-3, metadata={"help": "AdamW's peak learning rate",
                                               "range": floats(0, 1, open_low=True)})

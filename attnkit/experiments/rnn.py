@@ -247,7 +247,8 @@ def report(out, config: RnnConfig, rows: list[dict], timing: list[dict], meta: d
     test, dev = summarize(rows, "test_accuracy"), summarize(rows, "dev_accuracy")
     models = tuple(m for m in config.models if any(r["model"] == m for r in rows))
     names = {m: NAMES[m] for m in models}
-    figure = rnn_figure(test, timing, out / "rnn.png", names, chance=1 / config.vocab, seeds=config.seeds,
+    figure = rnn_figure(test, timing, out / "rnn.png", names, chance=1 / config.vocab, batch=config.batch_size,
+                        seeds=config.seeds,
                         note=f"; width {config.d_model}, {config.steps} steps per length")
     params = {m: max(r["params"] for r in rows if r["model"] == m) for m in models}
     table = mean_table(test, models, "L", names=NAMES, digits=1)

@@ -29,11 +29,14 @@ def curves(summary: Sequence[dict]) -> dict[str, tuple[np.ndarray, np.ndarray, n
     return {m: tuple(np.array(v, dtype=float).T) for m, v in ((m, sorted(p)) for m, p in out.items())}
 
 
-def _errorbars(ax, summary, names: dict[str, str], *, scale: float = 100.0, styles: dict | None = None) -> None:
-    for model, (x, mean, std) in curves(summary).items():
-        style = (styles or {}).get(model, {})
-        ax.errorbar(x, mean * scale, yerr=std * scale, marker="o", ms=4, capsize=3, lw=1.5,
-                    label=names.get(model, model), **style)
+def _errorbars(ax, summary, names: dict[str, str], *, scale: float = 100.0) -> None:
+    """One line with error bars per model, in the order and colours of ``names`` (C0, C1, ...)."""
+    c = curves(summary)
+    for i, model in enumerate(names):
+        if model in c:
+            x, mean, std = c[model]
+            ax.errorbar(x, mean * scale, yerr=std * scale, marker="o", ms=4, capsize=3, lw=1.5, color=f"C{i}",
+                        label=names[model])
 
 
 def _log2_axis(ax, xs: Sequence[int], label: str) -> None:
@@ -63,14 +66,15 @@ def data_size_figure(summary: Sequence[dict], path: str | os.PathLike, names: di
         c = curves(summary)
         if reference in c:
             rx, rm, rs = c[reference]
-            for model, (x, m, s) in c.items():
-                if model == reference:
+            for i, model in enumerate(names):
+                if model == reference or model not in c:
                     continue
+                x, m, s = c[model]
                 keep = np.isin(rx, x)
                 gap = (rm[keep] - m[np.isin(x, rx)]) * 100
                 err = np.hypot(rs[keep], s[np.isin(x, rx)]) * 100
-                b.errorbar(rx[keep], gap, yerr=err, marker="o", ms=4, capsize=3, lw=1.5,
-                           label=names.get(model, model))
+                b.errorbar(rx[keep], gap, yerr=err, marker="o", ms=4, capsize=3, lw=1.5, color=f"C{i}",
+                           label=names[model])
         b.axhline(0, color="#888", lw=1)
         b.set_xscale("log")
         b.set_xticks(xs, labels=[f"{x:,}" for x in xs])
@@ -87,14 +91,14 @@ def data_size_figure(summary: Sequence[dict], path: str | os.PathLike, names: di
 
 
 def rnn_figure(summary: Sequence[dict], timing: Sequence[dict], path: str | os.PathLike, names: dict[str, str], *,
-               chance: float, seeds: int = 3, note: str = "") -> Path:
+               chance: float, batch: int, seeds: int = 3, note: str = "") -> Path:
     """Left: recall accuracy against the sequence length (the distance to the marked token). Right: time of
     a training step against the length per model, at each thread count measured, with the fitted exponent."""
     plt = _pyplot()
     with plt.rc_context(FONT):
-        fig, (a, b) = plt.subplots(1, 2, figsize=(9.2, 3.9), layout="constrained")
+        fig, (a, b) = plt.subplots(1, 2, figsize=(9.2, 4.6), layout="constrained")
         colors = {m: f"C{i}" for i, m in enumerate(names)}
-        _errorbars(a, summary, names, styles={m: {"color": c} for m, c in colors.items()})
+        _errorbars(a, summary, names)
         xs = sorted({s["x"] for s in summary})
         _log2_axis(a, xs, "sequence length L (answer L - 1 tokens after the mark)")
         a.axhline(chance * 100, color="#888", ls=":", lw=1, label="chance")
@@ -118,9 +122,10 @@ def rnn_figure(summary: Sequence[dict], timing: Sequence[dict], path: str | os.P
             _log2_axis(b, sorted({t["x"] for t in timing}), "sequence length L")
             b.set_yscale("log")
         b.set_ylabel("time per training step (ms)")
-        b.set_title("forward + backward + update, batch of 32")
+        b.set_title(f"time of a training step, batch of {batch}")
         b.grid(True, which="major", color="#eee")
-        b.legend(fontsize=7.5, title="fitted exponent on the longer half", title_fontsize=7.5)
+        b.legend(fontsize=7.5, title="exponent fitted on the longer half", title_fontsize=7.5, ncols=2,
+                 loc="upper center", bbox_to_anchor=(0.5, -0.2))
         fig.suptitle(f"mean of {seeds} seeds, bars: one standard deviation{note}", fontsize=9)
         out = _save(fig, path)
         plt.close(fig)

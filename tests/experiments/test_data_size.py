@@ -9,7 +9,7 @@ import torch
 from attnkit.experiments import data_size as D
 
 TINY = D.DataSizeConfig(sizes=(20, 40), seeds=2, d_model=8, layers=1, batch_size=10, epochs=1.0, min_steps=2,
-                        max_steps=3, eval_images=30)
+                        max_steps=3, test_images=30, dev_images=20)
 
 
 def fake_images(side=14, n=100):
@@ -55,7 +55,7 @@ def test_window_model_sees_only_its_window_on_the_local_backend(monkeypatch, pat
 
 def test_budget_clamps_epochs_to_the_step_range():
     cfg = D.DataSizeConfig()
-    assert [D.steps_for(cfg, n) for n in cfg.sizes] == [300, 469, 1200, 1200, 1200, 1200]
+    assert [D.steps_for(cfg, n) for n in cfg.sizes] == [200, 313, 600, 600, 600, 600]
     with pytest.raises(ValueError, match="sizes"):
         D.DataSizeConfig(sizes=(5,))
     with pytest.raises(ValueError, match="min_steps"):
