@@ -2,8 +2,9 @@
 
     attnkit lra generate listops --out DIR --seed S [--max-length N] [--n N]   # LRA's ListOps TSVs
     attnkit lra generate pathfinder --out DIR --seed S [--n N]                  # Pathfinder .npz
-    attnkit lra run [--quick] [--out runs/lra]        # every variant x task; table, figure; resumable
-    attnkit lra cell --task listops --variant performer --seed 0 --out DIR      # one cell
+    attnkit lra generate mqar --out DIR --seed S [--seq-len N] [--num-pairs N]  # associative recall .npz
+    attnkit lra run [--quick] [--out runs/lra]        # every task x variant x seed; tables, figures; resumable
+    attnkit lra cell --task mqar --variant performer --seed 0 --out DIR         # one cell
     attnkit lra report runs/lra                       # rewrite results.md and lra.png
 """
 
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 from ..data.listops import COUNT, ListOpsConfig, generate_listops, write_listops
+from ..data.mqar import MQARConfig, generate_mqar, write_mqar
 from ..data.pathfinder import PathfinderConfig, generate_pathfinder, write_pathfinder
 from ..lra.settings import SUITES, TASKS
 from ..nn.limits import SEED, ints
@@ -31,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lsub = p.add_subparsers(dest="lra_command", metavar="ACTION")
     lsub.required = True
 
-    g = lsub.add_parser("generate", help="write a generated dataset (listops, pathfinder)")
+    g = lsub.add_parser("generate", help="write a generated dataset (listops, pathfinder, mqar)")
     gsub = g.add_subparsers(dest="dataset", metavar="DATASET")
     gsub.required = True
     lo = gsub.add_parser("listops", help="ListOps with LRA's recipe: basic_{train,val,test}.tsv (Source, Target)")
@@ -49,18 +51,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     help="training images, the same as --n-train (default: --n-train's)")
     add_config_args(pf, PathfinderConfig, title="Pathfinder")
     pf.set_defaults(func=run_generate_pathfinder)
+    mq = gsub.add_parser("mqar", help="multi-query associative recall (Zoology's MQAR): mqar_{train,val,test}.npz")
+    mq.add_argument("--out", type=Path, required=True, help="folder for the three .npz files")
+    add_config_args(mq, MQARConfig, title="MQAR")
+    mq.set_defaults(func=run_generate_mqar)
 
     r = lsub.add_parser("run", help="run every variant x task cell (skips cells already done), then table + figure")
     r.add_argument("--out", type=Path, default=Path("runs/lra"), help="run folder (default runs/lra)")
     r.add_argument("--quick", action="store_true", help="tiny sizes: a few minutes (what the tests use)")
-    r.add_argument("--tasks", nargs="+", choices=TASKS, default=None, help="default: all (text only with IMDb)")
+    r.add_argument("--tasks", nargs="+", choices=TASKS, default=None,
+                   help="default: all of the suite (text only with IMDb)")
     r.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None, help="default: all")
-    r.add_argument("--seed", type=SEED, default=0, help="seed of the data generators and of every cell's training")
+    r.add_argument("--seeds", nargs="+", type=SEED, default=None,
+                   help="seeds of the data generators and of the cells' training (default 0 1 2; --quick: 0)")
     _data_args(r)
     r.set_defaults(func=run_suite_cmd)
 
     c = lsub.add_parser("cell", help="train and measure one variant on one task (one row of the table)")
-    c.add_argument("--task", choices=TASKS, required=True, help="the LRA task")
+    c.add_argument("--task", choices=TASKS, required=True, help="the task (a name of the suite's table)")
     c.add_argument("--variant", choices=list(VARIANTS), required=True, help="the attention variant")
     c.add_argument("--suite", choices=sorted(SUITES), default="full", help="the sizes: full (the benchmark) or quick")
     c.add_argument("--seed", type=SEED, default=0, help="seed of the data generators and of the training")
@@ -110,6 +118,12 @@ def run_generate_pathfinder(args) -> int:
     return _generate("images", cfg, generate_pathfinder, write_pathfinder, args.out, f"{cfg.size}x{cfg.size}")
 
 
+def run_generate_mqar(args) -> int:
+    cfg = config_from_args(MQARConfig, args)
+    return _generate("sequences", cfg, generate_mqar, write_mqar, args.out,
+                     f"{cfg.num_pairs} pairs in {cfg.seq_len} tokens, {cfg.num_keys} keys, {cfg.num_values} values")
+
+
 def _threads(args) -> None:
     if args.threads:
         import torch
@@ -123,11 +137,12 @@ def run_suite_cmd(args) -> int:
 
     _threads(args)
     rows = run_suite(args.out, suite="quick" if args.quick else "full", tasks=args.tasks, variants=args.variants,
-                     seed=args.seed, data_dir=args.data_dir, mnist_dir=args.mnist_dir, imdb_dir=args.imdb_dir,
+                     seeds=args.seeds, data_dir=args.data_dir, mnist_dir=args.mnist_dir, imdb_dir=args.imdb_dir,
                      download=args.download, threads=args.threads)
     if rows:
-        print(accuracy_table(rows))
-    print(f"tables in {args.out / 'results.md'}, figure {args.out / 'lra.png'}, rows in {args.out / 'results.jsonl'}")
+        print(accuracy_table(rows, _floors(args.out)))
+    print(f"tables in {args.out / 'results.md'}, figures {args.out / 'lra.png'} and {args.out / 'lra_curves.png'}, "
+          f"rows in {args.out / 'results.jsonl'}")
     return 0
 
 
@@ -140,20 +155,24 @@ def run_cell_cmd(args) -> int:
     _threads(args)
     s = suite_settings(args.suite, args.task)
     data_dir = args.data_dir or args.out / "data"
-    data = prepare_task(args.task, s, data_dir, args.seed, mnist_dir=args.mnist_dir, imdb_dir=args.imdb_dir,
+    data = prepare_task(s, data_dir, args.seed, mnist_dir=args.mnist_dir, imdb_dir=args.imdb_dir,
                         download=args.download)
     row = run_cell(args.task, args.variant, s, data, args.out, seed=args.seed, progress=args.progress,
                    resume=args.resume)
     cmd = cell_command(args.task, args.variant, args.suite, args.seed, args.out, data_dir, args.results,
                        args.mnist_dir, args.imdb_dir, args.threads)
-    row = {**row, "suite": args.suite, "command": shlex.join(cmd)}
+    row = {**row, "label": s.label or args.task, "suite": args.suite, "command": shlex.join(cmd)}
     (Path(args.out) / "cell.json").write_text(json.dumps(row, indent=1) + "\n", encoding="utf-8")
     if args.results is not None:
         append_result(args.results, row)
     acc = row["test_accuracy"]
     mem = "n/a" if row["peak_mb"] is None else f"{row['peak_mb']:.0f} MB"
     print(f"{args.task} x {args.variant}: test accuracy {'-' if acc is None else f'{100 * acc:.2f}'}%, "
-          f"{row['steps_per_s']:.3f} steps/s, peak {mem} per step")
+          f"{row['steps_per_s']:.3f} steps/s, peak {mem} per step, {row['train_seconds']:.0f} s of training"
+          + (f" ({row['pretrain']['seconds']:.0f} s self-pretraining)" if "pretrain" in row else ""))
+    if row.get("by_depth"):
+        print("  by nesting depth: " + ", ".join(f"{d}: {100 * c / n:.2f}% of {n}" for d, (c, n) in
+                                                 row["by_depth"].items()))
     return 0
 
 
@@ -164,5 +183,10 @@ def run_report(args) -> int:
     rows = write_report(args.folder)
     if not rows:
         raise ValueError(f"lra report: no results.jsonl rows in {args.folder}")
-    print(accuracy_table(rows))
+    print(accuracy_table(rows, _floors(args.folder)))
     return 0
+
+
+def _floors(folder: Path) -> dict:
+    path = folder / "baselines.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}

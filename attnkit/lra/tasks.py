@@ -4,14 +4,19 @@
 - text: IMDb bytes (``attnkit.data.imdb``), 2 classes; only where the reviews exist (or ``download``);
 - image: MNIST pixels row by row (``attnkit.data.images``; LRA's sequential CIFAR-10 is not
   available here), optionally average-pooled to (28 / pool)^2 pixels, 10 classes;
-- pathfinder: ``attnkit.data.pathfinder``, side^2 pixels, 2 classes.
+- pathfinder: ``attnkit.data.pathfinder``, side^2 pixels, 2 classes;
+- mqar: ``attnkit.data.mqar`` (multi-query associative recall): examples are (tokens (L,), targets (L,))
+  with the value index at each query and -100 elsewhere; the classes are the values.
 
 Pixels are tokens (value + 1, vocabulary 257), as LRA feeds its 8-bit images. Generated data goes to
-``<data_dir>/<task>-<settings>-seed<S>/`` and is reused by every variant and by later runs.
+``<data_dir>/<family>-<sizes>-<hash of the generator options>-seed<S>/`` and is reused by every variant
+and by later runs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,16 +25,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..data import imdb, listops, pathfinder
+from ..data import imdb, listops, mqar, pathfinder
 from ..data.images import MNIST_FILES, mnist_files, read_idx
 from .settings import TaskSettings
 
-__all__ = ["TaskData", "prepare_task", "text_available", "pathfinder_config"]
+__all__ = ["TaskData", "prepare_task", "text_available", "pathfinder_config", "listops_config", "mqar_config"]
 
 
 @dataclass
 class TaskData:
-    """Examples are (tokens (L,) int64, label)."""
+    """Examples are (tokens (L,) int64, label), or for mqar (tokens (L,), targets (L,)) int64."""
 
     train: list[tuple[Tensor, int]]
     val: list[tuple[Tensor, int]]
@@ -49,23 +54,47 @@ def _pixels(images: np.ndarray, labels: np.ndarray) -> list[tuple[Tensor, int]]:
     return [(flat[i], int(labels[i])) for i in range(len(labels))]
 
 
+def listops_config(s: TaskSettings, seed: int) -> listops.ListOpsConfig:
+    """LRA's recipe up to ``s.seq_len`` tokens, from ``s.seq_len // 4`` unless ``s.generator`` says otherwise."""
+    options = {"min_length": s.seq_len // 4, **s.generator}
+    return listops.ListOpsConfig(max_length=s.seq_len, n_train=s.n_train, n_val=s.n_val, n_test=s.n_test,
+                                 seed=seed, **options)
+
+
 def _listops(s: TaskSettings, folder: Path, seed: int) -> TaskData:
     if not all((folder / f).exists() for f in listops.SPLIT_FILES.values()):
-        cfg = listops.ListOpsConfig(min_length=s.seq_len // 4, max_length=s.seq_len, n_train=s.n_train,
-                                    n_val=s.n_val, n_test=s.n_test, seed=seed)
+        cfg = listops_config(s, seed)
         print(f"generating ListOps into {folder} ({cfg.total:,} expressions, {cfg.min_length} < length < "
-              f"{cfg.max_length})", flush=True)
+              f"{cfg.max_length}, depth <= {cfg.max_depth})", flush=True)
         listops.write_listops(listops.generate_listops(cfg), folder)
     splits = {k: _tokens(listops.read_listops(folder / f)) for k, f in listops.SPLIT_FILES.items()}
     return TaskData(splits["train"], splits["val"], splits["test"], len(listops.VOCAB), 10, str(folder))
 
 
+def mqar_config(s: TaskSettings, seed: int) -> mqar.MQARConfig:
+    return mqar.MQARConfig(seq_len=s.seq_len, n_train=s.n_train, n_val=s.n_val, n_test=s.n_test, seed=seed,
+                           **s.generator)
+
+
+def _mqar(s: TaskSettings, folder: Path, seed: int) -> TaskData:
+    cfg = mqar_config(s, seed)
+    if not all((folder / f).exists() for f in mqar.MQAR_FILES.values()):
+        print(f"generating MQAR into {folder} ({cfg.total:,} sequences of {cfg.seq_len} tokens, {cfg.num_pairs} "
+              f"pairs, {cfg.num_keys} keys, {cfg.num_values} values)", flush=True)
+        mqar.write_mqar(mqar.generate_mqar(cfg), folder)
+    splits = {}
+    for k, f in mqar.MQAR_FILES.items():
+        tokens, targets = (torch.from_numpy(a.astype(np.int64)) for a in mqar.read_mqar(folder / f))
+        splits[k] = list(zip(tokens, targets))
+    return TaskData(splits["train"], splits["val"], splits["test"], cfg.vocab_size, cfg.num_values, str(folder))
+
+
 def pathfinder_config(side: int, s: TaskSettings, seed: int) -> pathfinder.PathfinderConfig:
-    """The default 32x32 generator, or a sparser one for small quick-suite images."""
+    """The default 32x32 generator, or a sparser one for smaller images; ``s.generator`` overrides either."""
     small = {} if side >= 32 else {"contour_length": 3, "distractor_length": 2, "num_distractors": 1,
                                    "paddle_length": 2.5, "paddle_gap": 1.5, "min_distance": 2.0, "dot_radius": 1.0}
     return pathfinder.PathfinderConfig(size=side, n_train=s.n_train, n_val=s.n_val, n_test=s.n_test, seed=seed,
-                                       **small)
+                                       **{**small, **s.generator})
 
 
 def _pathfinder(s: TaskSettings, folder: Path, seed: int) -> TaskData:
@@ -120,17 +149,24 @@ def _text(s: TaskSettings, folder: Path | None, download: bool) -> TaskData:
                     257, 2, "IMDb (aclImdb)")
 
 
-def prepare_task(task: str, s: TaskSettings, data_dir: str | Path, seed: int, *, mnist_dir: str | Path | None = None,
+def _folder(data_dir: Path, s: TaskSettings, seed: int) -> Path:
+    """``<family>-L<len>-n<train>-<val>-<test>[-<hash of the generator options>]-seed<S>``: one folder per data."""
+    tag = f"-{hashlib.sha256(json.dumps(s.generator, sort_keys=True).encode()).hexdigest()[:8]}" if s.generator else ""
+    return data_dir / f"{s.task}-L{s.seq_len}-n{s.n_train}-{s.n_val}-{s.n_test}{tag}-seed{seed}"
+
+
+def prepare_task(s: TaskSettings, data_dir: str | Path, seed: int, *, mnist_dir: str | Path | None = None,
                  imdb_dir: str | Path | None = None, download: bool = False) -> TaskData:
-    """Generate (once) or load the data of ``task`` with settings ``s``."""
-    data_dir = Path(data_dir)
-    if task == "listops":
-        return _listops(s, data_dir / f"listops-L{s.seq_len}-n{s.n_train}-{s.n_val}-{s.n_test}-seed{seed}", seed)
-    if task == "pathfinder":
-        return _pathfinder(s, data_dir / f"pathfinder-L{s.seq_len}-n{s.n_train}-{s.n_val}-{s.n_test}-seed{seed}",
-                           seed)
-    if task == "image":
+    """Generate (once) or load the data of the task with settings ``s`` (its family: ``s.task``)."""
+    folder = _folder(Path(data_dir), s, seed)
+    if s.task == "listops":
+        return _listops(s, folder, seed)
+    if s.task == "pathfinder":
+        return _pathfinder(s, folder, seed)
+    if s.task == "mqar":
+        return _mqar(s, folder, seed)
+    if s.task == "image":
         return _image(s, None if mnist_dir is None else Path(mnist_dir))
-    if task == "text":
+    if s.task == "text":
         return _text(s, None if imdb_dir is None else Path(imdb_dir), download)
-    raise ValueError(f"lra: unknown task {task!r}")
+    raise ValueError(f"lra: unknown task family {s.task!r}")

@@ -1,14 +1,15 @@
 """LRA-lite on tiny sizes (a part of `attnkit lra run --quick`): cells train through attnkit's engine,
-rows, table and figure are written, the same seed gives the same numbers, done cells are skipped."""
+rows, tables and figures are written per seed, the same seed gives the same numbers, done cells are skipped."""
 
 import json
 
 import pytest
 import torch
 
-from attnkit.lra.cell import build_model, run_cell
+from attnkit.lra.cell import run_cell
+from attnkit.lra.model import build_model
 from attnkit.lra.report import accuracy_table, baselines, cells_table, read_results
-from attnkit.lra.settings import SUITES, TaskSettings, suite_settings
+from attnkit.lra.settings import SUITES, TASKS, TaskSettings, suite_settings
 from attnkit.lra.suite import run_suite
 from attnkit.lra.tasks import prepare_task
 
@@ -19,26 +20,36 @@ TINY = TaskSettings("listops", 60, 96, 16, 32, steps=6, batch_size=8, lr=2e-3, w
 
 @pytest.fixture(scope="module")
 def listops_data(tmp_path_factory):
-    return prepare_task("listops", TINY, tmp_path_factory.mktemp("data"), seed=0)
+    return prepare_task(TINY, tmp_path_factory.mktemp("data"), seed=0)
 
 
-def test_suite_rows_table_figure_and_resume(tmp_path, monkeypatch, listops_data, one_thread):
+def test_suite_rows_tables_figures_seeds_and_resume(tmp_path, monkeypatch, listops_data, one_thread):
     monkeypatch.setitem(SUITES["quick"], "listops", TINY)
     rows = run_suite(tmp_path, suite="quick", tasks=["listops"], variants=["full", "longformer", "performer"],
-                     isolate=False)
-    assert {r["variant"] for r in rows} == {"full", "longformer", "performer"}
+                     seeds=[0, 1], isolate=False)
+    assert sorted((r["variant"], r["seed"]) for r in rows) == sorted(
+        (v, s) for v in ("full", "longformer", "performer") for s in (0, 1))
     for r in rows:
         assert 0.0 <= r["test_accuracy"] <= 1.0 and r["steps"] == 6 and r["steps_per_s"] > 0
         assert r["command"].startswith("attnkit lra cell --task listops --variant ")
+        assert f"--seed {r['seed']}" in r["command"] and r["dev_curve"][-1][0] == 6
+        assert sum(n for _, n in r["by_depth"].values()) == 32  # every test expression, by its depth
     table = accuracy_table(rows)
     assert "| performer | no |" in table and "| full | yes |" in table and "36.37" in table
+    full = sorted(100 * r["test_accuracy"] for r in rows if r["variant"] == "full")
+    assert f"| full | yes | {sum(full) / 2:.1f} ({full[0]:.1f}-{full[1]:.1f}) |" in table  # mean (min-max)
     assert "| listops | longformer |" in cells_table(rows)
     floors = json.loads((tmp_path / "baselines.json").read_text())
-    assert floors["listops"] == baselines(listops_data.train, listops_data.test)
-    assert "| (rule) class given the first token | - | " in (tmp_path / "results.md").read_text()
-    assert (tmp_path / "results.md").exists() and (tmp_path / "lra.png").stat().st_size > 5000
+    assert floors["listops"]["0"] == {**baselines(listops_data.train, listops_data.test, 10),
+                                      "by_depth": floors["listops"]["0"]["by_depth"]}
+    md = (tmp_path / "results.md").read_text()
+    assert "| (rule) class given the first token | - | " in md and "| (chance) 1 / classes | - | 10.00 |" in md
+    assert "by nesting depth" in md and "| (rule) class given the top operator |" in md
+    assert (tmp_path / "lra.png").stat().st_size > 5000 and (tmp_path / "lra_curves.png").stat().st_size > 5000
+    timings = json.loads((tmp_path / "timings.json").read_text())
+    assert set(timings["listops"]) == {"0", "1"}
     before = (tmp_path / "results.jsonl").read_text()
-    run_suite(tmp_path, suite="quick", tasks=["listops"], variants=["full", "performer"], isolate=False)
+    run_suite(tmp_path, suite="quick", tasks=["listops"], variants=["full", "performer"], seeds=[1], isolate=False)
     assert (tmp_path / "results.jsonl").read_text() == before  # nothing re-run
 
 
@@ -54,30 +65,36 @@ def test_same_seed_same_numbers(tmp_path, listops_data, one_thread):
 
 
 def test_models_share_everything_but_attention(listops_data):
-    sizes = {v: sum(p.numel() for p in build_model(TINY, v, listops_data).parameters())
-             for v in ("full", "local", "linear", "nystrom", "performer")}
+    def size(v):
+        return sum(p.numel() for p in build_model(TINY, v, listops_data.vocab_size, 10).parameters())
+
+    sizes = {v: size(v) for v in ("full", "local", "linear", "nystrom", "performer")}
     assert len(set(sizes.values())) == 1  # only Linformer adds parameters (its projections)
-    lin = sum(p.numel() for p in build_model(TINY, "linformer", listops_data).parameters())
-    assert lin == sizes["full"] + 2 * TINY.num_layers * TINY.seq_len * 16
+    assert size("linformer") == sizes["full"] + 2 * TINY.num_layers * TINY.seq_len * 16
 
 
 def test_quick_suite_settings_are_tiny_and_full_is_lra_sized():
     for task, s in SUITES["quick"].items():
         assert s.seq_len <= 256 and s.steps <= 50, task
+    assert set(SUITES["quick"]) == set(SUITES["full"]) and set(TASKS) == set(SUITES["full"])
     full = suite_settings("full", "listops")
-    assert full.seq_len == 2000 and full.pooling == "first"
-    with pytest.raises(ValueError, match="unknown task"):
+    assert full.seq_len == 2000 and full.pooling == "first" and not full.generator  # LRA's row as it was
+    with pytest.raises(ValueError, match="unknown task 'retrieval' in the full suite"):
         suite_settings("full", "retrieval")
+    with pytest.raises(ValueError, match="`pretrain_mask` must be in"):
+        full.replace(pretrain_mask=1.0)
+    with pytest.raises(ValueError, match="`task` must be one of"):
+        full.replace(task="mqar-d32")
 
 
 def test_pathfinder_and_image_tasks_load(tmp_path):
     s = SUITES["quick"]["pathfinder"].replace(n_train=8, n_val=2, n_test=2)
-    data = prepare_task("pathfinder", s, tmp_path, seed=0)
+    data = prepare_task(s, tmp_path, seed=0)
     assert data.train[0][0].shape == (256,) and data.num_classes == 2 and data.vocab_size == 257
     assert int(data.train[0][0].min()) >= 1  # pixel value + 1: 0 stays padding
     img = SUITES["quick"]["image"].replace(n_train=8, n_val=2, n_test=4)
     try:
-        mnist = prepare_task("image", img, tmp_path, seed=0)
+        mnist = prepare_task(img, tmp_path, seed=0)
     except FileNotFoundError:
         pytest.skip("MNIST is not in the data root here")
     assert mnist.train[0][0].shape == (196,) and len(mnist.test) == 4
@@ -86,6 +103,9 @@ def test_pathfinder_and_image_tasks_load(tmp_path):
 def test_results_file_errors_name_the_line(tmp_path):
     (tmp_path / "results.jsonl").write_text('{"task": "listops", "variant": "full"}\nnot json\n')
     with pytest.raises(ValueError, match="results.jsonl:2"):
+        read_results(tmp_path / "results.jsonl")
+    (tmp_path / "results.jsonl").write_text('{"variant": "full"}\n')
+    with pytest.raises(ValueError, match="results.jsonl:1: not a result row"):
         read_results(tmp_path / "results.jsonl")
 
 
@@ -105,11 +125,11 @@ def test_text_task_reads_imdb_bytes(tmp_path):
     root = _fake(tmp_path / "imdb", n=6)
     assert text_available(root) and not text_available(tmp_path / "nothing")
     s = SUITES["quick"]["text"].replace(n_train=8, n_val=2, n_test=4)
-    data = prepare_task("text", s, tmp_path, seed=0, imdb_dir=root)
+    data = prepare_task(s, tmp_path, seed=0, imdb_dir=root)
     assert len(data.train) == 8 and len(data.val) == 2 and len(data.test) == 4 and data.num_classes == 2
     assert data.train[0][0].tolist() == [b + 1 for b in "pos review 0 é".encode()]
     with pytest.raises(ValueError, match="IMDb has 12 training"):
-        prepare_task("text", s.replace(n_train=20), tmp_path, seed=0, imdb_dir=root)
+        prepare_task(s.replace(n_train=20), tmp_path, seed=0, imdb_dir=root)
 
 
 def test_baselines_count_the_labels_and_the_first_token():
@@ -117,12 +137,20 @@ def test_baselines_count_the_labels_and_the_first_token():
     train = [(t([1, 5]), 0), (t([1, 6]), 0), (t([2, 5]), 3), (t([2, 7]), 3), (t([2, 7]), 1), (t([3, 4]), 0)]
     test = [(t([1, 9]), 0), (t([2, 9]), 3), (t([2, 9]), 0), (t([4, 9]), 0), (t([3, 9]), 1)]
     # majority class 0: right on 3 of 5; first token 1 -> 0, 2 -> 3, 3 -> 0, unseen 4 -> majority 0: 3 of 5
-    assert baselines(train, test) == {"majority": 3 / 5, "first_token": 3 / 5}
+    assert baselines(train, test, 4) == {"majority": 3 / 5, "first_token": 3 / 5, "chance": 0.25}
     test[2] = (t([2, 9]), 3)
-    assert baselines(train, test) == {"majority": 2 / 5, "first_token": 4 / 5}
-    table = accuracy_table([{"task": "listops", "variant": "full", "test_accuracy": 0.5}],
-                           {"listops": {"majority": 0.2, "first_token": 0.375}})
-    assert "| (rule) majority class | - | 20.00 | 20.00 | - |" in table
-    assert "| (rule) class given the first token | - | 37.50 | 37.50 | - |" in table
+    assert baselines(train, test) == {"majority": 2 / 5, "first_token": 4 / 5, "chance": None}
+    table = accuracy_table([{"task": "listops", "variant": "full", "seed": 0, "test_accuracy": 0.5}],
+                           {"listops": {"0": {"majority": 0.2, "first_token": 0.375, "chance": 0.1},
+                                        "1": {"majority": 0.3, "first_token": 0.425, "chance": 0.1}}})
+    assert "| (rule) majority class | - | 25.00 | - |" in table  # the mean over the seeds' data
+    assert "| (rule) class given the first token | - | 40.00 | - |" in table
     with pytest.raises(ValueError, match="non-empty"):
         baselines([], test)
+
+
+def test_baselines_of_per_position_targets():
+    t = torch.tensor
+    train = [(t([5, 6, 7]), t([-100, 2, 2])), (t([5, 6, 7]), t([1, -100, 2]))]
+    test = [(t([5, 6, 7]), t([2, 1, -100])), (t([5, 6, 7]), t([-100, -100, 2]))]
+    assert baselines(train, test, 8) == {"majority": 2 / 3, "first_token": None, "chance": 1 / 8}
