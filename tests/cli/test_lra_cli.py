@@ -35,6 +35,25 @@ def test_generate_pathfinder(tmp_path):
                                                          "pathfinder_val.npz"]
 
 
+def test_generate_mqar_and_its_refusals(tmp_path, capsys):
+    from attnkit.data.mqar import IGNORE, read_mqar
+
+    assert main(["lra", "generate", "mqar", "--out", str(tmp_path), "--seq-len", "128", "--num-pairs", "8",
+                 "--vocab-size", "30", "--n-train", "5", "--n-val", "2", "--n-test", "3", "--seed", "1"]) == 0
+    assert "8 pairs in 128 tokens, 14 keys, 14 values" in capsys.readouterr().out
+    tokens, targets = read_mqar(tmp_path / "mqar_train.npz")
+    assert tokens.shape == (5, 128) and ((targets != IGNORE).sum(1) == 8).all()
+    for argv, message in ((["--seq-len", "128", "--num-pairs", "43"], "more than `seq_len`=128"),
+                          (["--num-pairs", "16", "--vocab-size", "20"], "`vocab_size` must be at least 34")):
+        assert main(["lra", "generate", "mqar", "--out", str(tmp_path / "x"), *argv]) == 1
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1
+    with pytest.raises(SystemExit):
+        main(["lra", "generate", "mqar", "--out", str(tmp_path / "x"), "--seq-len", "-5"])
+    assert "argument --seq-len: must be an integer in [3, 65536], got '-5'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
 def test_one_cell_one_command_then_report(tmp_path, monkeypatch, capsys, one_thread):
     tiny = TaskSettings("listops", 48, 48, 8, 16, steps=4, batch_size=8, warmup_steps=1, d_model=16, d_ff=32,
                         num_layers=1, pooling="first")
