@@ -113,14 +113,21 @@ def build(spec: tuple, threads: int):
 
 
 def _attnkit_model(path: Path, marian: bool, dtype: torch.dtype, fast: bool):
-    """A Marian folder's decoding model, or a run's model (FastSeq2Seq unless ``fast`` is False)."""
+    """A Marian folder's decoding model, or a run's model (its inference engine unless ``fast`` is False)."""
     from attnkit.load import load_pretrained
-    from attnkit.pretrained.fast_seq2seq import FastSeq2Seq
+
+    try:
+        from attnkit.inference import engine_for
+    except ImportError:  # a checkout from before the inference layer (--compare)
+        from attnkit.pretrained.fast_seq2seq import FastSeq2Seq
+
+        def engine_for(m):
+            return FastSeq2Seq(m) if FastSeq2Seq.supports(m) else m
 
     if marian:
         return load_pretrained(path, dtype=dtype).decoder if fast else load_pretrained(path).model.to(dtype)
     model = load_pretrained(path).model.to(dtype).eval()
-    return FastSeq2Seq(model) if fast else model
+    return engine_for(model) if fast else model
 
 
 def attnkit_engine(model, pad: int):
@@ -338,7 +345,7 @@ def main() -> None:
                    help="also time attnkit from these checkouts (A/B of a change; each in its own process)")
     p.add_argument("--engines", nargs="*", default=None,
                    help="time only the engines whose names start with these (attnkit float32 always runs)")
-    p.add_argument("--reference", action="store_true", help="also time attnkit's plain modules (no FastSeq2Seq)")
+    p.add_argument("--reference", action="store_true", help="also time attnkit's plain modules (no inference engine)")
     p.add_argument("--out", type=Path, default=None, help="append the tables to this Markdown file")
     args = p.parse_args()
     if args.compare and args.one_process:

@@ -3,7 +3,7 @@
     flock /tmp/attnkit-heavy.lock .venv/bin/python bench/linear.py [--threads 2] [--rows 1 4 13 32]
         [--shapes 256x768 256x1024 1024x256 256x8000] [--repeats 15]
 
-``attnkit.pretrained.fast.PackedLinear.rows`` (x W^T + b for up to 32 rows: W blocked up to 4 rows, in
+``attnkit.inference.PackedLinear.rows`` (x W^T + b for up to 32 rows: W blocked up to 4 rows, in
 panels of 16 columns from 5; bfloat16 panels take AVX512-BF16's dot products of pairs) against oneDNN on
 the same pre-packed weights (``torch.ops.mkldnn._linear_pointwise``, what ``PackedLinear`` runs for more
 rows), for the shapes of the NAT benchmark's model (d 256, FFN 1,024, 8,000 words) by default. The
@@ -20,7 +20,7 @@ import torch
 from _timing import interleaved_medians, machine, table
 from torch import nn
 
-from attnkit.pretrained.fast import PackedLinear
+from attnkit.inference import PackedLinear
 
 
 def contenders(packed: PackedLinear, x: torch.Tensor) -> dict:

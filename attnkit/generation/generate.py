@@ -100,6 +100,11 @@ def generate(model, input_ids: Tensor, attention_mask: Tensor | None = None, *, 
         generator = torch.Generator(device=input_ids.device).manual_seed(seed)
     suppress = None if not suppress_tokens else torch.as_tensor(list(suppress_tokens), dtype=torch.long,
                                                                  device=input_ids.device)
+    missing = [m for m in ("encode", "decode_step", "reorder_cache") if not callable(getattr(model, m, None))]
+    if missing:  # e.g. a non-autoregressive model, which writes every position at once
+        raise ValueError(f"generate: a {type(model).__name__} has no {', '.join(missing)} (step-by-step decoding); "
+                         "a non-autoregressive model decodes with attnkit.generation.mask_predict (iterations=, "
+                         "length_candidates=), not generate (num_beams=, do_sample=)")
     memory = model.encode(input_ids, attention_mask)
     common = dict(max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, suppress=suppress,
                   use_cache=use_cache, output_attentions=output_attentions, length_penalty=length_penalty)

@@ -16,7 +16,7 @@
 The model is reached only through ``models.nat.is_nat``'s protocol: ``encode``, ``decode_parallel``,
 ``length_candidates`` / ``row_lengths`` and ``config`` (pad, END, mask ids, ``length``). A model may also
 give ``first_pass(input_ids, suppressed, use_cache=)``, steps 1 and 2 for one unpadded sentence and one
-length in one call (``pretrained.fast_nat.FastNAT``'s, for latency at batch 1), or None to leave them here.
+length in one call (``inference.NATEngine``'s, for latency at batch 1), or None to leave them here.
 """
 
 from __future__ import annotations

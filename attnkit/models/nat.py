@@ -25,8 +25,8 @@ then decodes in one pass (everything masked) or refines its output over several 
   ``output_logits(hidden) -> logits`` (decoding projects only the positions it needs);
 - ``forward(input_ids, attention_mask, decoder_input_ids, target_lengths) -> (logits, length_logits)``.
 
-``decode_step`` (step-by-step decoding) raises: ``attnkit.generation.generate`` is for
-autoregressive models.
+It shares ``EncoderDecoderModel`` (embeddings, stacks, output layer, ``encode``) with ``Seq2SeqModel``
+but has no step-by-step decoding: ``attnkit.generation.generate`` is for autoregressive models.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from torch import Tensor, nn
 from ..functional.masks import keep_positions, padding
 from ..functional.pooling import masked_mean
 from ..nn import LayerCache
-from .seq2seq import Seq2SeqConfig, Seq2SeqModel, memory_mask_from
+from .encoder_decoder import EncoderDecoderModel, Seq2SeqConfig, memory_mask_from
 
 __all__ = ["NATConfig", "NATModel", "random_mask", "length_classes", "row_lengths_for", "is_nat"]
 
@@ -127,8 +127,8 @@ def random_mask(lengths: Tensor, width: int, generator: torch.Generator | None =
     return (rank < n[:, None]) & keep_positions(lengths, width)
 
 
-class NATModel(Seq2SeqModel):
-    """``Seq2SeqModel``'s embeddings, encoder and decoder, decoded in parallel, plus a length classifier."""
+class NATModel(EncoderDecoderModel):
+    """``EncoderDecoderModel``'s embeddings, encoder and decoder, decoded in parallel, plus a length classifier."""
 
     config: NATConfig
 
@@ -193,11 +193,6 @@ class NATModel(Seq2SeqModel):
         y = self.target_embedding(tokens) * self.embed_scale  # (B, T, d)
         return self.decoder(y, memory, self_mask=self_mask, memory_mask=memory_mask_from(memory_mask, memory.shape[1]),
                             is_causal=False, cache=cache, use_cache=use_cache, need_weights=output_attentions)
-
-    def decode_step(self, *args, **kwargs):
-        raise ValueError("NATModel: a non-autoregressive model writes all positions at once and has no "
-                         "step-by-step decoding; decode it with attnkit.generation.mask_predict (iterations=, "
-                         "length_candidates=), not generate (num_beams=, do_sample=)")
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None, decoder_input_ids: Tensor,
                 target_lengths: Tensor | None = None, positions: Tensor | None = None) -> tuple[Tensor, Tensor | None]:

@@ -30,8 +30,8 @@ from torch import Tensor
 from ..functional import select_backend
 from ..functional.masks import keep_positions, segments
 from ..functional.pooling import masked_max, masked_sum
+from ..inference import BertEngine, engine_for
 from ..models.bert import BertModel
-from .fast import FusedEncoderLayer, fuse_encoder_layers
 from .folder import ModelFolder, Pooling
 
 __all__ = ["SentenceEncoder", "Attended"]
@@ -108,7 +108,7 @@ class SentenceEncoder:
         self.max_seq_length = folder.max_seq_length
         self.pad_id = model.config.pad_token_id
         self.dtype = next(model.parameters()).dtype
-        self._by_dtype: dict[torch.dtype, BertModel] = {}
+        self._by_dtype: dict[torch.dtype, BertModel | BertEngine] = {}
 
     def __repr__(self) -> str:
         c = self.model.config
@@ -125,15 +125,16 @@ class SentenceEncoder:
     def config(self):
         return self.model.config
 
-    def model_for(self, dtype: torch.dtype | None = None) -> BertModel:
-        """The inference copy of the model in ``dtype`` (made once and kept): converted, and with
-        oneDNN pre-packed linear layers when ``fast`` (see ``attnkit.pretrained.fast``)."""
+    def model_for(self, dtype: torch.dtype | None = None) -> BertModel | BertEngine:
+        """What ``encode`` runs in ``dtype`` (made once and kept): the inference engine when ``fast``
+        (``attnkit.inference.engine_for``, which falls back to the model where no engine runs it), else a copy of
+        the model in that dtype."""
         dtype = self.dtype if dtype is None else dtype
         if dtype not in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
             raise ValueError(f"encode: `dtype` must be a floating torch dtype, got {dtype!r}")
         if dtype not in self._by_dtype:
-            model = copy.deepcopy(self.model).to(dtype).eval()
-            self._by_dtype[dtype] = fuse_encoder_layers(model) if self.fast and dtype != torch.float64 else model
+            self._by_dtype[dtype] = (engine_for(self.model, dtype=dtype) if self.fast
+                                     else copy.deepcopy(self.model).to(dtype).eval())
         return self._by_dtype[dtype]
 
     def tokenize(self, texts: Sequence[str], *, warn: bool = True, ids_only: bool = False) -> list:
@@ -182,12 +183,14 @@ class SentenceEncoder:
         and the automatic choice would give a packed batch of texts up to ``max_seq_length`` the native
         ``short`` kernel (it runs that dtype and head size here, and such lengths are in its row)."""
         model = self.model_for(dtype)
-        heads = model.config.num_attention_heads
-        q = torch.empty(1, heads, self.max_seq_length, model.config.hidden_size // heads,
-                        dtype=next(model.parameters()).dtype)  # one packed row's q (1, H, L, dh), shape only
+        if not isinstance(model, BertEngine):
+            return False
+        heads = self.config.num_attention_heads
+        q = torch.empty(1, heads, self.max_seq_length, self.config.hidden_size // heads,
+                        dtype=model.dtype)  # one packed row's q (1, H, L, dh), shape only
         with torch.inference_mode():
             backend = select_backend(q, q, q, segments([self.max_seq_length]))
-        return any(isinstance(m, FusedEncoderLayer) for m in model.modules()) and backend == "short"
+        return backend == "short"
 
     def _hidden(self, model: BertModel, encodings: list, packed: bool) -> tuple[Tensor, Tensor]:
         """Last hidden states (B, L, d), right-padded, and lengths (B,) for one batch."""

@@ -204,16 +204,6 @@ class NATTranslator(Translator):
         """``attnkit.generation.mask_predict`` on this model (its inference copy, ``decoder``)."""
         return mask_predict(self.decoder, input_ids, attention_mask, **self.options(kwargs))
 
-    @property
-    def decoder(self):
-        """What ``mask_predict`` runs: ``pretrained.fast_nat.FastNAT`` (made on first use, same outputs to float
-        rounding) where it supports the model, else the model itself."""
-        if self._decoder is None:
-            from ..pretrained.fast_nat import FastNAT
-
-            self._decoder = FastNAT(self.model) if FastNAT.supports(self.model) else self.model
-        return self._decoder
-
     def describe(self, kwargs: dict) -> str:
         kw = self.options(kwargs)
         how = "one pass" if kw["iterations"] == 1 else f"mask-predict {kw['iterations']} iterations"

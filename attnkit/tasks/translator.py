@@ -22,6 +22,7 @@ from torch import Tensor
 from ..data.bpe import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Subwords
 from ..generation import GenerateOutput, generate
 from ..generation.texts import Alignment, TextTranslator, TranslationWarning, pad_batch
+from ..inference import engine_for
 
 __all__ = ["Translator", "Alignment", "TranslationWarning", "bleu_report"]
 
@@ -75,12 +76,11 @@ class Translator(TextTranslator):
 
     @property
     def decoder(self):
-        """What ``generate`` runs: an inference copy of the model (``pretrained.fast_seq2seq.FastSeq2Seq``, made on
-        first use, same outputs to float rounding) where it supports the model, else the model itself."""
+        """What ``generate`` (or ``mask_predict``) runs: the model's inference engine
+        (``attnkit.inference.engine_for``, made on first use, same outputs to float rounding), or the model itself
+        where no engine runs it."""
         if self._decoder is None:
-            from ..pretrained.fast_seq2seq import FastSeq2Seq
-
-            self._decoder = FastSeq2Seq(self.model) if FastSeq2Seq.supports(self.model) else self.model
+            self._decoder = engine_for(self.model)
         return self._decoder
 
     def describe(self, kwargs: dict) -> str:

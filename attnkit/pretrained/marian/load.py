@@ -170,7 +170,7 @@ def load_marian(path: str | Path, *, dtype: torch.dtype = torch.float32, fast: b
     """A Marian folder -> ``MarianTranslator`` (``translate(texts, **generate_kwargs)``); see the module doc.
 
     ``dtype``: the weights' dtype (``torch.bfloat16`` halves the bytes read per token). ``fast``:
-    decode with the inference copy of the model (``attnkit.pretrained.fast_seq2seq``), same outputs.
+    decode with the model's inference engine (``attnkit.inference.engine_for``), same outputs.
     """
     folder, hf = read_config(path)
     early = marian_config(hf, source=str(folder / "config.json"), share_embeddings=False, tie_output=False)

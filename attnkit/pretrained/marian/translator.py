@@ -21,6 +21,7 @@ from torch import Tensor
 
 from ...generation import GenerateOutput, generate
 from ...generation.texts import TextTranslator, TranslationWarning, pad_batch
+from ...inference import engine_for
 from ..folder import read_json
 from .tokenizer import MarianTokenizer
 
@@ -82,12 +83,7 @@ class MarianTranslator(TextTranslator):
         self.config = model.config
         self.defaults = dict(defaults or {})
         self.batch_size = batch_size
-        self.decoder = model
-        if fast:
-            from ..fast_seq2seq import FastSeq2Seq
-
-            if FastSeq2Seq.supports(model):
-                self.decoder = FastSeq2Seq(model)
+        self.decoder = engine_for(model) if fast else model  # the inference engine (or the model, saying why)
 
     def source_ids(self, text: str, where: str = "input") -> list[int]:
         ids = self.tokenizer.encode(text)

@@ -1,4 +1,4 @@
-"""The native entry points check every argument themselves: a direct call with bad tensors is a RuntimeError,
+"""The kernels' native entry points check every argument themselves: a direct call with bad tensors is a RuntimeError,
 never a crash. Run in a subprocess, since a crash would take the test runner with it."""
 
 from __future__ import annotations
@@ -31,120 +31,10 @@ SCRIPT = textwrap.dedent('''
     x, w = torch.randn(6, 32), torch.randn(32)
     W = torch.randn(32, 32)
 
-    def blk(n, kk):  # a weight (n, kk) in small_linear's blocked layout
-        return torch.randn(n, kk).view(n // 4, 4, kk // 16, 16).permute(0, 2, 1, 3).contiguous()
-
-    DW = [blk(96, 32), torch.randn(96), blk(32, 32), torch.randn(32), blk(32, 32), torch.randn(32),
-          blk(32, 32), torch.randn(32), blk(64, 32), torch.randn(64), blk(32, 64), torch.randn(32)]
-    DW += [torch.ones(32), torch.zeros(32)] * 3
-    KB, CK, XS = torch.zeros(8, 2, 2, 16), torch.randn(2, 2, 5, 16), torch.randn(2, 32)
-
-    def dls(x=XS, w=DW, keys=KB, values=None, t=0, ck=CK, cv=None, lens=E, group=1, pre=False, act=2):
-        values = keys.clone() if values is None else values
-        return K.decoder_layer_step(x, w, keys.clone(), values, t, ck, ck if cv is None else cv, lens, group, pre,
-                                    act, 1e-5, 0.25)
-
-    def swap(i, t, *more, base=DW):  # DW (or base) with w[i] = t (and w[i + 1] = more[0], ...)
-        w = list(base)
-        w[i:i + 1 + len(more)] = [t, *more]
-        return w
-
     def pan(n, kk):  # a weight (n, kk) in small_linear's panels (n / 16, kk, 16)
         return torch.randn(n, kk).view(n // 16, 16, kk).transpose(1, 2).contiguous()
 
-    # an encoder layer (12 tensors: qkv, out, ff1, ff2, two norms) in panels, d 32, 2 heads
-    EW = [pan(96, 32), torch.randn(96), pan(32, 32), torch.randn(32), pan(64, 32), torch.randn(64),
-          pan(32, 64), torch.randn(32)] + [torch.ones(32), torch.zeros(32)] * 2
-    XL = torch.randn(2, 5, 32)
-
-    def lf(x=XL, w=EW, heads=2, lens=E, ck=None, cv=None, clens=E, pre=False, act=1):
-        return K.layer_forward(x, w, heads, lens, ck, cv, clens, pre, act, 1e-5, 0.25)
-
     bad = {
-        # decoder_layer_step(x, w, keys, values, t, cross_keys, cross_values, cross_lengths, group, ...)
-        "dls w 17": lambda: dls(w=DW[:17]),
-        "dls t capacity": lambda: dls(t=8),
-        "dls t < 0": lambda: dls(t=-1),
-        "dls group 3": lambda: dls(group=3),
-        "dls keys batch": lambda: dls(keys=torch.zeros(8, 3, 2, 16)),
-        "dls keys strided": lambda: dls(keys=torch.zeros(8, 2, 16, 2).transpose(2, 3)),
-        "dls values shape": lambda: dls(values=torch.zeros(4, 2, 2, 16)),
-        "dls cross batch": lambda: dls(ck=torch.randn(1, 2, 5, 16)),
-        "dls cross values": lambda: dls(cv=torch.randn(2, 2, 4, 16)),
-        "dls unblocked": lambda: dls(w=swap(0, torch.randn(96, 32))),
-        "dls qkv outputs": lambda: dls(w=swap(0, blk(64, 32), torch.randn(64))),
-        "dls keys meta": lambda: dls(keys=torch.zeros(8, 2, 2, 16, device="meta")),
-        "dls ff2 inputs": lambda: dls(w=swap(10, blk(32, 32))),
-        "dls bias 0-d": lambda: dls(w=swap(1, torch.tensor(1.0))),
-        "dls bias float64": lambda: dls(w=swap(3, torch.randn(32).double())),
-        "dls norm size": lambda: dls(w=swap(12, torch.ones(16))),
-        "dls norm size pre-LN": lambda: dls(w=swap(16, torch.ones(16)), pre=True),
-        "dls x meta": lambda: dls(x=XS.to("meta")),
-        "dls x float64": lambda: dls(x=XS.double()),
-        "dls x 3-D": lambda: dls(x=XS[None]),
-        "dls lengths size": lambda: dls(lens=torch.tensor([1, 2, 3])),
-        "dls act": lambda: dls(act=9),
-        "dls keys float64": lambda: dls(keys=KB.double()),
-        "dls keys meta": lambda: dls(keys=KB.to("meta")),
-        "dls weight float64": lambda: dls(w=swap(0, blk(96, 32).double())),
-        "dls weight meta": lambda: dls(w=swap(4, blk(32, 32).to("meta"))),
-        "dls cross float64": lambda: dls(ck=CK.double()),
-        "dls cross strided": lambda: dls(ck=torch.randn(2, 2, 16, 5).transpose(2, 3)),
-        "dls cross values S": lambda: dls(cv=torch.randn(2, 2, 4, 16)),
-        "dls head size 8": lambda: dls(keys=torch.zeros(8, 2, 4, 8)),
-        "dls ff1 outputs 20": lambda: dls(w=swap(8, blk(20, 32), torch.randn(20))),
-        "dls cross lengths size": lambda: dls(lens=torch.tensor([1, 2, 3])),
-        # layer_forward(x, w, num_heads, lengths, cross_keys, cross_values, cross_lengths, norm_first, act, ...)
-        "lf w 13": lambda: lf(w=EW + [torch.ones(32)]),
-        "lf x 2-D": lambda: lf(x=XL[0]),
-        "lf x strided": lambda: lf(x=XL.transpose(0, 1).contiguous().transpose(0, 1)),
-        "lf x meta": lambda: lf(x=XL.to("meta")),
-        "lf x float64": lambda: lf(x=XL.double()),
-        "lf heads 3": lambda: lf(heads=3),
-        "lf heads 0": lambda: lf(heads=0),
-        "lf unpacked": lambda: lf(w=swap(0, torch.randn(96, 32), base=EW)),
-        "lf qkv outputs": lambda: lf(w=swap(0, pan(64, 32), torch.randn(64), base=EW)),
-        "lf out outputs": lambda: lf(w=swap(2, pan(48, 32), torch.randn(48), base=EW)),
-        "lf ff2 inputs": lambda: lf(w=swap(6, pan(32, 32), base=EW)),
-        "lf bias size": lambda: lf(w=swap(3, torch.randn(16), base=EW)),
-        "lf bias float64": lambda: lf(w=swap(5, torch.randn(64).double(), base=EW)),
-        "lf norm size": lambda: lf(w=swap(8, torch.ones(16), base=EW)),
-        "lf lengths size": lambda: lf(lens=torch.tensor([1, 2, 3])),
-        "lf lengths int32": lambda: lf(lens=torch.tensor([1, 2], dtype=torch.int32)),
-        "lf act": lambda: lf(act=9),
-        "lf cross keys with 12": lambda: lf(ck=CK, cv=CK),
-        "lf no cross keys with 18": lambda: lf(w=DW),
-        "lf cross batch": lambda: lf(w=DW, ck=torch.randn(1, 2, 5, 16), cv=torch.randn(1, 2, 5, 16)),
-        "lf cross values": lambda: lf(w=DW, ck=CK, cv=torch.randn(2, 2, 4, 16)),
-        "lf cross lengths": lambda: lf(w=DW, ck=CK, cv=CK, clens=torch.tensor([9])),
-        "lf cross float64": lambda: lf(w=DW, ck=CK.double(), cv=CK.double()),
-        "lf cross strided": lambda: lf(w=DW, ck=torch.randn(2, 2, 16, 5).transpose(2, 3), cv=CK),
-        "lf cross meta": lambda: lf(w=DW, ck=CK.to("meta"), cv=CK),
-        "lf head size 8": lambda: lf(heads=4),
-        "lf weight float64": lambda: lf(w=swap(0, pan(96, 32).double(), base=EW)),
-        "lf weight meta": lambda: lf(w=swap(4, pan(64, 32).to("meta"), base=EW)),
-        "lf norm float64": lambda: lf(w=swap(8, torch.ones(32).double(), base=EW)),
-        "lf norm 2-D": lambda: lf(w=swap(10, torch.ones(1, 32), base=EW)),
-        # layers_forward(x, ws, num_heads, lengths, cross_keys, cross_values, cross_lengths, norm_first, act, ...)
-        "lsf no layers": lambda: K.layers_forward(XL, [], 2, E, [], [], E, False, 1, 1e-5, 0.25),
-        "lsf layer 1 qkv outputs": lambda: K.layers_forward(XL, [EW, swap(0, pan(64, 32), torch.randn(64), base=EW)],
-                                                           2, E, [], [], E, False, 1, 1e-5, 0.25),
-        "lsf layer 1 w 13": lambda: K.layers_forward(XL, [EW, EW + [torch.ones(32)]], 2, E, [], [], E, False, 1,
-                                                    1e-5, 0.25),
-        "lsf kinds mixed": lambda: K.layers_forward(XL, [EW, DW], 2, E, [], [], E, False, 1, 1e-5, 0.25),
-        "lsf cross keys with 12": lambda: K.layers_forward(XL, [EW], 2, E, [CK], [CK], E, False, 1, 1e-5, 0.25),
-        "lsf one cross for two": lambda: K.layers_forward(XL, [DW, DW], 2, E, [CK], [CK], E, False, 1, 1e-5, 0.25),
-        "lsf cross values missing": lambda: K.layers_forward(XL, [DW], 2, E, [CK], [], E, False, 1, 1e-5, 0.25),
-        "lsf cross batch": lambda: K.layers_forward(XL, [DW, DW], 2, E, [CK, torch.randn(1, 2, 5, 16)], [CK, CK], E,
-                                                    False, 1, 1e-5, 0.25),
-        "lsf cross S differs": lambda: K.layers_forward(XL, [DW, DW], 2, E, [CK, CK], [CK, torch.randn(2, 2, 4, 16)],
-                                                        E, False, 1, 1e-5, 0.25),
-        "lsf cross meta": lambda: K.layers_forward(XL, [DW], 2, E, [CK.to("meta")], [CK], E, False, 1, 1e-5, 0.25),
-        "lsf x float64": lambda: K.layers_forward(XL.double(), [EW], 2, E, [], [], E, False, 1, 1e-5, 0.25),
-        "lsf heads 3": lambda: K.layers_forward(XL, [EW], 3, E, [], [], E, False, 1, 1e-5, 0.25),
-        "lsf act": lambda: K.layers_forward(XL, [EW], 2, E, [], [], E, False, 9, 1e-5, 0.25),
-        "lsf lengths size": lambda: K.layers_forward(XL, [EW], 2, torch.tensor([1, 2, 3]), [], [], E, False, 1, 1e-5,
-                                                     0.25),
         # window_forward(q, k, v, lengths, left, right, scale)
         "wf meta k": lambda: K.window_forward(q, meta, v, E, 2, 2, 0.25),
         "wf all meta": lambda: K.window_forward(*qkv(device="meta"), E, 2, 2, 0.25),
@@ -237,7 +127,6 @@ SCRIPT = textwrap.dedent('''
                                                                          None, 0),
         "sl bfloat16 pairs K": lambda: K.small_linear(x.bfloat16(), torch.zeros(2, 8, 16, 2, dtype=bf16), None, None,
                                                       0),
-        "lf bfloat16 panels in float32's layout": lambda: lf(XL.bfloat16(), [t.bfloat16() for t in EW], heads=1),
     }
     if not K.cpu_has_bf16():
         bad["sf bfloat16 without AVX512-BF16"] = lambda: K.short_forward(*qkv(d=32, dtype=bf16), E, E, 0.25)
@@ -258,22 +147,12 @@ SCRIPT = textwrap.dedent('''
     K.small_linear(x[:0], W, w, x[:0], 2)
     K.small_linear(x, W.view(8, 4, 2, 16).permute(0, 2, 1, 3).contiguous(), w, None, 2)
     K.small_linear(x, W, w, x, 0, w, w, 1e-5)
-    assert dls().shape == (2, 32) and dls(pre=True, t=3).shape == (2, 32)
-    assert dls(group=2, ck=CK[:1], lens=torch.tensor([3])).shape == (2, 32)
-    assert dls(x=XS[:0], keys=KB[:, :0], ck=CK[:0]).shape == (0, 32)
     K.small_linear(x, pan(32, 32), w, x, 0, w, w, 1e-5)
     assert K.best_tokens(torch.randn(0, 40), E)[1].shape == (0,)
     assert K.best_tokens(torch.randn(2, 0), E)[1].tolist() == [-1, -1]  # V = 0: undecided, the reference's
     y = K.small_linear(x, pan(32, 32), None, None, 0, None, None, 1e-5, w, torch.zeros(32))  # LN(x) W^T
     assert torch.isfinite(y).all() and y.shape == (6, 32)
     K.small_linear(x[:0], pan(32, 32), w, None, 1)
-    assert lf().shape == (2, 5, 32) and lf(pre=True, lens=torch.tensor([5, 2])).shape == (2, 5, 32)
-    assert lf(w=DW, ck=CK, cv=CK, clens=torch.tensor([5, 3])).shape == (2, 5, 32)  # blocked weights too
-    assert lf(x=XL[:0], w=DW, ck=CK[:0], cv=CK[:0]).shape == (0, 5, 32)
-    assert lf(x=XL[:, :0]).shape == (2, 0, 32)
-    assert K.layers_forward(XL, [EW, EW, EW], 2, E, [], [], E, True, 1, 1e-5, 0.25).shape == (2, 5, 32)
-    assert K.layers_forward(XL, [DW, DW], 2, E, [CK, CK], [CK, CK], E, False, 1, 1e-5, 0.25).shape == (2, 5, 32)
-    assert K.layers_forward(XL[:, :0], [EW, EW], 2, E, [], [], E, False, 1, 1e-5, 0.25).shape == (2, 0, 32)
     print("all", len(bad), "rejected")
 ''')
 

@@ -1,4 +1,4 @@
-// Residual addition then LayerNorm, for inference (the checked entry point is in norm.cpp):
+// Residual addition then LayerNorm, for inference (the checked entry point is in norm_ops.h):
 //
 //   y = x[i] + r[i];  out[i] = (y - mean(y)) / sqrt(var(y) + eps) * weight + bias   (biased variance)
 //

@@ -2,7 +2,8 @@
 // a Python RuntimeError), so a direct call with bad tensors fails cleanly instead of crashing.
 //   window_forward / window_backward: exact attention over a key window (window_attention.h)
 //   short_forward: full attention over short sequences, padding or packed segments (short_attention.h)
-// Included once, by module.cpp (one translation unit: torch's headers are parsed once per build).
+// Included once by each extension's one translation unit (module.cpp; the inference layer's compositions.cpp):
+// torch's headers are parsed once per build.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -1,6 +1,7 @@
 // The best allowed token of each row of logits and its log-probability, in one pass over the row plus
 // one of exps: what log_softmax, index_fill(suppressed, -inf) and max compute in three (a NAT pass asks
-// it of every position: 15 rows x 8,000 words). Included once, by module.cpp.
+// it of every position: 15 rows x 8,000 words). Included once by module.cpp (and by
+// the inference layer's compositions.cpp).
 //
 //   logp[i] = x[i, t] - log(sum_j exp(x[i, j])),  t = the first j outside `suppressed` with the largest x[i, j]
 //

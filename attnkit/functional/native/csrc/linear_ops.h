@@ -1,4 +1,5 @@
-// act(x W^T + b) + r for a few rows: the checked entry point of small_linear.h. Included once, by module.cpp.
+// act(x W^T + b) + r for a few rows: the checked entry point of small_linear.h. Included once by module.cpp
+// (and by the inference layer's compositions.cpp).
 #pragma once
 
 #include <ATen/ATen.h>

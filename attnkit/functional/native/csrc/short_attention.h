@@ -1,5 +1,5 @@
 // Full attention for short sequences, one (sequence, head) at a time, on AVX-512 CPUs. The checked entry
-// point is in attention.cpp; the Python backend is ``backends/short.py``.
+// point is in attention_ops.h; the Python backend is ``backends/short.py``.
 //
 // out[i] = sum_j softmax_j(scale * q[i] . k[j]) v[j] over the keys j < nk (padding: nk = length).
 // For one (sequence, head):

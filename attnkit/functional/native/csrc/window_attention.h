@@ -1,6 +1,6 @@
 // Exact attention over a key window per query, forward and backward, on AVX-512 CPUs (float32 inside;
 // float32 or bfloat16 storage for the forward, float32 for the backward). The checked entry points
-// are in attention.cpp; the Python backends "tiled" and "local" call them.
+// are in attention_ops.h; the Python backends "tiled" and "local" call them.
 //
 // out[b, h, i] = sum_j softmax_j(scale * q[b, h, i] . k[b, h, j]) v[b, h, j] over the keys
 // j in [c - left, c + right] with c = i + (Lk - Lq), clipped to [0, min(Lk, lengths[b])).

@@ -1,7 +1,7 @@
 // One Transformer layer over every position of a few short rows, in one call: an encoder layer, or a
-// non-autoregressive decoder layer (the same with cross-attention). The sequences that
-// FusedEncoderLayer.forward (attnkit/pretrained/fast.py) and FastNAT.decode_parallel (fast_nat.py) run
-// from Python, their reference. Included once, by module.cpp, after linear_ops.h and attention_ops.h.
+// non-autoregressive decoder layer (the same with cross-attention). The packed layer program of
+// attnkit/inference/layer.py (PackedLayer) is its reference: the encoder engine and the NAT engine run it from
+// Python where this does not apply. Included once, by compositions.cpp, after layer_weights.h.
 //
 //   post-LN (norm_first false)                     pre-LN (norm_first true)
 //   q, k, v = x W_qkv + b                          q, k, v = LN1(x) W_qkv + b
@@ -10,18 +10,16 @@
 //   x = LNf(x + act(x W_1 + b) W_2 + b)            x = x + act(LNf(x) W_1 + b) W_2 + b
 //
 // The kernels are small_linear's (panel_sums or the blocked dot products, then the epilogue) and
-// short_forward's (attend), the same arithmetic in the same order. At a sentence (up to 32 rows) each
-// product takes a few microseconds, and calling them one by one (a thread team per kernel, an allocation
-// per result) cost a quarter of the layer: here the whole layer is one OpenMP region. Each step splits its
-// work over the threads (a linear layer's outputs in panels, attention's (row, head) jobs, LayerNorm's
+// short_forward's (attend), the same arithmetic in the same order. Calling them one by one costs a thread
+// team per kernel and an allocation per result; here the whole layer is one OpenMP region. Each step splits
+// its work over the threads (a linear layer's outputs in panels, attention's (row, head) jobs, LayerNorm's
 // and the widening's rows) and a barrier separates the steps; every buffer is allocated before the region.
 //
 // Self-attention is unmasked apart from padding: position i of row b sees the first lengths[b] positions
-// (lengths empty: all T). The bracketed cross-attention runs when w holds 18 tensors.
-// x (B, T, d); w: W, b of qkv, self_out, [cross_q, cross_out,] ff1, ff2, W in one of small_linear's
-// packed layouts (blocked, or panels: the faster from 5 rows on; out_features multiples of 16, no padding
-// rows), then weight, bias of each norm (LN1, [LN2,] LNf);
-// cross_keys, cross_values (B, H, S, dh), the last dim contiguous; cross_lengths: short_forward's key lengths.
+// (lengths empty: all T). The bracketed cross-attention runs for a decoder layer (LayerWeights.cross).
+// x (B, T, d); the layer's weights a LayerWeights (layer_weights.h), W in either packed layout (blocked, or
+// panels: the faster from 5 rows on); cross_keys, cross_values (B, H, S, dh), the last dim contiguous;
+// cross_lengths: short_forward's key lengths.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -30,9 +28,12 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include "layer_weights.h"
 
 namespace attnkit_ops {
 
@@ -218,20 +219,6 @@ struct Layer {
   }
 };
 
-inline void check_param(const at::Tensor& p, at::ScalarType dt, int64_t size, const char* who, int i) {
-  TORCH_CHECK(p.device().is_cpu() && p.scalar_type() == dt && p.dim() == 1 && p.size(0) == size &&
-                  p.is_contiguous(), who, ": tensor ", i, " of `w` must be (", size, ",), contiguous, x's dtype, "
-              "on the CPU");
-}
-
-inline void check_memory(const at::Tensor& m, int64_t b, int64_t h, int64_t dh, at::ScalarType dt, const char* who,
-                         const char* name) {
-  TORCH_CHECK(m.device().is_cpu() && m.scalar_type() == dt && m.dim() == 4 && m.size(0) == b && m.size(1) == h &&
-                  m.size(3) == dh && m.stride(3) == 1, who, ": `", name, "` must be (B, H, S, dh) = (", b, ", ", h,
-              ", S, ", dh, "), x's dtype, on the CPU, the last dim contiguous; got ", m.sizes());
-  check_sizes(m, who, name);
-}
-
 // Everything after the entry points' checks: the buffers (allocated before the region: nothing in it
 // allocates or throws), then the region. x: b rows of t positions, (b * t, d) in memory -> (b * t, d).
 // ws: the layers, run one after the other in the same region (a barrier between two), layer i's cross
@@ -318,102 +305,45 @@ inline at::Tensor run(const at::Tensor& x, const std::vector<at::Tensor>& w, int
 
 }  // namespace layer_detail
 
-namespace layer_detail {
-
-// layer_forward's checks of one layer's w against x (B, T, d), dtype dt, h heads; `which` names the layer in
-// a stack (-1: alone). Returns whether the layer has cross-attention (18 tensors).
-inline bool check_layer(const std::vector<at::Tensor>& w, at::ScalarType dt, int64_t d, const char* who,
-                        int64_t which) {
-  const std::string at_layer = which < 0 ? std::string() : " (layer " + std::to_string(which) + ")";
-  TORCH_CHECK(w.size() == 12 || w.size() == 18, who, at_layer, ": `w` must hold 12 tensors (an encoder layer) or 18 "
-              "(with cross-attention): W, b of each linear layer, then weight, bias of each norm; got ", w.size());
-  for (const auto& p : w) TORCH_CHECK(p.defined(), who, at_layer, ": every tensor of `w` must be defined");
-  const bool cross = w.size() == 18;
-  const int lin = cross ? 6 : 4, ff1 = 2 * (lin - 2), ff2 = ff1 + 2, norms = 2 * lin;
-  for (int i = 0; i < norms; i += 2) {
-    TORCH_CHECK(packed_outputs(w[i]) > 0 && w[i].device().is_cpu() && w[i].scalar_type() == dt &&
-                    w[i].is_contiguous(), who, at_layer, ": weight ", i / 2, " must be blocked (N / 4, K / 16, 4, 16) "
-                "or in panels (float32 (N / 16, K, 16), bfloat16 (N / 16, K / 2, 16, 2)), contiguous, x's dtype, on "
-                "the CPU");
-    check_param(w[i + 1], dt, packed_outputs(w[i]), who, i + 1);
-    TORCH_CHECK(packed_outputs(w[i]) % 16 == 0, who, at_layer, ": weight ", i / 2,
-                " must have a multiple of 16 outputs");
-  }
-  TORCH_CHECK(packed_outputs(w[0]) == 3 * d, who, at_layer, ": the qkv weight must have 3d = ", 3 * d, " outputs");
-  const int64_t dff = packed_outputs(w[ff1]);
-  for (int i = 0; i < norms; i += 2) {
-    TORCH_CHECK(i == 0 || i == ff1 || packed_outputs(w[i]) == d, who, at_layer, ": weight ", i / 2,
-                " must have d = ", d, " outputs");
-    TORCH_CHECK(packed_inputs(w[i]) == (i == ff2 ? dff : d), who, at_layer, ": weight ", i / 2, " must have ",
-                i == ff2 ? "ff1's outputs" : "d", " inputs");
-  }
-  for (int i = norms; i < static_cast<int>(w.size()); ++i) check_param(w[i], dt, d, who, i);
-  return cross;
-}
-
-// The checks every entry makes of x (B, T, d) and the head count; returns dt.
-inline at::ScalarType check_rows(const at::Tensor& x, int64_t num_heads, int64_t act, const char* who) {
-  TORCH_CHECK(x.defined() && x.device().is_cpu() && x.dim() == 3 && x.is_contiguous(), who,
-              ": `x` must be (B, T, d), contiguous, on the CPU");
-  const auto dt = x.scalar_type();
-  TORCH_CHECK(dt == at::kFloat || (dt == at::kBFloat16 && attnkit_simd::cpu_has_bf16()), who,
-              ": `x` must be float32, or bfloat16 on a CPU with AVX512-BF16");
-  check_sizes(x, who, "x");
-  const int64_t d = x.size(2);
-  TORCH_CHECK(num_heads >= 1 && d % num_heads == 0, who, ": num_heads=", num_heads, " must divide d=", d);
-  TORCH_CHECK((d / num_heads) % (dt == at::kFloat ? 16 : 32) == 0, who, ": the head size d / num_heads = ",
-              d / num_heads, " must be a multiple of 16 (bfloat16: 32)");
-  TORCH_CHECK(act >= 0 && act <= 4, who, ": act must be 0 (none), 1 (ReLU), 2 (SiLU), 3 (GELU) or 4 (GELU tanh)");
-  return dt;
-}
-
-}  // namespace layer_detail
-
-inline at::Tensor layer_forward(const at::Tensor& x, const std::vector<at::Tensor>& w, int64_t num_heads,
-                                const at::Tensor& lengths, const c10::optional<at::Tensor>& cross_keys,
-                                const c10::optional<at::Tensor>& cross_values, const at::Tensor& cross_lengths,
-                                bool norm_first, int64_t act, double eps, double scale) {
+inline at::Tensor layer_forward(const at::Tensor& x, const LayerWeights& layer, const at::Tensor& lengths,
+                                const std::optional<at::Tensor>& cross_keys,
+                                const std::optional<at::Tensor>& cross_values, const at::Tensor& cross_lengths) {
   const char* who = "layer_forward";
-  const auto dt = layer_detail::check_rows(x, num_heads, act, who);
-  const int64_t b = x.size(0), t = x.size(1), d = x.size(2), h = num_heads, dh = d / h;
-  const bool cross = layer_detail::check_layer(w, dt, d, who, -1);
+  layer.check_rows(x, 3, who);
+  const int64_t b = x.size(0), t = x.size(1), d = x.size(2), h = layer.num_heads, dh = d / h;
+  const bool cross = layer.cross;
   const bool has_ck = cross_keys.has_value() && cross_keys->defined();
   const bool has_cv = cross_values.has_value() && cross_values->defined();
   TORCH_CHECK(has_ck == cross && has_cv == cross, who,
-              ": give cross_keys and cross_values with 18 tensors (cross-attention) and neither with 12");
+              ": give cross_keys and cross_values with a decoder layer (cross-attention) and neither with an encoder "
+              "layer");
   const int64_t* len = lengths_ptr(lengths, b, who);
   const int64_t* cross_len = nullptr;
   if (cross) {
-    layer_detail::check_memory(*cross_keys, b, h, dh, dt, who, "cross_keys");
-    layer_detail::check_memory(*cross_values, b, h, dh, dt, who, "cross_values");
+    layer_detail::check_memory(*cross_keys, b, h, dh, layer.dtype, who, "cross_keys");
+    layer_detail::check_memory(*cross_values, b, h, dh, layer.dtype, who, "cross_values");
     TORCH_CHECK(cross_values->size(2) == cross_keys->size(2), who,
                 ": cross_keys and cross_values must have the same S");
     cross_len = lengths_ptr(cross_lengths, b, who);
   }
-  return layer_detail::run(x, w, b, t, h, cross, norm_first, act, eps, scale, len,
+  return layer_detail::run(x, layer.w, b, t, h, cross, layer.norm_first, layer.act, layer.eps, layer.scale, len,
                            cross ? &*cross_keys : nullptr, cross ? &*cross_values : nullptr, cross_len, 1, nullptr,
                            nullptr, 0)
       .view({b, t, d});
 }
 
-// layer_forward of every layer of ws in turn, in one call (one region, the buffers allocated once): an
-// encoder's layers, or a non-autoregressive decoder's with cross_keys[i], cross_values[i] the memory
-// projected by layer i (empty lists for an encoder). Every layer of the same kind, norm placement and
-// activation; the same results as calling layer_forward layer by layer.
-inline at::Tensor layers_forward(const at::Tensor& x, const std::vector<std::vector<at::Tensor>>& ws,
-                                 int64_t num_heads, const at::Tensor& lengths,
+// layer_forward of every layer of the stack in turn, in one call (one region, the buffers allocated once): an
+// encoder's layers, or a non-autoregressive decoder's with cross_keys[i], cross_values[i] the memory projected by
+// layer i (empty lists for an encoder). The same results as calling layer_forward layer by layer.
+inline at::Tensor layers_forward(const at::Tensor& x, const LayerStack& stack, const at::Tensor& lengths,
                                  const std::vector<at::Tensor>& cross_keys, const std::vector<at::Tensor>& cross_values,
-                                 const at::Tensor& cross_lengths, bool norm_first, int64_t act, double eps,
-                                 double scale) {
+                                 const at::Tensor& cross_lengths) {
   const char* who = "layers_forward";
-  const auto dt = layer_detail::check_rows(x, num_heads, act, who);
-  const int64_t b = x.size(0), t = x.size(1), d = x.size(2), h = num_heads, dh = d / h;
-  TORCH_CHECK(!ws.empty(), who, ": `ws` must hold at least one layer's weights");
-  const int64_t layers = static_cast<int64_t>(ws.size());
-  const bool cross = layer_detail::check_layer(ws[0], dt, d, who, 0);
-  for (int64_t l = 1; l < layers; ++l)
-    TORCH_CHECK(layer_detail::check_layer(ws[l], dt, d, who, l) == cross, who, ": layer ", l, " has ",
-                cross ? "no " : "", "cross-attention and layer 0 ", cross ? "has" : "has none");
+  const LayerWeights& first = stack.first();
+  first.check_rows(x, 3, who);
+  const int64_t b = x.size(0), t = x.size(1), d = x.size(2), h = first.num_heads, dh = d / h;
+  const int64_t layers = static_cast<int64_t>(stack.layers.size());
+  const bool cross = first.cross;
   TORCH_CHECK(static_cast<int64_t>(cross_keys.size()) == (cross ? layers : 0) &&
                   cross_values.size() == cross_keys.size(), who, ": give one cross_keys and one cross_values per "
               "layer with cross-attention (", layers, " layers) and none without; got ", cross_keys.size(), " and ",
@@ -423,18 +353,18 @@ inline at::Tensor layers_forward(const at::Tensor& x, const std::vector<std::vec
   std::vector<const std::vector<at::Tensor>*> wp;
   std::vector<const at::Tensor*> ck, cv;
   for (int64_t l = 0; l < layers; ++l) {
-    wp.push_back(&ws[l]);
+    wp.push_back(&stack.layers[l].w);
     if (!cross) continue;
-    layer_detail::check_memory(cross_keys[l], b, h, dh, dt, who, "cross_keys");
-    layer_detail::check_memory(cross_values[l], b, h, dh, dt, who, "cross_values");
+    layer_detail::check_memory(cross_keys[l], b, h, dh, first.dtype, who, "cross_keys");
+    layer_detail::check_memory(cross_values[l], b, h, dh, first.dtype, who, "cross_values");
     TORCH_CHECK(cross_values[l].size(2) == cross_keys[l].size(2), who, ": layer ", l,
                 ": cross_keys and cross_values must have the same S");
     ck.push_back(&cross_keys[l]);
     cv.push_back(&cross_values[l]);
   }
   if (!cross) ck.assign(layers, nullptr), cv.assign(layers, nullptr);
-  return layer_detail::run_layers(x, wp, b, t, h, cross, norm_first, act, eps, scale, len, ck, cv, cross_len, 1,
-                                  nullptr, nullptr, 0)
+  return layer_detail::run_layers(x, wp, b, t, h, cross, first.norm_first, first.act, first.eps, first.scale, len, ck,
+                                  cv, cross_len, 1, nullptr, nullptr, 0)
       .view({b, t, d});
 }
 

@@ -1,9 +1,8 @@
 // A non-autoregressive model's first pass over one unpadded sentence, in one call: what
-// FastNAT.first_pass (attnkit/pretrained/fast_nat.py) runs from Python, its reference, as the same entry
-// points in the same order (the same results, bit for bit). At batch 1 a sentence's native work is about
-// 0.4 ms in bfloat16 and the Python between the calls (thirty small torch operations, ten Python frames)
-// cost another 0.06 ms (0.1 in float32): here it is C++ and ATen. Included once, by module.cpp, after
-// layer_forward.h and best_tokens.h.
+// NATEngine.first_pass (attnkit/inference/nat.py) runs from Python, its reference, as the same entry points
+// in the same order (the same results, bit for bit): here the Python between the calls (a few dozen small
+// torch operations) is C++ and ATen. Included once, by compositions.cpp, after layer_forward.h and
+// best_tokens.h.
 //
 //   x      = E_src[ids] + P[:S]                           (1, S, d)   (the table already times sqrt(d))
 //   memory = LN_enc(encoder layers(x))                    (1, S, d)   (layers_forward)
@@ -21,17 +20,41 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 namespace attnkit_ops {
 
-// A linear layer as small_linear takes it: W blocked and in panels (the panels from panels_from rows on),
-// the bias padded to the packed outputs (empty: none); `outputs` the layer's own (the rest are padding).
+// A linear layer as small_linear takes it, chosen by the rows: W blocked and in panels (the panels from
+// panels_from rows on), the bias padded to the packed outputs (empty: none); `outputs` the layer's own (the rest
+// are padding). Checked when it is made; its inputs are checked by the pass that takes it.
 struct PackedRows {
   at::Tensor blocked, panels, bias;
   int64_t panels_from, outputs;
+
+  PackedRows(at::Tensor blocked_, at::Tensor panels_, at::Tensor bias_, int64_t panels_from_, int64_t outputs_)
+      : blocked(std::move(blocked_)), panels(std::move(panels_)), bias(std::move(bias_)), panels_from(panels_from_),
+        outputs(outputs_) {
+    const char* who = "PackedRows";
+    TORCH_CHECK(blocked.defined() && panels.defined() && bias.defined(), who,
+                ": give W blocked, W in panels and the bias (empty: none)");
+    TORCH_CHECK(packed_layout(blocked) == 1 && packed_layout(panels) == 2 &&
+                    packed_outputs(blocked) == packed_outputs(panels) &&
+                    packed_inputs(blocked) == packed_inputs(panels),
+                who, ": `blocked` must be W blocked (N / 4, K / 16, 4, 16) and `panels` the same W in panels");
+    const auto dt = blocked.scalar_type();
+    for (const auto& w : {blocked, panels})
+      TORCH_CHECK(w.scalar_type() == dt && w.is_contiguous() && w.device().is_cpu(), who,
+                  ": W must be contiguous, one dtype, on the CPU");
+    const int64_t n = packed_outputs(blocked);
+    if (bias.numel()) layer_detail::check_param(bias, dt, n, who, 2);
+    TORCH_CHECK(panels_from >= 1 && outputs >= 1 && outputs <= n && n - outputs < 16, who, ": ", n,
+                " packed outputs, of which ", outputs, " the layer's own, panels from ", panels_from, " rows");
+  }
+
+  int64_t inputs() const { return packed_inputs(blocked); }
 
   at::Tensor operator()(const at::Tensor& x, const at::Tensor& norm_w = {}, const at::Tensor& norm_b = {},
                         double eps = 1e-5) const {
@@ -46,58 +69,58 @@ struct PackedRows {
 
 class NatFirstPass {
  public:
-  // src_table (V_src, d); positions (P, d) or empty; encoder / decoder: each layer's w (layers_forward's);
-  // the final norms' [weight, bias] or empty, their eps norm_eps; length, cross_kv, output: [blocked W, W in
-  // panels, bias (empty: none)]; linear_sizes: for each of the three in turn, the rows from which W in
-  // panels is used and its own outputs (the packed ones past them are padding); mask_rows (1, max_T, d):
-  // the decoder's input of max_T mask tokens (T is clamped to [1, max_T]).
-  NatFirstPass(at::Tensor src_table, at::Tensor positions, std::vector<std::vector<at::Tensor>> encoder,
-               std::vector<at::Tensor> encoder_norm, std::vector<std::vector<at::Tensor>> decoder,
-               std::vector<at::Tensor> decoder_norm, double norm_eps, int64_t num_heads, bool norm_first,
-               int64_t act, double eps, double scale, std::vector<at::Tensor> length, int64_t length_offset,
-               std::vector<at::Tensor> cross_kv, std::vector<at::Tensor> output, std::vector<int64_t> linear_sizes,
-               at::Tensor mask_rows, int64_t max_rows)
-      : src_(std::move(src_table)), pos_(std::move(positions)), enc_(std::move(encoder)),
-        enc_norm_(std::move(encoder_norm)), dec_(std::move(decoder)), dec_norm_(std::move(decoder_norm)),
-        norm_eps_(norm_eps), heads_(num_heads), norm_first_(norm_first), act_(act), eps_(eps), scale_(scale),
-        offset_(length_offset), mask_(std::move(mask_rows)), max_rows_(max_rows) {
+  // encoder, decoder: the layers (LayerStack: the encoder's without, the decoder's with cross-attention, the same
+  // settings); src_table (V_src, d); positions (P, d) or empty; mask_rows (1, max_T, d): the decoder's input of
+  // max_T mask tokens (T is clamped to [1, max_T]); the final norms (weight, bias) or none, their eps norm_eps;
+  // length, cross_kv, output: the length classifier, every decoder layer's cross K, V projection, the output
+  // layer.
+  NatFirstPass(LayerStack encoder, LayerStack decoder, at::Tensor src_table, at::Tensor positions, at::Tensor mask_rows,
+               std::optional<TensorPair> encoder_norm, std::optional<TensorPair> decoder_norm, double norm_eps,
+               PackedRows length, int64_t length_offset, PackedRows cross_kv, PackedRows output, int64_t max_rows)
+      : enc_(std::move(encoder)), dec_(std::move(decoder)), src_(std::move(src_table)), pos_(std::move(positions)),
+        mask_(std::move(mask_rows)), norm_eps_(norm_eps), length_(std::move(length)), kv_(std::move(cross_kv)),
+        out_(std::move(output)), offset_(length_offset), max_rows_(max_rows) {
     const char* who = "NatFirstPass";
-    TORCH_CHECK(src_.defined() && src_.dim() == 2 && src_.is_contiguous() && src_.device().is_cpu(), who,
-                ": `src_table` must be a contiguous (V, d) CPU tensor");
-    const auto dt = src_.scalar_type();
-    const int64_t d = src_.size(1);
-    TORCH_CHECK(dt == at::kFloat || (dt == at::kBFloat16 && attnkit_simd::cpu_has_bf16()), who,
-                ": `src_table` must be float32, or bfloat16 on a CPU with AVX512-BF16");
-    TORCH_CHECK(heads_ >= 1 && d % heads_ == 0 && (d / heads_) % (dt == at::kFloat ? 16 : 32) == 0, who,
-                ": num_heads=", heads_, " must divide d=", d, " into heads of a multiple of 16 (bfloat16: 32)");
-    TORCH_CHECK(act_ >= 0 && act_ <= 4, who, ": act must be 0 (none), 1 (ReLU), 2 (SiLU), 3 (GELU) or 4 (GELU tanh)");
+    const LayerWeights& e = enc_.first();
+    const LayerWeights& l = dec_.first();
+    TORCH_CHECK(!e.cross, who, ": the encoder's layers must have no cross-attention");
+    TORCH_CHECK(l.cross, who, ": the decoder's layers must have cross-attention");
+    TORCH_CHECK(e.dtype == l.dtype && e.d == l.d && e.num_heads == l.num_heads && e.act == l.act &&
+                    e.norm_first == l.norm_first && e.eps == l.eps && e.scale == l.scale,
+                who, ": the encoder's and the decoder's layers must share dtype, d, num_heads, act, norm_first, eps "
+                "and scale");
+    const auto dt = e.dtype;
+    const int64_t d = e.d;
+    TORCH_CHECK(src_.defined() && src_.dim() == 2 && src_.size(1) == d && src_.is_contiguous() &&
+                    src_.device().is_cpu() && src_.scalar_type() == dt,
+                who, ": `src_table` must be a contiguous (V, ", d, ") CPU tensor in the layers' dtype");
     TORCH_CHECK(!pos_.defined() || pos_.numel() == 0 ||
                     (pos_.dim() == 2 && pos_.size(1) == d && pos_.scalar_type() == dt && pos_.device().is_cpu()),
-                who, ": `positions` must be (P, ", d, ") in src_table's dtype, on the CPU, or empty");
-    TORCH_CHECK(!enc_.empty() && !dec_.empty(), who, ": give at least one encoder and one decoder layer");
-    for (size_t l = 0; l < enc_.size(); ++l)
-      TORCH_CHECK(!layer_detail::check_layer(enc_[l], dt, d, who, l), who, ": encoder layer ", l,
-                  " must have no cross-attention (12 tensors)");
-    for (size_t l = 0; l < dec_.size(); ++l)
-      TORCH_CHECK(layer_detail::check_layer(dec_[l], dt, d, who, l), who, ": decoder layer ", l,
-                  " must have cross-attention (18 tensors)");
-    for (const auto* norm : {&enc_norm_, &dec_norm_}) {
-      TORCH_CHECK(norm->empty() || norm->size() == 2, who, ": a norm is [weight, bias] or empty");
-      for (const auto& p : *norm) layer_detail::check_param(p, dt, d, who, 0);
+                who, ": `positions` must be (P, ", d, ") in the layers' dtype, on the CPU, or empty");
+    const std::pair<const std::optional<TensorPair>*, const char*> norms[] = {{&encoder_norm, "encoder_norm"},
+                                                                               {&decoder_norm, "decoder_norm"}};
+    for (const auto& [norm, name] : norms) {
+      if (!norm->has_value()) continue;
+      for (const auto& p : {std::get<0>(**norm), std::get<1>(**norm)})
+        TORCH_CHECK(p.defined() && p.device().is_cpu() && p.scalar_type() == dt && p.dim() == 1 && p.size(0) == d &&
+                        p.is_contiguous(), who, ": `", name, "` must be (weight, bias), each (", d, ",), contiguous, "
+                    "in the layers' dtype, on the CPU, or none");
     }
-    TORCH_CHECK(linear_sizes.size() == 6, who, ": `linear_sizes` must give 6 numbers: panels from, outputs of "
-                "length, cross_kv and output");
-    const int64_t layers = static_cast<int64_t>(dec_.size()), *z = linear_sizes.data();
-    length_ = packed(length, z[0], d, z[1], dt, "length");
-    kv_ = packed(cross_kv, z[2], d, z[3], dt, "cross_kv");
+    if (encoder_norm) enc_norm_ = {std::get<0>(*encoder_norm), std::get<1>(*encoder_norm)};
+    if (decoder_norm) dec_norm_ = {std::get<0>(*decoder_norm), std::get<1>(*decoder_norm)};
+    const int64_t layers = static_cast<int64_t>(dec_.layers.size());
+    const std::pair<const PackedRows*, const char*> linears[] = {{&length_, "length"}, {&kv_, "cross_kv"},
+                                                                 {&out_, "output"}};
+    for (const auto& [rows, name] : linears)
+      TORCH_CHECK(rows->inputs() == d && rows->blocked.scalar_type() == dt, who, ": `", name, "` must take d = ", d,
+                  " inputs in the layers' dtype");
     TORCH_CHECK(kv_.outputs == 2 * d * layers, who, ": `cross_kv` must have 2d x decoder layers = ", 2 * d * layers,
                 " outputs, got ", kv_.outputs);
-    out_ = packed(output, z[4], d, z[5], dt, "output");
-    TORCH_CHECK(offset_ >= 0 && length_.outputs >= 1, who, ": `length_offset` must be >= 0");
+    TORCH_CHECK(offset_ >= 0, who, ": `length_offset` must be >= 0");
     TORCH_CHECK(mask_.defined() && mask_.dim() == 3 && mask_.size(0) == 1 && mask_.size(2) == d &&
                     mask_.size(1) >= 1 && mask_.is_contiguous() && mask_.scalar_type() == dt &&
                     mask_.device().is_cpu(),
-                who, ": `mask_rows` must be a contiguous (1, max_T, ", d, ") CPU tensor in src_table's dtype");
+                who, ": `mask_rows` must be a contiguous (1, max_T, ", d, ") CPU tensor in the layers' dtype");
     TORCH_CHECK(max_rows_ >= 1, who, ": `max_rows` must be >= 1");
   }
 
@@ -123,8 +146,7 @@ class NatFirstPass {
     if (pos_.numel()) x = x + pos_.narrow(0, 0, s);
     std::vector<at::Tensor> none;
     const at::Tensor no_lengths = at::empty({0}, ids.options());
-    at::Tensor memory = layers_forward(x, enc_, heads_, no_lengths, none, none, no_lengths, norm_first_, act_, eps_,
-                                       scale_);
+    at::Tensor memory = layers_forward(x, enc_, no_lengths, none, none, no_lengths);
     if (!enc_norm_.empty()) memory = at::layer_norm(memory, {d}, enc_norm_[0], enc_norm_[1], norm_eps_);
     // the length: the classifier's best offset from the mean of the memory
     const at::Tensor scores = length_(memory.sum(1) / s);  // (1, 2m + 1)
@@ -134,7 +156,7 @@ class NatFirstPass {
     // every decoder layer's cross keys and values, then the decoder over T mask tokens
     const at::Tensor kv = kv_(memory.view({s, d}));  // (S, layers 2d)
     if (t > max_rows_) return {memory, lengths, at::Tensor(), at::Tensor(), kv};
-    const int64_t layers = static_cast<int64_t>(dec_.size()), h = heads_, dh = d / heads_;
+    const int64_t layers = static_cast<int64_t>(dec_.layers.size()), h = dec_.first().num_heads, dh = d / h;
     // (S, layers 2d) -> (1, S, layers, 2, H, dh) -> (layers, 2, 1, H, S, dh)
     const at::Tensor split = kv.view({1, s, layers, 2, h, dh}).permute({2, 3, 0, 4, 1, 5});
     std::vector<at::Tensor> keys, values;
@@ -142,8 +164,7 @@ class NatFirstPass {
       keys.push_back(split[l][0]);
       values.push_back(split[l][1]);
     }
-    const at::Tensor y = layers_forward(mask_.narrow(1, 0, t), dec_, heads_, no_lengths, keys, values, no_lengths,
-                                        norm_first_, act_, eps_, scale_);
+    const at::Tensor y = layers_forward(mask_.narrow(1, 0, t), dec_, no_lengths, keys, values, no_lengths);
     // the output layer (the decoder's norm inside its call), each position's best allowed token
     const at::Tensor rows = y.view({t, d});
     at::Tensor logits = dec_norm_.empty() ? out_(rows) : out_(rows, dec_norm_[0], dec_norm_[1], norm_eps_);
@@ -161,24 +182,6 @@ class NatFirstPass {
   }
 
  private:
-  static PackedRows packed(const std::vector<at::Tensor>& p, int64_t panels_from, int64_t inputs, int64_t outputs,
-                           at::ScalarType dt, const char* name) {
-    const char* who = "NatFirstPass";
-    TORCH_CHECK(p.size() == 3 && p[0].defined() && p[1].defined() && p[2].defined(), who, ": `", name,
-                "` must be [blocked W, W in panels, bias]");
-    TORCH_CHECK(packed_layout(p[0]) == 1 && packed_layout(p[1]) == 2 && packed_outputs(p[0]) == packed_outputs(p[1]) &&
-                    packed_inputs(p[0]) == inputs && packed_inputs(p[1]) == inputs,
-                who, ": `", name, "` must hold W blocked (N / 4, K / 16, 4, 16) and in panels, K = ", inputs);
-    for (const auto& w : {p[0], p[1]})
-      TORCH_CHECK(w.scalar_type() == dt && w.is_contiguous() && w.device().is_cpu(), who, ": `", name,
-                  "`'s W must be contiguous, in src_table's dtype, on the CPU");
-    const int64_t n = packed_outputs(p[0]);
-    if (p[2].numel()) layer_detail::check_param(p[2], dt, n, who, 2);
-    TORCH_CHECK(panels_from >= 1 && outputs >= 1 && outputs <= n && n - outputs < 16, who, ": `", name, "` has ", n,
-                " packed outputs, of which ", outputs, " its own, panels from ", panels_from, " rows");
-    return PackedRows{p[0], p[1], p[2], panels_from, outputs};
-  }
-
   // suppressed ids as best_tokens takes them: strictly increasing (sorted and distinct if they are not),
   // in [0, vocab)
   static at::Tensor sorted_ids(const at::Tensor& ids, int64_t vocab) {
@@ -196,20 +199,12 @@ class NatFirstPass {
     return c;
   }
 
-  at::Tensor src_, pos_;
-  std::vector<std::vector<at::Tensor>> enc_;
-  std::vector<at::Tensor> enc_norm_;
-  std::vector<std::vector<at::Tensor>> dec_;
-  std::vector<at::Tensor> dec_norm_;
+  LayerStack enc_, dec_;
+  at::Tensor src_, pos_, mask_;
+  std::vector<at::Tensor> enc_norm_, dec_norm_;  // (weight, bias), or empty: none
   double norm_eps_;
-  int64_t heads_;
-  bool norm_first_;
-  int64_t act_;
-  double eps_, scale_;
-  int64_t offset_;
   PackedRows length_, kv_, out_;
-  at::Tensor mask_;
-  int64_t max_rows_;
+  int64_t offset_, max_rows_;
 };
 
 }  // namespace attnkit_ops

@@ -1,4 +1,4 @@
-"""FastSeq2Seq (the inference copy the decoders run) against the reference Seq2SeqModel: the same logits step by
+"""Seq2SeqEngine (the inference engine the decoders run) against the reference Seq2SeqModel: the same logits step by
 step and the same tokens from generate, for pre-LN and post-LN stacks, padded sources, beams, long outputs (the
 K/V buffers grow), multi-token prefixes, bfloat16 weights."""
 
@@ -9,10 +9,9 @@ import torch
 
 from attnkit.functional import native
 from attnkit.generation import generate
+from attnkit.inference import Seq2SeqEngine, StepCache, engine_for, onednn_available, refusal
 from attnkit.models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from attnkit.nn import TransformerConfig
-from attnkit.pretrained.fast import onednn_available
-from attnkit.pretrained.fast_seq2seq import FastSeq2Seq, StepCache
 from tests.markers import needs_native
 
 pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
@@ -35,6 +34,13 @@ def model(norm_first: bool, activation="silu", positional="sinusoidal", dtype=to
     return m.to(dtype)
 
 
+def fast_engine(m) -> Seq2SeqEngine:
+    """The engine engine_for picks for m."""
+    engine = engine_for(m)
+    assert isinstance(engine, Seq2SeqEngine)
+    return engine
+
+
 def source():
     ids = torch.randint(3, 30, (3, 7))
     mask = torch.ones_like(ids)
@@ -47,14 +53,14 @@ def encoded(norm_first=False):
     """A model, its fast copy, a padded source, its mask and the encoder's output."""
     m = model(norm_first)
     ids, mask = source()
-    return m, FastSeq2Seq(m), ids, mask, m.encode(ids, mask)
+    return m, fast_engine(m), ids, mask, m.encode(ids, mask)
 
 
 @pytest.mark.parametrize("norm_first,activation,positional", [(False, "silu", "sinusoidal"), (True, "relu", "learned"),
                                                               (True, "gelu", "sinusoidal")])
 def test_steps_give_the_reference_logits(norm_first, activation, positional):
     m = model(norm_first, activation, positional)
-    fast = FastSeq2Seq(m)
+    fast = fast_engine(m)
     ids, mask = source()
     memory = m.encode(ids, mask)
     torch.testing.assert_close(fast.encode(ids, mask), memory, atol=1e-5, rtol=1e-5)
@@ -85,10 +91,10 @@ def test_generate_gives_the_reference_tokens(norm_first, num_beams):
     ids, mask = source()
     kw = dict(max_new_tokens=45, num_beams=num_beams)
     ref = generate(m, ids, mask, **kw)
-    out = generate(FastSeq2Seq(m), ids, mask, **kw)
+    out = generate(fast_engine(m), ids, mask, **kw)
     assert torch.equal(out.sequences, ref.sequences)
     torch.testing.assert_close(out.sequences_scores, ref.sequences_scores, atol=1e-4, rtol=1e-4)
-    with_attention = generate(FastSeq2Seq(m), ids, mask, output_attentions=True, **kw)  # the reference path
+    with_attention = generate(fast_engine(m), ids, mask, output_attentions=True, **kw)  # the reference path
     assert torch.equal(with_attention.sequences, ref.sequences)
 
 
@@ -96,7 +102,7 @@ def test_bfloat16_weights_stay_close_to_float32():
     m = model(False)
     ids, mask = source()
     memory = m.encode(ids, mask)
-    fast = FastSeq2Seq(model(False, dtype=torch.bfloat16))
+    fast = fast_engine(model(False, dtype=torch.bfloat16))
     tok = torch.randint(3, 30, (3, 1))
     got = fast.decode_step(tok, fast.encode(ids, mask), mask, None).logits
     assert got.dtype == torch.bfloat16
@@ -106,9 +112,8 @@ def test_bfloat16_weights_stay_close_to_float32():
 
 def test_unsupported_models_are_refused():
     m = model(False, positional="rope")
-    assert not FastSeq2Seq.supports(m)
-    with pytest.raises(ValueError, match="FastSeq2Seq"):
-        FastSeq2Seq(m)
+    assert "positions inside attention (rope)" in refusal(m)
+    assert engine_for(m) is m  # the reference modules run it
 
 
 def test_beams_share_their_sentence_cross_attention_rows():
@@ -174,15 +179,15 @@ def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, acti
     if dtype == torch.bfloat16 and not native.kernel().cpu_has_bf16():
         pytest.skip("bfloat16 attention kernel needs AVX512-BF16")
     m = model(norm_first, activation, dtype=dtype, d_model=64)  # heads of 32: the bfloat16 kernel's multiple
-    fast, slow = FastSeq2Seq(m), FastSeq2Seq(m)
-    assert fast._native_step is not None
-    slow._native_step = None
+    fast, slow = fast_engine(m), fast_engine(m)
+    assert fast.native_step is not None
+    slow.native_step = None
     # bfloat16: the native step keeps a pre-LN norm's output in float32 where the Python sequence rounds it,
     # so each is held to float32's logits (the same weights, the Python sequence): the native step at least
     # as close as the Python sequence
-    exact = FastSeq2Seq(copy.deepcopy(m).float()) if dtype == torch.bfloat16 else None
+    exact = fast_engine(copy.deepcopy(m).float()) if dtype == torch.bfloat16 else None
     if exact is not None:
-        exact._native_step = None
+        exact.native_step = None
     ids, mask = source()
     ids, mask = ids[1:], mask[1:]  # (2, 7), both padded
     memory = fast.encode(ids, mask)
@@ -220,15 +225,15 @@ def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, acti
 @needs_native
 def test_the_native_layer_step_is_not_used_where_its_conditions_fail():
     m = model(False)
-    fast = FastSeq2Seq(m)
+    fast = fast_engine(m)
     calls = []
-    step = fast._native_step
+    step = fast.native_step
 
     def counted(*args):
         calls.append(args[0].shape[0])
         return step(*args)
 
-    fast._native_step = counted
+    fast.native_step = counted
     ids, mask = source()
     generate(fast, ids, mask, min_new_tokens=3, max_new_tokens=3)  # 3 rows: every layer of every step
     assert calls == [3] * (3 * len(fast.layers))

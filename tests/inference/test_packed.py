@@ -1,4 +1,5 @@
-import copy
+"""PackedLinear (oneDNN pre-packed weights, and the native small kernel for a few rows) against F.linear: every
+activation, row count and layout, the residual sum and LayerNorm inside the kernel, NaN rows."""
 
 import pytest
 import torch
@@ -7,20 +8,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from attnkit.functional import native as native_ext
-from attnkit.functional.masks import padding, segments
-from attnkit.functional.norm import add_norm_kernel_runs
-from attnkit.models.bert import BertConfig, BertModel
-from attnkit.nn import TransformerConfig
-from attnkit.nn.blocks import EncoderLayer
-from attnkit.pretrained.fast import (
-    LAYER_ROWS,
-    SMALL_ROWS,
-    FusedEncoderLayer,
-    PackedLinear,
-    fuse_encoder_layers,
-    onednn_available,
-    pack_linears,
-)
+from attnkit.inference import LAYER_ROWS, SMALL_ROWS, PackedLinear, onednn_available
+from attnkit.inference.spec import Norm
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops")
 
@@ -95,7 +84,7 @@ def test_add_norm_is_the_layer_norm_of_the_residual_sum(dtype, tol, rows, one_th
         x, other = torch.randn(rows, 64, dtype=dtype), 3 * torch.randn(rows, 32, dtype=dtype)
         s = nn.functional.linear(x.double(), lin.weight.double(), lin.bias.double()) + other.double()
         ref = nn.functional.layer_norm(s, (32,), norm.weight.double(), norm.bias.double(), 1e-5)
-        got = PackedLinear(lin).add_norm(x, other, norm.weight, norm.bias, 1e-5)
+        got = PackedLinear(lin).add_norm(x, other, Norm(norm.weight, norm.bias, 1e-5))
         assert got.dtype == dtype
         torch.testing.assert_close(got.double(), ref, atol=tol, rtol=tol)
 
@@ -116,44 +105,6 @@ def test_the_small_kernel_pads_outputs_to_16_and_skips_what_it_cannot_run(one_th
         torch.testing.assert_close(PackedLinear(lin)(x), lin(x), atol=1e-5, rtol=1e-5)
 
 
-def test_pack_linears_keeps_outputs():
-    model = BertModel(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
-                                 intermediate_size=32, max_position_embeddings=12)).eval()
-    fast = pack_linears(copy.deepcopy(model))
-    assert not any(type(m) is nn.Linear for m in fast.modules())
-    assert isinstance(fast.encoder.layers[0].ff.linear1, PackedLinear)
-    assert fast.encoder.layers[0].ff.linear1.activation == "gelu"
-    ids, lengths = torch.randint(1, 40, (3, 9)), torch.tensor([9, 5, 2])
-    with torch.no_grad():
-        a, b = model(ids, lengths=lengths), fast(ids, lengths=lengths)
-    torch.testing.assert_close(b.last_hidden_state, a.last_hidden_state, atol=1e-5, rtol=0)
-    torch.testing.assert_close(b.pooler_output, a.pooler_output, atol=1e-5, rtol=0)
-
-
-def _bert():
-    return BertModel(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
-                                intermediate_size=32, max_position_embeddings=12)).eval()
-
-
-@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 6e-2)])
-def test_fused_encoder_layers_keep_outputs(dtype, tol):
-    model = _bert()
-    fast = fuse_encoder_layers(copy.deepcopy(model).to(dtype))
-    assert all(isinstance(layer, FusedEncoderLayer) for layer in fast.encoder.layers)
-    assert not any(type(m) is nn.Linear for m in fast.modules())
-    assert all(layer.native_norm == add_norm_kernel_runs(dtype, 16) for layer in fast.encoder.layers)
-    ids, lengths = torch.randint(1, 40, (3, 9)), torch.tensor([9, 5, 1])
-    for native in (True, False):  # LN(h + f(h)): the native kernel, or the residual as a post-op and a LayerNorm
-        for layer in fast.encoder.layers:
-            layer.native_norm = native and add_norm_kernel_runs(dtype, 16)
-        for grad in (False, True):  # autograd on: SDPA; inference: grouped math in bfloat16
-            with torch.set_grad_enabled(grad):
-                a, b = model(ids, lengths=lengths), fast(ids, lengths=lengths)
-            torch.testing.assert_close(b.last_hidden_state.float(), a.last_hidden_state, atol=tol, rtol=tol)
-    with pytest.raises(ValueError, match="weights"):
-        fast(ids, lengths=lengths, need_weights=True)
-
-
 def test_residual_add_post_op():
     lin = nn.Linear(8, 6)
     x, other = torch.randn(5, 8), torch.randn(5, 6)
@@ -161,75 +112,6 @@ def test_residual_add_post_op():
         torch.testing.assert_close(PackedLinear(lin).add(x, other), lin(x) + other, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="activation"):
         PackedLinear(lin, "gelu").add(x, other)
-
-
-@pytest.mark.parametrize("norm_first,activation", [(False, "relu"), (True, "gelu"), (True, "relu")])
-def test_fused_layer_keeps_pre_and_post_ln_outputs(norm_first, activation):
-    torch.manual_seed(0)
-    layer = EncoderLayer(TransformerConfig(d_model=16, num_heads=4, d_ff=32, norm_first=norm_first,
-                                           activation=activation)).eval()
-    fused = FusedEncoderLayer(layer)
-    assert fused.norm_first == norm_first
-    x, mask = torch.randn(2, 7, 16), padding(torch.tensor([7, 3]))
-    with torch.no_grad():
-        for m in (None, mask):
-            torch.testing.assert_close(fused(x, m)[0], layer(x, m)[0], atol=1e-5, rtol=1e-5)
-
-
-def test_fused_layer_refuses_positions_inside_attention():
-    rope = EncoderLayer(TransformerConfig(d_model=16, num_heads=4, d_ff=32, positional="rope"))
-    assert not FusedEncoderLayer.supports(rope)
-    with pytest.raises(ValueError, match="positional"):
-        FusedEncoderLayer(rope)
-
-
-def _counting(layer: FusedEncoderLayer) -> list:
-    """Count the calls of the layer's native kernel (layer_forward)."""
-    calls, kernel = [], layer._native_layer
-
-    def counted(*args):
-        calls.append(args[0].shape)
-        return kernel(*args)
-
-    layer._native_layer = counted
-    return calls
-
-
-@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 5e-2)])
-@pytest.mark.parametrize("norm_first,activation", [(False, "gelu"), (True, "relu"), (True, "silu")])
-def test_the_native_layer_gives_the_python_sequence(dtype, tol, norm_first, activation):
-    """At up to LAYER_ROWS positions under padding (or none) the layer is one native call: the same outputs as
-    the Python sequence (its reference), padded rows included."""
-    torch.manual_seed(2)
-    layer = EncoderLayer(TransformerConfig(d_model=64, num_heads=2, d_ff=64, norm_first=norm_first,
-                                           activation=activation)).eval().to(dtype)
-    fused = FusedEncoderLayer(layer)
-    if fused._native_layer is None:
-        pytest.skip("the native layer does not run here")
-    reference = copy.copy(fused)
-    reference._native_layer = None  # the Python sequence
-    calls = _counting(fused)
-    x = torch.randn(2, 7, 64, dtype=dtype)
-    with torch.no_grad():
-        for mask in (None, padding(torch.tensor([7, 3]))):
-            torch.testing.assert_close(fused(x, mask)[0].float(), reference(x, mask)[0].float(), atol=tol, rtol=tol)
-    assert len(calls) == 2
-
-
-def test_the_native_layer_is_not_used_where_its_conditions_fail():
-    layer = EncoderLayer(TransformerConfig(d_model=32, num_heads=2, d_ff=64)).eval()
-    fused = FusedEncoderLayer(layer)
-    if fused._native_layer is None:
-        pytest.skip("the native layer does not run here")
-    calls = _counting(fused)
-    x = torch.randn(1, LAYER_ROWS, 32)
-    with torch.no_grad():
-        fused(x)  # LAYER_ROWS rows: native
-        fused(torch.randn(1, LAYER_ROWS + 1, 32))  # one row more
-        fused(x, backend="math")  # a backend named: it runs
-        fused(x, segments([LAYER_ROWS - 6, 6]))  # packed sequences: the short kernel's offsets, not a layer's lengths
-    fused(x)  # autograd on
-    assert calls == [x.shape]
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 4e-2)])
@@ -269,6 +151,6 @@ def test_norm_rows_is_the_layer_norm_then_the_layer(dtype, tol, rows, activation
         h = nn.functional.layer_norm(x.double(), (64,), norm.weight.double(), norm.bias.double(), 1e-5)
         ref = nn.functional.linear(h, lin.weight.double(), lin.bias.double())
         ref = ref.relu() if activation == "relu" else ref
-        got = PackedLinear(lin, activation).norm_rows(x, norm.weight, norm.bias, 1e-5)
+        got = PackedLinear(lin, activation).norm_rows(x, Norm(norm.weight, norm.bias, 1e-5))
     assert got.shape == (rows, 40) and got.dtype == dtype
     torch.testing.assert_close(got.double(), ref, atol=tol, rtol=tol)

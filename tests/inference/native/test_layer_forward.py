@@ -1,6 +1,6 @@
 """layer_forward (one encoder or NAT decoder layer in one native call, one OpenMP region) against the layer's
-maths written out in torch: every row and head count, odd numbers of 16-column panels split over the
-threads, both weight layouts, padding (rows with no key at all give zeros), pre- and post-LN, every
+maths written out in torch: every row and head count, odd numbers of 16-column panels split over the threads,
+both weight layouts, padding (rows with no key at all give zeros), pre- and post-LN, every
 activation, one and two threads, float32 and bfloat16 (AVX512-BF16's dot products of pairs in the panels)."""
 
 import math
@@ -12,9 +12,12 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from attnkit.functional import native
+from attnkit.inference.native import compositions
 
-K = native.kernel()
-pytestmark = pytest.mark.skipif(K is None or not hasattr(K, "layer_forward"), reason="no native kernel")
+K = compositions()
+pytestmark = pytest.mark.skipif(K is None, reason="no native kernel")
+FIELDS = {12: ("qkv", "self_out", "ff1", "ff2", "self_norm", "ff_norm"),
+          18: ("qkv", "self_out", "cross_q", "cross_out", "ff1", "ff2", "self_norm", "cross_norm", "ff_norm")}
 EPS, ACTS = 1e-5, {0: lambda y: y, 1: F.relu, 2: F.silu, 3: F.gelu, 4: lambda y: F.gelu(y, approximate="tanh")}
 
 
@@ -27,6 +30,13 @@ def packed(w: torch.Tensor, panels: bool) -> torch.Tensor:
     if panels:
         return w.view(n // 16, 16, k).transpose(1, 2).contiguous()
     return w.view(n // 4, 4, k // 16, 16).permute(0, 2, 1, 3).contiguous()
+
+
+def weights(w: list, heads: int, pre: bool, act: int, scale: float):
+    """A layer's tensors in the kernels' order (W, b of each linear layer, then weight, bias of each norm) -> its
+    ``LayerWeights``, by name."""
+    named = {f: (w[2 * i], w[2 * i + 1]) for i, f in enumerate(FIELDS[len(w)])}
+    return K.LayerWeights(**named, num_heads=heads, norm_first=pre, act=act, eps=EPS, scale=scale)
 
 
 def attend(q, k, v, nk, scale):
@@ -92,8 +102,8 @@ def test_layer_forward_gives_the_layer_maths(data, d, dff, cross, panels, pre, a
     n = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        out = K.layer_forward(x, w, heads, native.lengths_arg(lens if padded else None), ck, cv,
-                              native.lengths_arg(clens if padded and cross else None), pre, act, EPS, scale)
+        out = K.layer_forward(x, weights(w, heads, pre, act, scale), native.lengths_arg(lens if padded else None), ck,
+                              cv, native.lengths_arg(clens if padded and cross else None))
     finally:
         torch.set_num_threads(n)
 
@@ -144,11 +154,11 @@ def test_layers_forward_is_layer_forward_layer_after_layer(data, d, cross, panel
     n = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        out = K.layers_forward(x, ws, heads, lens, cks if cross else [], cvs if cross else [], clens, pre, act, EPS,
-                               scale)
+        layers = [weights(w, heads, pre, act, scale) for w in ws]
+        out = K.layers_forward(x, K.LayerStack(layers), lens, cks if cross else [], cvs if cross else [], clens)
         want = x
-        for w, ck, cv in zip(ws, cks, cvs):
-            want = K.layer_forward(want, w, heads, lens, ck, cv, clens, pre, act, EPS, scale)
+        for layer, ck, cv in zip(layers, cks, cvs):
+            want = K.layer_forward(want, layer, lens, ck, cv, clens)
     finally:
         torch.set_num_threads(n)
     assert out.shape == x.shape and out.dtype == dt

@@ -1,5 +1,5 @@
-"""FastNAT.first_pass in one native call (NatFirstPass, nat_first_pass.h) against the same pass from Python
-(``FastNAT._first_pass``, its reference): bit for bit the same memory, length, tokens, log-probabilities and
+"""NATEngine.first_pass in one native call (NatFirstPass, nat_first_pass.h) against the same pass from Python
+(``NATEngine.python_first_pass``, its reference): bit for bit the same memory, length, tokens, log-probabilities and
 cross-attention cache over random models (pre- and post-LN, every activation and input position), sentence
 lengths, suppressed ids (unsorted, repeated), one and two threads, float32 and bfloat16; rows the token
 kernel leaves undecided; a length past the native layers; and bad input, which raises a one-line error."""
@@ -10,27 +10,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnkit.functional import native
-from attnkit.functional.native import kernel
-from attnkit.pretrained.fast import LAYER_ROWS, onednn_available
-from attnkit.pretrained.fast_nat import FastNAT
+from attnkit.inference import LAYER_ROWS, onednn_available
+from attnkit.inference.native import compositions, packed_rows
 
-from .test_fast_nat import model
+from .test_nat import model, nat_engine
 
-K = kernel()
-pytestmark = pytest.mark.skipif(K is None or not hasattr(K, "NatFirstPass") or not onednn_available(),
-                                reason="no native kernel or no oneDNN")
-BF16 = K is not None and bool(K.cpu_has_bf16())
+K = compositions()
+pytestmark = pytest.mark.skipif(K is None or not onednn_available(), reason="no native kernel or no oneDNN")
+BF16 = K is not None and bool(native.kernel().cpu_has_bf16())
 
 
 def nat(norm_first=True, activation="relu", positional="sinusoidal", seed=0, dtype=torch.float32, longest=False):
-    """FastNAT of a random NATModel: d 64 in 2 heads (bfloat16's native layers take heads of 32), 2 encoder and
+    """The NATEngine of a random NATModel: d 64 in 2 heads (bfloat16's native layers take heads of 32), 2 encoder and
     3 decoder layers, 40 words; ``longest``: the classifier always picks the longest offset, T = S + 4."""
     m = model(norm_first, activation=activation, positional=positional, seed=seed, d_model=64, vocab=40,
               decoder_layers=3)
     if longest:
         with torch.no_grad():
             m.length_head.bias[-1] = 1e4
-    return FastNAT(m.to(dtype))
+    return nat_engine(m.to(dtype))
 
 
 def same(a, b):
@@ -59,7 +57,7 @@ def test_the_native_pass_is_the_python_pass_bit_for_bit(data, norm_first, activa
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        got, want = fast.first_pass(ids, bad, use_cache=cache), fast._first_pass(ids, bad, cache)
+        got, want = fast.first_pass(ids, bad, use_cache=cache), fast.python_first_pass(ids, bad, cache)
     finally:
         torch.set_num_threads(before)
     same(got, want)
@@ -72,9 +70,11 @@ def test_rows_the_token_kernel_leaves_undecided_take_the_reference():
     fast = nat()
     ids = torch.randint(4, 40, (1, 9))
     with torch.no_grad():  # token 7's output weights infinite: its logit is +-inf or NaN at every position
-        for w in fast.base.output.native_layouts()[:2]:
+        layouts = fast.base.output.native_layouts()
+        for w in (layouts["blocked"], layouts["panels"]):
             w.copy_(torch.where(torch.rand_like(w) < 0.2, torch.full_like(w, float("inf")), w))
-    got, want = fast.first_pass(ids, torch.tensor([0, 1, 2])), fast._first_pass(ids, torch.tensor([0, 1, 2]), False)
+    bad = torch.tensor([0, 1, 2])
+    got, want = fast.first_pass(ids, bad), fast.python_first_pass(ids, bad, False)
     same(got, want)
 
 
@@ -83,7 +83,7 @@ def test_a_length_past_the_native_layers_continues_from_python():
     ids = torch.randint(4, 40, (1, LAYER_ROWS))
     got = fast.first_pass(ids, torch.tensor([0]), use_cache=True)
     assert int(got[1]) == LAYER_ROWS + 4 and got[2].shape == (1, LAYER_ROWS + 4)
-    same(got, fast._first_pass(ids, torch.tensor([0]), True))
+    same(got, fast.python_first_pass(ids, torch.tensor([0]), True))
 
 
 @pytest.mark.parametrize("ids,suppressed,message", [
@@ -112,40 +112,49 @@ def test_the_python_entry_checks_ids_before_the_native_pass():
 
 
 def _parts(fast):
+    """NatFirstPass's named arguments for ``fast`` (what ``inference.first_pass`` gives it)."""
     base = fast.base
-    return dict(src_table=base.src_table, positions=base._source_positions(64, base.src_table.dtype),
-                encoder=base._encoder_weights, encoder_norm=list(base._encoder_norm.args[1:3]),
-                decoder=fast.layer_weights, decoder_norm=list(base.final_norm.args[1:3]), norm_eps=1e-5,
-                num_heads=2, norm_first=True, act=1, eps=1e-5, scale=base.scale,
-                length=fast._length.native_layouts(), length_offset=4, cross_kv=base.cross_kv.native_layouts(),
-                output=base.output.native_layouts(), linear_sizes=[2, 9, 2, 384, 2, 40],
-                mask_rows=fast._masked_rows(40).clone(), max_rows=LAYER_ROWS)
+    enc, norm = base.encoder, base.final_norm
+    return dict(encoder=enc.stack, decoder=fast.stack, src_table=base.src_table,
+                positions=enc.positions.rows(0, 64).contiguous(), mask_rows=fast.masked_rows(40).clone(),
+                encoder_norm=(enc.norm.weight, enc.norm.bias), decoder_norm=(norm.weight, norm.bias), norm_eps=1e-5,
+                length=packed_rows(fast.length), length_offset=4, cross_kv=packed_rows(base.cross_kv),
+                output=packed_rows(base.output), max_rows=LAYER_ROWS)
+
+
+def _rows(linear, **change):
+    """A PackedRows of ``linear`` with fields changed."""
+    return K.PackedRows(**{**linear.native_layouts(), **change})
 
 
 @pytest.mark.parametrize("change,message", [
-    (lambda p: p.update(encoder=p["decoder"]), "encoder layer 0 must have no cross-attention"),
-    (lambda p: p.update(decoder=p["encoder"]), "decoder layer 0 must have cross-attention"),
-    (lambda p: p.update(decoder=[]), "at least one encoder and one decoder layer"),
-    (lambda p: p.update(encoder_norm=p["encoder_norm"][:1]), "a norm is [weight, bias] or empty"),
-    (lambda p: p.update(length=p["length"][:2]), "`length` must be [blocked W, W in panels, bias]"),
-    (lambda p: p.update(output=[p["output"][1], p["output"][0], p["output"][2]]), "`output` must hold W blocked"),
-    (lambda p: p.update(cross_kv=p["output"]), "`cross_kv` has 48 packed outputs, of which 384 its own"),
-    (lambda p: p.update(linear_sizes=[2, 9, 2, 384, 2, 30]), "`output` has 48 packed outputs, of which 30 its own"),
-    (lambda p: p.update(linear_sizes=[2, 9, 2, 384, 2]), "`linear_sizes` must give 6 numbers"),
-    (lambda p: p.update(mask_rows=p["mask_rows"][0]), "`mask_rows` must be a contiguous (1, max_T, 64)"),
-    (lambda p: p.update(mask_rows=p["mask_rows"].double()), "`mask_rows` must be a contiguous (1, max_T, 64)"),
-    (lambda p: p.update(positions=p["positions"][:, :32]), "`positions` must be (P, 64)"),
-    (lambda p: p.update(num_heads=3), "num_heads=3 must divide d=64"),
-    (lambda p: p.update(num_heads=8), "num_heads=8 must divide d=64 into heads of a multiple of 16"),
-    (lambda p: p.update(act=5), "act must be 0 (none)"),
-    (lambda p: p.update(src_table=p["src_table"].double()), "`src_table` must be float32, or bfloat16"),
-    (lambda p: p.update(src_table=p["src_table"].t()), "`src_table` must be a contiguous (V, d) CPU tensor"),
-    (lambda p: p.update(max_rows=0), "`max_rows` must be >= 1"),
+    (lambda f, p: p.update(encoder=p["decoder"]), "the encoder's layers must have no cross-attention"),
+    (lambda f, p: p.update(decoder=p["encoder"]), "the decoder's layers must have cross-attention"),
+    (lambda f, p: p.update(decoder=K.LayerStack([])), "LayerStack: give at least one layer"),
+    (lambda f, p: p.update(encoder_norm=(p["encoder_norm"][0][:32], p["encoder_norm"][1])),
+     "`encoder_norm` must be (weight, bias), each (64,)"),
+    (lambda f, p: p.update(length=_rows(f.length, blocked=f.length.panel_weight())),
+     "`blocked` must be W blocked (N / 4, K / 16, 4, 16) and `panels` the same W in panels"),
+    (lambda f, p: p.update(output=_rows(f.base.output, panels=f.base.output.blocked_weight())),
+     "`blocked` must be W blocked"),
+    (lambda f, p: p.update(cross_kv=p["output"]), "`cross_kv` must have 2d x decoder layers = 384 outputs, got 40"),
+    (lambda f, p: p.update(output=_rows(f.base.output, outputs=30)), "48 packed outputs, of which 30 the layer's own"),
+    (lambda f, p: p.update(output=_rows(f.base.output, panels_from=0)), "panels from 0 rows"),
+    (lambda f, p: p.update(mask_rows=p["mask_rows"][0]), "`mask_rows` must be a contiguous (1, max_T, 64)"),
+    (lambda f, p: p.update(mask_rows=p["mask_rows"].double()), "`mask_rows` must be a contiguous (1, max_T, 64)"),
+    (lambda f, p: p.update(positions=p["positions"][:, :32]), "`positions` must be (P, 64)"),
+    (lambda f, p: p.update(encoder=nat(activation="gelu").base.encoder.stack),
+     "must share dtype, d, num_heads, act, norm_first, eps and scale"),
+    (lambda f, p: p.update(src_table=p["src_table"].double()), "`src_table` must be a contiguous (V, 64) CPU tensor"),
+    (lambda f, p: p.update(src_table=p["src_table"].t()), "`src_table` must be a contiguous (V, 64) CPU tensor"),
+    (lambda f, p: p.update(length_offset=-1), "`length_offset` must be >= 0"),
+    (lambda f, p: p.update(max_rows=0), "`max_rows` must be >= 1"),
 ])
 def test_bad_weights_are_refused_when_the_pass_is_made(change, message):
-    parts = _parts(nat())
-    change(parts)
+    fast = nat()
     with pytest.raises(RuntimeError) as e:
+        parts = _parts(fast)
+        change(fast, parts)
         K.NatFirstPass(**parts)
     assert message in str(e.value)
 
@@ -154,8 +163,8 @@ def test_the_pass_is_made_once_and_only_where_every_part_runs_natively():
     fast = nat()
     assert fast.first_pass_kernel() is fast.first_pass_kernel()
     other = nat()
-    other.base._encoder_stack = None  # an encoder the one-call stack does not run: the Python pass
+    other.base.encoder.stack_kernel = None  # an encoder the one-call stack does not run: the Python pass
     assert other.first_pass_kernel() is None
     ids = torch.randint(4, 40, (1, 6))
     same(other.first_pass(ids, torch.tensor([0])), fast.first_pass(ids, torch.tensor([0])))
-    assert native.kernel() is K
+    assert compositions() is K

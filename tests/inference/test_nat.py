@@ -1,4 +1,4 @@
-"""FastNAT (the inference copy NAT runs decode with) against the reference NATModel: the same hidden states and
+"""NATEngine (the inference engine NAT runs decode with) against the reference NATModel: the same hidden states and
 logits for padded sources and rows, pre-LN and post-LN, both length strategies, and the same Mask-Predict output."""
 
 import copy
@@ -7,11 +7,10 @@ import pytest
 import torch
 
 from attnkit.generation import mask_predict
+from attnkit.inference import LAYER_ROWS, NATEngine, engine_for, onednn_available, refusal
+from attnkit.inference.seq2seq import Seq2SeqEngine
 from attnkit.models.nat import NATConfig, NATModel
 from attnkit.nn import TransformerConfig
-from attnkit.pretrained.fast import LAYER_ROWS, onednn_available
-from attnkit.pretrained.fast_nat import FastNAT
-from attnkit.pretrained.fast_seq2seq import FastSeq2Seq
 from tests.markers import needs_native
 
 pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
@@ -33,6 +32,13 @@ def model(norm_first: bool, length="classifier", activation="relu", positional="
     return m
 
 
+def nat_engine(m) -> NATEngine:
+    """The engine engine_for picks for m."""
+    engine = engine_for(m)
+    assert isinstance(engine, NATEngine)
+    return engine
+
+
 def source():
     ids = torch.randint(4, 30, (3, 7))
     mask = torch.ones_like(ids)
@@ -45,7 +51,7 @@ def source():
                                                               (True, "silu", "none")])
 def test_a_parallel_pass_gives_the_reference_hidden_states(norm_first, activation, positional):
     m = model(norm_first, activation=activation, positional=positional)
-    fast = FastNAT(m)
+    fast = nat_engine(m)
     ids, mask = source()
     memory = m.encode(ids, mask)
     torch.testing.assert_close(fast.encode(ids, mask), memory, atol=1e-5, rtol=1e-5)
@@ -68,11 +74,11 @@ def test_a_parallel_pass_gives_the_reference_hidden_states(norm_first, activatio
 @pytest.mark.parametrize("norm_first,activation,positional", [(True, "relu", "sinusoidal"), (False, "gelu", "learned")])
 def test_unpadded_sources_run_the_native_encoder_and_the_short_length_classifier(norm_first, activation, positional):
     m = model(norm_first, activation=activation, positional=positional)
-    fast = FastNAT(m)
+    fast = nat_engine(m)
     base = fast.base
-    assert base._native_encoder is not None
-    calls, native_encode = [], base._encode_unpadded
-    base._encode_unpadded = lambda i: calls.append(tuple(i.shape)) or native_encode(i)
+    assert base.encoder.all_native
+    calls, native_encode = [], base.encode_unpadded
+    base.encode_unpadded = lambda i: calls.append(tuple(i.shape)) or native_encode(i)
     ids = torch.randint(4, 30, (2, 7))
     ones = torch.ones_like(ids)
     padded = ones.clone()
@@ -89,15 +95,16 @@ def test_unpadded_sources_run_the_native_encoder_and_the_short_length_classifier
                 assert torch.equal(fast.length_candidates(ref, None, k), m.length_candidates(ref, mask, k))
         # the layers in one call (layers_forward), or one call each: the same kernels, the same memory
         each = copy.copy(base)
-        each._encoder_stack = None
-        assert base._encoder_stack is not None and torch.equal(FastSeq2Seq._encode_unpadded(base, ids),
-                                                               FastSeq2Seq._encode_unpadded(each, ids))
+        each.encoder = copy.copy(base.encoder)
+        each.encoder.stack_kernel = None
+        assert base.encoder.stack_kernel is not None and torch.equal(Seq2SeqEngine.encode_unpadded(base, ids),
+                                                                     Seq2SeqEngine.encode_unpadded(each, ids))
     assert calls == [(2, 7)] * 3
 
 
 def test_a_sentence_alone_gives_its_row_of_a_padded_batch():
     m = model(True)
-    fast = FastNAT(m)
+    fast = nat_engine(m)
     ids, mask = source()
     with torch.no_grad():
         batch = mask_predict(fast, ids, mask, iterations=1, length_candidates=1)
@@ -117,15 +124,15 @@ def test_the_native_layers_give_the_python_sequence(norm_first, activation):
     (layer_forward): the same hidden states as each other, and as the Python sequence (``_layers``, their
     reference), padded rows and sources included."""
     m = model(norm_first, activation=activation)
-    fast = FastNAT(m)
-    if fast._native_layer is None or fast._native_stack is None:
+    fast = nat_engine(m)
+    if fast.layer_kernel is None or fast.stack_kernel is None:
         pytest.skip("the native layers do not run here")
     reference, each = copy.copy(fast), copy.copy(fast)
-    reference._native_layer = None
-    each._native_stack = None
-    calls, stacks, kernel, stack = [], [], fast._native_layer, fast._native_stack
-    each._native_layer = lambda *a: calls.append(a[0].shape) or kernel(*a)
-    fast._native_stack = lambda *a: stacks.append((a[0].shape, len(a[1]), len(a[4]))) or stack(*a)
+    reference.layer_kernel = None
+    each.stack_kernel = None
+    calls, stacks, kernel, stack = [], [], fast.layer_kernel, fast.stack_kernel
+    each.layer_kernel = lambda *a: calls.append(a[0].shape) or kernel(*a)
+    fast.stack_kernel = lambda *a: stacks.append((a[0].shape, len(a[1]), len(a[3]))) or stack(*a)
     ids, mask = source()
     memory = fast.encode(ids, mask)
     tokens, lengths = torch.randint(3, 30, (2, 6)), torch.tensor([6, 4])  # 12 rows; row 1's source is padded
@@ -145,7 +152,7 @@ def test_mask_predict_gives_the_reference_translation(length, iterations, k):
     m = model(True, length=length)
     ids, mask = source()
     ref = mask_predict(m, ids, mask, iterations=iterations, length_candidates=k)
-    out = mask_predict(FastNAT(m), ids, mask, iterations=iterations, length_candidates=k)
+    out = mask_predict(nat_engine(m), ids, mask, iterations=iterations, length_candidates=k)
     assert torch.equal(out.sequences, ref.sequences) and torch.equal(out.lengths, ref.lengths)
     torch.testing.assert_close(out.sequences_scores, ref.sequences_scores, atol=1e-5, rtol=1e-5)
 
@@ -154,8 +161,8 @@ def test_mask_predict_gives_the_reference_translation(length, iterations, k):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_one_sentence_takes_the_first_pass_and_gives_the_reference_translation(iterations, dtype):
     m = model(True, d_model=64).to(dtype)  # heads of 32: bfloat16's native layers
-    fast, general = FastNAT(m), FastNAT(m)
-    native = fast._native_layer is not None  # bfloat16's needs AVX512-BF16
+    fast, general = nat_engine(m), nat_engine(m)
+    native = fast.layer_kernel is not None  # bfloat16's needs AVX512-BF16
     general.first_pass = lambda *a, **k: None  # the steps one by one (mask_predict's own loop)
     taken = []
     first_pass = fast.first_pass
@@ -195,7 +202,7 @@ def test_the_first_pass_of_a_row_longer_than_the_native_layers_take():
     with torch.no_grad():
         m.length_head.bias[-1] = 1e4  # always the longest: T = S + 4 > LAYER_ROWS for S = LAYER_ROWS
     ids = torch.randint(4, 30, (1, LAYER_ROWS))
-    fast = FastNAT(m)
+    fast = nat_engine(m)
     _, lengths, tokens, _, _ = fast.first_pass(ids, torch.tensor([0, 1, 2]))
     assert int(lengths) == LAYER_ROWS + 4 and tokens.shape == (1, LAYER_ROWS + 4)
     ref = mask_predict(m, ids, iterations=1, length_candidates=1)
@@ -203,12 +210,9 @@ def test_the_first_pass_of_a_row_longer_than_the_native_layers_take():
 
 
 def test_unsupported_models_are_refused():
-    from attnkit.models.seq2seq import Seq2SeqConfig, Seq2SeqModel
-
-    ar = Seq2SeqModel(Seq2SeqConfig(30, 30, TransformerConfig(d_model=32, num_heads=2, d_ff=48)))
-    assert not FastNAT.supports(ar)
-    with pytest.raises(ValueError, match="FastNAT: needs a NATModel"):
-        FastNAT(ar)
+    m = model(True, positional="alibi")
+    assert "positions inside attention (alibi)" in refusal(m)
+    assert engine_for(m) is m  # the reference modules run it
     m = model(True)
     with pytest.raises(ValueError, match="`lengths` must be"):
-        FastNAT(m).decode_parallel(torch.randint(3, 30, (1, 4)), torch.zeros(1, 3, 32), lengths=torch.tensor([5]))
+        nat_engine(m).decode_parallel(torch.randint(3, 30, (1, 4)), torch.zeros(1, 3, 32), lengths=torch.tensor([5]))

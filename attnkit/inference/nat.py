@@ -1,0 +1,234 @@
+"""The non-autoregressive engine: a ``NATModel`` for ``mask_predict``, read from its weight spec. Same protocol,
+same outputs to float rounding.
+
+A non-autoregressive pass is one decoder call over every target position at once, so the decoding loop of the
+autoregressive engine does not apply; its packed weights do. ``NATEngine(spec, model)`` reuses them (a
+``Seq2SeqEngine`` of the same spec: the encoder, the packed layers, the output layer, every layer's
+cross-attention K, V projection in one matrix) and runs ``decode_parallel`` as the packed layer program
+(``layer.py``) layer after layer: unmasked self-attention over the row (only padding hidden), cross-attention to
+keys and values projected once per decoding (kept in the cache that Mask-Predict's iterations pass back), the
+feed-forward. At up to ``LAYER_ROWS`` positions (B * T) where the short kernel runs, each layer is one native
+call (``layer_forward``), or the whole stack (``layers_forward``). The length classifier is packed too.
+
+One sentence with one length candidate (latency at batch 1) takes ``first_pass``: the encoder, the best length,
+every layer's cross keys and values, the decoder over a row of mask tokens and each position's best token in one
+native call (``NatFirstPass``, ``inference/native/csrc/nat_first_pass.h``: the same entry points in the same
+order, bit-identical results), with ``python_first_pass``, the same calls from Python, as its reference and the
+path where a part does not run natively.
+
+With ``output_attentions`` the pass runs on the reference model.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..functional.dispatch import SHORT_MAX_LEN
+from ..functional.masks import for_heads, padding
+from ..functional.tokens import best_tokens
+from ..models.encoder_decoder import memory_mask_from
+from ..nn import LayerCache
+from ..nn.transformer import DecoderOutput
+from . import native
+from .layer import kernel_lengths, memory_attention, self_attention
+from .packed import LAYER_ROWS, PackedLinear
+from .seq2seq import Seq2SeqEngine
+from .spec import ModelSpec
+
+__all__ = ["NATEngine"]
+
+
+class NATEngine:
+    """The engine of a NAT model's spec (see the module doc); ``model`` (the reference) is left as it is."""
+
+    def __init__(self, spec: ModelSpec, model):
+        self.reference, self.config = model, model.config
+        self.base = Seq2SeqEngine(spec, model)
+        self.length = None if spec.length is None else PackedLinear(spec.length)  # one row: native
+        # each layer in one native call where the decoder-layer step runs (the same kernels), W in panels
+        base = self.base
+        weights = [native.layer_weights(m, panels=True) for m in base.layers] if base.step_weights else []
+        self.layer_weights = weights if weights and None not in weights else None
+        self.stack = native.layer_stack(base.layers, weights) if self.layer_weights else None
+        ext = native.compositions()
+        self.layer_kernel = ext.layer_forward if self.layer_weights is not None else None
+        self.stack_kernel = ext.layers_forward if self.stack is not None else None
+        self._mask_table: Tensor | None = None  # (1, n, d) decoder input of n mask tokens (``masked_rows``)
+        self._native_first = None  # the first pass in one native call (``first_pass_kernel``), False: none here
+
+    # -- the mask_predict protocol -------------------------------------------------------------
+    def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        return self.base.encode(input_ids, attention_mask)
+
+    def length_candidates(self, memory: Tensor, attention_mask: Tensor | None = None, k: int = 1) -> Tensor:
+        """``NATModel.length_candidates``; with no mask (no padding) in five operations instead of its fifteen,
+        the classifier's product in the packed kernel."""
+        if attention_mask is not None or self.length is None:
+            return self.reference.length_candidates(memory, attention_mask, k)
+        s, cfg = memory.shape[1], self.config
+        logits = self.length.rows(memory.sum(1) / max(s, 1))  # (B, 2m + 1) from the mean of the memory
+        offsets = logits.topk(min(k, logits.shape[1]), dim=1).indices  # (B, k): T - S + m, best first
+        return (offsets + (s - cfg.max_length_offset)).clamp_(1, cfg.max_target_length)
+
+    def row_lengths(self, attention_mask: Tensor | None, memory: Tensor) -> Tensor:
+        return self.reference.row_lengths(attention_mask, memory)
+
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        """hidden (..., d) -> logits (..., V) through the packed output layer."""
+        return self.base.output(hidden)
+
+    @torch.no_grad()
+    def decode_parallel(self, tokens: Tensor, memory: Tensor, memory_mask: Tensor | None = None,
+                        lengths: Tensor | None = None, *, cache: list[LayerCache] | None = None,
+                        use_cache: bool = False, output_attentions: bool = False) -> DecoderOutput:
+        """``NATModel.decode_parallel``: tokens (B, T), memory (B, S, d), lengths (B,) -> hidden (B, T, d).
+
+        ``cache``: per layer ``LayerCache(None, (keys, values))`` of the cross-attention, (B, H, S, dh) each,
+        as this method returns with ``use_cache``."""
+        if output_attentions:
+            return self.reference.decode_parallel(tokens, memory, memory_mask, lengths, cache=cache,
+                                                  use_cache=use_cache, output_attentions=True)
+        base = self.base
+        self.reference._check_ids(tokens, "tokens", self.config.tgt_vocab_size)
+        b, t = tokens.shape
+        if memory.dim() != 3 or memory.shape[0] != b:
+            raise ValueError(f"NATEngine: `memory` must have shape ({b}, S, d), got {tuple(memory.shape)}")
+        self_mask, self_lens = None, base._no_lengths
+        if lengths is not None:
+            if lengths.shape != (b,) or (lengths.numel() and int(lengths.max()) > t):
+                raise ValueError(f"NATEngine: `lengths` must be ({b},) values <= {t}, got {tuple(lengths.shape)}")
+            if bool((lengths < t).any()):
+                self_mask = for_heads(padding(lengths))
+                self_lens = kernel_lengths(self_mask)
+        if memory_mask is None:
+            cross_mask, cross_lens = None, base._no_lengths
+        else:
+            cross_mask = for_heads(memory_mask_from(memory_mask, memory.shape[1]))
+            cross_lens = kernel_lengths(cross_mask)
+        if cache is None:
+            cache = self.cross_cache(memory)
+        x = base.positions.add(F.embedding(tokens, base.target_table), 0)  # (B, T, d), already times sqrt(d)
+        if (self.layer_kernel is not None and b * t <= LAYER_ROWS and self_lens is not None
+                and cross_lens is not None and t <= SHORT_MAX_LEN and memory.shape[1] <= SHORT_MAX_LEN
+                and x.is_contiguous()):  # where the program runs the short kernel
+            x = self.native_layers(x, self_lens, [c.cross_kv[0] for c in cache], [c.cross_kv[1] for c in cache],
+                                   cross_lens)
+            x = x.reshape(b * t, base.d_model)  # (B, T, d) -> (B*T, d)
+        else:
+            x = self.layers(x.reshape(b * t, base.d_model), b, t, cache, (self_mask, self_lens),
+                            (cross_mask, cross_lens))
+        if base.final_norm is not None:
+            x = base.final_norm(x)
+        return DecoderOutput(x.view(b, t, base.d_model), None, None, cache if use_cache else None)
+
+    # -- the layers ----------------------------------------------------------------------------
+    def layers(self, x: Tensor, b: int, t: int, cache: list[LayerCache], self_mask: tuple, cross_mask: tuple) -> Tensor:
+        """The packed layer program, layer after layer (the reference of the native path): x (B*T, d) -> (B*T, d).
+        ``self_mask``, ``cross_mask``: (mask for heads, its key lengths for the native kernel or None)."""
+        base = self.base
+        h, dh = base.num_heads, base.head_dim
+        for layer, c in zip(base.layers, cache):
+            ck, cv = c.cross_kv
+
+            def attend(q, k, v):  # unmasked: each position sees all of its row (padding hidden)
+                return base.attend(q, k, v, *self_mask)
+
+            def attend_memory(q, ck=ck, cv=cv):
+                return memory_attention(lambda q4: base.attend(q4, ck, cv, *cross_mask), q, b, t, h, dh)
+
+            x = layer(x, lambda qkv: self_attention(attend, qkv, b, t, h, dh), attend_memory)
+        return x
+
+    def native_layers(self, x: Tensor, self_lens: Tensor, keys: list[Tensor], values: list[Tensor],
+                      cross_lens: Tensor) -> Tensor:
+        """The decoder's layers natively: x (B, T, d) contiguous, each layer's cross keys and values (B, H, S, dh)
+        -> (B, T, d); in one call (``layers_forward``) where the layers share their settings, else one each."""
+        if self.stack_kernel is not None:
+            return self.stack_kernel(x, self.stack, self_lens, keys, values, cross_lens)
+        for w, k, v in zip(self.layer_weights, keys, values):
+            x = self.layer_kernel(x, w, self_lens, k, v, cross_lens)
+        return x
+
+    def cross_cache(self, memory: Tensor) -> list[LayerCache]:
+        """memory (B, S, d) -> per layer LayerCache(None, (keys, values)), each (B, H, S, dh): projected once."""
+        keys, values = self.base.cross_keys_values(memory)
+        return [LayerCache(None, kv) for kv in zip(keys, values)]
+
+    def masked_rows(self, t: int) -> Tensor:
+        """The decoder's input for a row of t mask tokens, (1, t, d): ``decode_parallel``'s embedding and
+        positions, made once for the longest row and sliced."""
+        base, table = self.base, self._mask_table
+        if table is None or table.shape[1] < t or table.dtype != base.target_table.dtype:
+            n = max(t, self.config.max_target_length)
+            tokens = torch.full((1, n), self.config.mask_id, dtype=torch.long, device=base.target_table.device)
+            table = base.positions.add(F.embedding(tokens, base.target_table), 0)  # (1, n, d)
+            self._mask_table = table = table.contiguous()
+        return table[:, :t]
+
+    # -- the first pass of one sentence ----------------------------------------------------------
+    @torch.no_grad()
+    def first_pass(self, input_ids: Tensor, suppressed: Tensor, *, use_cache: bool = False):
+        """Mask-Predict's first pass for one unpadded sentence with one length candidate, in one call: the
+        encoder, the classifier's best length T, the decoder over T mask tokens, each position's best token
+        outside ``suppressed``. The same calls as ``encode``, ``length_candidates``, ``decode_parallel`` and
+        ``output_logits``, without the checks and tensors that a batch, a mask or padding needs (the
+        decoder's input, mask embedding plus positions, is made once): what latency at batch 1 is made of.
+
+        input_ids (1, S) -> (memory (1, S, d), lengths (1, 1), tokens (1, T), log-probabilities (1, T), the
+        cross-attention cache with ``use_cache`` else None); None where this does not apply (a batch, a
+        model that cuts at END or that the native layers do not run): the caller takes the general path."""
+        base = self.base
+        s = input_ids.shape[1] if input_ids.dim() == 2 else 0
+        if (self.length is None or self.layer_kernel is None or not base.encoder.all_native
+                or input_ids.dim() != 2 or input_ids.shape[0] != 1 or not 0 < s <= min(LAYER_ROWS, SHORT_MAX_LEN)):
+            return None
+        run = self.first_pass_kernel()
+        if run is None or input_ids.dtype != torch.long or not input_ids.is_contiguous():
+            return self.python_first_pass(input_ids, suppressed, use_cache)
+        memory, lengths, tokens, logp, kv = run(input_ids, suppressed)  # tokens None: T > the layers' rows
+        if not use_cache and tokens is not None:
+            return memory, lengths, tokens, logp, None
+        keys, values = base.split_cross(kv, 1, s)  # per layer (1, H, S, dh)
+        if tokens is None:
+            logp, tokens = self.long_row(memory, int(lengths[0, 0]), keys, values, suppressed)
+        return memory, lengths, tokens, logp, [LayerCache(None, kv) for kv in zip(keys, values)] if use_cache else None
+
+    def first_pass_kernel(self):
+        """``first_pass`` in one native call (``NatFirstPass``: the same kernels in the same order, bit-identical
+        results), made on first use; None where not every part runs natively (``python_first_pass`` runs them)."""
+        if self._native_first is None:
+            from .first_pass import native_first_pass
+
+            self._native_first = native_first_pass(self) or False
+        return self._native_first or None
+
+    def python_first_pass(self, input_ids: Tensor, suppressed: Tensor, use_cache: bool):
+        """``first_pass`` from Python: its reference (the same calls, one by one)."""
+        base = self.base
+        memory = self.encode(input_ids)  # (1, S, d)
+        lengths = self.length_candidates(memory, None, 1)  # (1, 1)
+        t = int(lengths[0, 0])
+        keys, values = base.cross_keys_values(memory)  # per layer (1, H, S, dh)
+        cache = [LayerCache(None, kv) for kv in zip(keys, values)] if use_cache else None
+        if t > LAYER_ROWS or t > SHORT_MAX_LEN:  # a row longer than the native layers take
+            logp, tokens = self.long_row(memory, t, keys, values, suppressed)
+        else:
+            x = self.native_layers(self.masked_rows(t), base._no_lengths, keys, values, base._no_lengths)
+            x = x.view(t, base.d_model)  # (1, T, d) -> (T, d)
+            norm = base.final_norm
+            if norm is not None and norm.affine:  # the decoder's LayerNorm inside the output layer's call
+                logits = base.output.norm_rows(x, norm)
+            else:
+                logits = base.output.rows(x if norm is None else norm(x))
+            logp, tokens = best_tokens(logits, suppressed)  # (T, V) logits -> (T,), (T,)
+            logp, tokens = logp.view(1, t), tokens.view(1, t)
+        return memory, lengths, tokens, logp, cache
+
+    def long_row(self, memory: Tensor, t: int, keys: list[Tensor], values: list[Tensor], suppressed: Tensor):
+        """A first pass's row longer than the native layers take: (log-probabilities (1, T), tokens (1, T))."""
+        tokens = torch.full((1, t), self.config.mask_id, dtype=torch.long, device=memory.device)
+        x = self.decode_parallel(tokens, memory, cache=[LayerCache(None, kv) for kv in zip(keys, values)])
+        logp, tokens = best_tokens(self.base.output.rows(x.last_hidden_state.view(t, self.base.d_model)), suppressed)
+        return logp.view(1, t), tokens.view(1, t)

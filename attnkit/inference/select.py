@@ -1,0 +1,66 @@
+"""One choice of engine: ``engine_for(model, dtype=...)`` for trained runs, NAT runs, Marian folders and BERT
+folders alike.
+
+The engine comes from the model's architecture (``architectures.ARCHITECTURES``): ``Seq2SeqEngine`` for a
+``Seq2SeqModel``, ``NATEngine`` for a ``NATModel``, ``BertEngine`` for a ``BertModel``, each built from the model's
+weight spec. Where no engine can run the model (an architecture without a spec table, positions inside
+attention, no biases, a dtype the engines do not take, no oneDNN), ``engine_for`` returns the model itself (in
+``dtype``) and says why on the ``attnkit`` logger (INFO); ``refusal(model, dtype)`` gives that reason.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import torch
+
+from ..models.bert import BertModel
+from ..models.nat import NATModel
+from .architectures import Unsupported, architecture_of, spec_of
+from .encoder import BertEngine
+from .nat import NATEngine
+from .packed import onednn_available
+from .seq2seq import Seq2SeqEngine
+
+__all__ = ["engine_for", "refusal", "ENGINES"]
+
+log = logging.getLogger("attnkit")
+ENGINES = {"seq2seq": Seq2SeqEngine, "nat": NATEngine, "bert": BertEngine}
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _dtype_of(model) -> torch.dtype:
+    return next(model.parameters()).dtype
+
+
+def refusal(model, dtype: torch.dtype | None = None) -> str | None:
+    """Why no engine runs ``model`` in ``dtype`` (default: its own), or None."""
+    try:
+        architecture_of(model)
+    except Unsupported as e:
+        return str(e)
+    dtype = dtype or _dtype_of(model)
+    if dtype not in DTYPES:
+        return f"dtype {dtype}: the engines run {', '.join(str(d) for d in DTYPES)}"
+    if not onednn_available():
+        return "torch's oneDNN linear ops are not available here"
+    return None
+
+
+def engine_for(model, *, dtype: torch.dtype | None = None):
+    """The inference engine of ``model`` in ``dtype`` (default: the model's own), or the model itself in that dtype
+    where none runs it (see the module doc). The model is not changed; the engine copies its weights."""
+    model.eval()
+    same = dtype is None or dtype == _dtype_of(model)
+    why = refusal(model, dtype)
+    if why is not None:
+        log.info("attnkit: %s runs on its reference modules: %s", type(model).__name__, why)
+        return model if same else copy.deepcopy(model).to(dtype).eval()
+    arch = architecture_of(model).name
+    if isinstance(model, BertModel):
+        return BertEngine(spec_of(model, dtype))
+    reference = model if same else copy.deepcopy(model).to(dtype).eval()
+    engine = NATEngine if isinstance(model, NATModel) else Seq2SeqEngine
+    assert ENGINES[arch] is engine
+    return engine(spec_of(reference), reference)
