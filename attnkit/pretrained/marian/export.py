@@ -27,10 +27,11 @@ import torch
 from torch import Tensor
 
 from ...functional.positional import sinusoidal_table
+from ...inference import spec_tensors
 from ...models.nat import NATModel
 from ...models.seq2seq import Seq2SeqModel
 from ...outputs import check_replaceable, write_folder, writing
-from .layout import EXPORT_ACTIVATIONS, attnkit_to_hf, layer_names
+from .layout import ATTENTION, EXPORT_ACTIVATIONS, layer_names, spec_to_hf
 
 __all__ = ["export_marian", "check_exportable"]
 
@@ -67,8 +68,10 @@ def _new_ids(vocab: int, pad: int) -> Tensor:
 def _residual_permutation(state: dict[str, Tensor], model: Seq2SeqModel, perm: Tensor) -> dict[str, Tensor]:
     """Permute the model dimension of every tensor on the residual stream (interleaved -> halves layout)."""
     out = dict(state)
-    for hf, _, plain, attn in layer_names(model.config):
-        for a in attn:
+    for hf, _, fields in layer_names(model.config):
+        for a in ATTENTION:
+            if f"{hf}.{a}.q_proj.weight" not in out:
+                continue  # the encoder's layers have no encoder_attn
             for x in "qkv":
                 out[f"{hf}.{a}.{x}_proj.weight"] = out[f"{hf}.{a}.{x}_proj.weight"][:, perm]  # reads the stream
             for p in ("weight", "bias"):
@@ -76,10 +79,9 @@ def _residual_permutation(state: dict[str, Tensor], model: Seq2SeqModel, perm: T
                 out[f"{hf}.{a}.out_proj.{p}"] = w[perm]  # writes the stream
         out[f"{hf}.fc1.weight"] = out[f"{hf}.fc1.weight"][:, perm]
         out[f"{hf}.fc2.weight"], out[f"{hf}.fc2.bias"] = out[f"{hf}.fc2.weight"][perm], out[f"{hf}.fc2.bias"][perm]
-        for name in plain:
-            if name.endswith("layer_norm"):
-                for p in ("weight", "bias"):
-                    out[f"{hf}.{name}.{p}"] = out[f"{hf}.{name}.{p}"][perm]
+        for name in (m[0] for f, m in fields.items() if f.endswith("norm")):
+            for p in ("weight", "bias"):
+                out[f"{hf}.{name}.{p}"] = out[f"{hf}.{name}.{p}"][perm]
     return out
 
 
@@ -153,12 +155,10 @@ def export_marian(model: Seq2SeqModel, tokenizer, folder: str | Path, *, suppres
     new_of_old[order] = torch.arange(len(order))
     pad, eos = cfg.tgt_vocab_size - 1, int(new_of_old[cfg.eos_token_id])
 
-    sd = {k: v.detach().float() for k, v in model.state_dict().items()}
-    hf = attnkit_to_hf(sd, cfg)
+    spec = spec_tensors(model, torch.float32)  # the model's tensors by the weight spec's names
+    hf = spec_to_hf(spec, cfg)
     d, scale = tc.d_model, (tc.d_model ** 0.5 if cfg.scale_embedding else 1.0)
-    src = sd["src_embed.weight"]
-    tgt = sd.get("tgt_embed.weight", src)
-    out = sd.get("lm_head.weight", tgt)
+    src, tgt, out = spec["source_embedding"], spec["target_embedding"], spec["output.weight"]
     n_pos = max(cfg.max_positions, 512)  # the table is a pure function of position: room to spare for HF / CT2
     positions = sinusoidal_table(n_pos, d, layout="halves")  # written in Marian's layout
     dec_positions = positions.clone()
@@ -174,7 +174,7 @@ def export_marian(model: Seq2SeqModel, tokenizer, folder: str | Path, *, suppres
         src = tgt  # one table; the pad row only ever meets masked keys in the encoder
     if cfg.tie_output:
         out = tgt  # pad's logit is then its bias alone; pad is never generated (bad_words_ids)
-    bias = sd["final_logits_bias"][order] if "final_logits_bias" in sd else torch.zeros(cfg.tgt_vocab_size)
+    bias = spec["output.bias"][order] if "output.bias" in spec else torch.zeros(cfg.tgt_vocab_size)
     if src is tgt:
         hf["model.shared.weight"] = src
     hf["model.encoder.embed_tokens.weight"], hf["model.decoder.embed_tokens.weight"] = src, tgt

@@ -1,10 +1,11 @@
-"""Hugging Face Marian (``MarianMTModel``) <-> attnkit ``Seq2SeqModel``: config fields and weight names.
+"""Hugging Face Marian (``MarianMTModel``) <-> attnkit's weight spec: config fields and weight names.
 
 Marian is a post-LN Transformer with sinusoidal positions in the "halves" layout (all sines, then all
 cosines, from position 0), embeddings scaled by sqrt(d_model), a fixed ``final_logits_bias`` and the
-decoder started from the pad token. Its query / key / value projections are separate matrices; attnkit
-packs them into one ``in_proj`` (rows W^q; W^k; W^v). Both directions (load and export) use the name
-table below, so they cannot drift apart.
+decoder started from the pad token. Its query / key / value projections are separate matrices; the spec
+packs them into one ``qkv`` (rows W^q; W^k; W^v). ``MARIAN_LAYER`` maps a layer's spec fields to Marian's
+modules, and both directions use it (load: Marian -> spec -> the model through ``inference.model_state``;
+export: the model -> spec through ``inference.spec_tensors`` -> Marian), so they cannot drift apart.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from torch import Tensor
 from ...models.seq2seq import Seq2SeqConfig
 from ...nn import TransformerConfig
 
-__all__ = ["ACTIVATIONS", "EXPORT_ACTIVATIONS", "marian_config", "layer_names", "hf_to_attnkit", "attnkit_to_hf",
-           "expected_shapes"]
+__all__ = ["ACTIVATIONS", "EXPORT_ACTIVATIONS", "MARIAN_LAYER", "marian_config", "layer_names", "name_pairs",
+           "hf_to_spec", "spec_to_hf", "expected_shapes"]
 
 # Hugging Face activation_function -> attnkit activation.
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh",
@@ -93,54 +94,51 @@ def marian_config(hf: dict, *, source: str, share_embeddings: bool, tie_output: 
         raise ValueError(f"{source}: {e}") from None
 
 
-# Per layer: Hugging Face module -> attnkit module (weights and biases alike); attention handled apart.
-_ENCODER = {"self_attn.out_proj": "self_attn.out_proj", "self_attn_layer_norm": "attn_block.norm",
-            "fc1": "ff.linear1", "fc2": "ff.linear2", "final_layer_norm": "ff_block.norm"}
-_DECODER = {"self_attn.out_proj": "self_attn.out_proj", "self_attn_layer_norm": "self_block.norm",
-            "encoder_attn.out_proj": "cross_attn.out_proj", "encoder_attn_layer_norm": "cross_block.norm",
-            "fc1": "ff.linear1", "fc2": "ff.linear2", "final_layer_norm": "ff_block.norm"}
-_ATTENTION = {"encoder": {"self_attn": "self_attn"},
-              "decoder": {"self_attn": "self_attn", "encoder_attn": "cross_attn"}}
+# Per layer: the spec's field (``inference.spec``) -> Marian's module(s), weights and biases alike; three modules are
+# Marian's W^q, W^k, W^v of the spec's one packed projection.
+MARIAN_LAYER = {"qkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+                "self_out": ("self_attn.out_proj",), "self_norm": ("self_attn_layer_norm",),
+                "cross_qkv": ("encoder_attn.q_proj", "encoder_attn.k_proj", "encoder_attn.v_proj"),
+                "cross_out": ("encoder_attn.out_proj",), "cross_norm": ("encoder_attn_layer_norm",),
+                "ff1": ("fc1",), "ff2": ("fc2",), "ff_norm": ("final_layer_norm",)}
+ATTENTION = ("self_attn", "encoder_attn")  # Marian's attention modules (encoder_attn: the decoder's only)
 
 
 def layer_names(config: Seq2SeqConfig):
-    """Yield (hf_prefix, attnkit_prefix, plain {hf: ours}, attention {hf: ours}) per layer."""
+    """Yield (Hugging Face prefix, spec prefix, {spec field: Marian modules}) per layer."""
     tc = config.transformer
-    for stack, n, plain in (("encoder", tc.num_encoder_layers, _ENCODER), ("decoder", tc.num_decoder_layers, _DECODER)):
+    for stack, n in (("encoder", tc.num_encoder_layers), ("decoder", tc.num_decoder_layers)):
+        fields = {f: m for f, m in MARIAN_LAYER.items() if stack == "decoder" or not f.startswith("cross")}
         for i in range(n):
-            yield f"model.{stack}.layers.{i}", f"{stack}.layers.{i}", plain, _ATTENTION[stack]
+            yield f"model.{stack}.layers.{i}", f"{stack}.layers.{i}", fields
+
+
+def name_pairs(config: Seq2SeqConfig):
+    """Yield (spec name, [Hugging Face names]) of every per-layer tensor: one name, or W^q, W^k, W^v packed."""
+    for hf, spec, fields in layer_names(config):
+        for p in ("weight", "bias"):
+            for field, modules in fields.items():
+                yield f"{spec}.{field}.{p}", [f"{hf}.{m}.{p}" for m in modules]
 
 
 def expected_shapes(config: Seq2SeqConfig) -> dict[str, tuple[int, ...]]:
     """Hugging Face name -> shape of every per-layer tensor a checkpoint of ``config`` must hold."""
     d, f = config.transformer.d_model, config.transformer.d_ff
-    sizes = {"self_attn.out_proj": (d, d), "encoder_attn.out_proj": (d, d), "fc1": (f, d), "fc2": (d, f)}
+    outputs = {"ff1": f}  # a module's outputs (every other has d); ff2 reads f inputs, the norms are (d,)
     shapes = {}
-    for hf, _, plain, attn in layer_names(config):
-        for name in plain:
-            w = sizes.get(name, (d,))
-            shapes[f"{hf}.{name}.weight"], shapes[f"{hf}.{name}.bias"] = w, (w[0],)
-        for name in attn:
-            for p in "qkv":
-                shapes[f"{hf}.{name}.{p}_proj.weight"], shapes[f"{hf}.{name}.{p}_proj.bias"] = (d, d), (d,)
+    for spec, hfs in name_pairs(config):
+        field, p = spec.split(".")[-2:]
+        w = (d,) if field.endswith("norm") else (outputs.get(field, d), f if field == "ff2" else d)
+        for h in hfs:
+            shapes[h] = w if p == "weight" else (w[0],)
     return shapes
 
 
-def name_pairs(config: Seq2SeqConfig):
-    """Yield (attnkit name, [Hugging Face names]) of every per-layer tensor: one name, or W^q, W^k, W^v packed."""
-    for hf, ours, plain, attn in layer_names(config):
-        for p in ("weight", "bias"):
-            for a, b in plain.items():
-                yield f"{ours}.{b}.{p}", [f"{hf}.{a}.{p}"]
-            for a, b in attn.items():
-                yield f"{ours}.{b}.in_proj.{p}", [f"{hf}.{a}.{x}_proj.{p}" for x in "qkv"]
+def hf_to_spec(state: dict[str, Tensor], config: Seq2SeqConfig) -> dict[str, Tensor]:
+    """Per-layer tensors, Hugging Face names -> spec names (q, k, v packed). Shapes are checked before."""
+    return {spec: torch.cat([state[h] for h in hfs]) for spec, hfs in name_pairs(config)}
 
 
-def hf_to_attnkit(state: dict[str, Tensor], config: Seq2SeqConfig) -> dict[str, Tensor]:
-    """Per-layer tensors, Hugging Face names -> attnkit names (q, k, v packed). Shapes are checked before."""
-    return {ours: torch.cat([state[h] for h in hfs]) for ours, hfs in name_pairs(config)}
-
-
-def attnkit_to_hf(state: dict[str, Tensor], config: Seq2SeqConfig) -> dict[str, Tensor]:
-    """The inverse of ``hf_to_attnkit``: per-layer tensors with Hugging Face names (in_proj split in three)."""
-    return {h: part for ours, hfs in name_pairs(config) for h, part in zip(hfs, state[ours].chunk(len(hfs)))}
+def spec_to_hf(tensors: dict[str, Tensor], config: Seq2SeqConfig) -> dict[str, Tensor]:
+    """The inverse of ``hf_to_spec``: per-layer tensors with Hugging Face names (qkv split in three)."""
+    return {h: part for spec, hfs in name_pairs(config) for h, part in zip(hfs, tensors[spec].chunk(len(hfs)))}

@@ -25,10 +25,11 @@ from torch import Tensor
 
 from ...data.safetensors_header import TensorInfo
 from ...functional.positional import sinusoidal_table
+from ...inference import model_state
 from ...models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from ..folder import read_config, read_json, weights_file
 from ..weights import layer_count, read_state_dict, tensor_shapes
-from .layout import expected_shapes, hf_to_attnkit, marian_config
+from .layout import expected_shapes, hf_to_spec, marian_config
 from .tokenizer import read_tokenizer
 from .translator import MarianTranslator, generation_defaults
 
@@ -154,15 +155,11 @@ def marian_model(folder: Path, hf: dict, *, dtype: torch.dtype = torch.float32) 
         dec = dec.clone()
         dec[config.start_token_id] += (shift / scale).to(dec.dtype)
         config = config.replace(share_embeddings=False, tie_output=False)
-    ours = hf_to_attnkit(state, config)
-    ours["src_embed.weight"] = enc
-    if not config.share_embeddings:
-        ours["tgt_embed.weight"] = dec
-    if not config.tie_output:
-        ours["lm_head.weight"] = out
-    ours["final_logits_bias"] = (torch.zeros(config.tgt_vocab_size) if bias is None else bias.reshape(-1))
+    spec = hf_to_spec(state, config)  # Marian's names -> the weight spec's, then the model's (inference.model_state)
+    spec.update({"source_embedding": enc, "target_embedding": dec, "output.weight": out,
+                 "output.bias": torch.zeros(config.tgt_vocab_size) if bias is None else bias.reshape(-1)})
     model = Seq2SeqModel(config, dtype=dtype)
-    model.load_state_dict({k: v.to(dtype) for k, v in ours.items()}, strict=True)
+    model.load_state_dict({k: v.to(dtype) for k, v in model_state(spec, model).items()}, strict=True)
     return model.eval()
 
 
