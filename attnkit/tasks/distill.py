@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 from ..train.checkpoint import CheckpointError, load_meta, sha256
+from .translate_ar import AR
+from .translation import load_run
 
 __all__ = ["distill", "open_teacher", "DISTILL_DIR"]
 
@@ -32,8 +34,6 @@ CHUNK = 1024  # sentences decoded between two writes to the partial file
 def open_teacher(run: str | os.PathLike, src_lang: str, tgt_lang: str):
     """The teacher run's best checkpoint as (Translator, checkpoint folder); a clear error unless it is an
     autoregressive translation run of the same language pair."""
-    from .translate import load
-
     folder, meta = load_meta(Path(run), which="best")
     if meta.get("task") != "translate":
         raise CheckpointError(f"--teacher: {folder} is a {meta.get('task')!r} run, not a translation run")
@@ -43,7 +43,7 @@ def open_teacher(run: str | os.PathLike, src_lang: str, tgt_lang: str):
     if (meta.get("src_lang"), meta.get("tgt_lang")) != (src_lang, tgt_lang):
         raise CheckpointError(f"--teacher: {folder} translates {meta.get('src_lang')}->{meta.get('tgt_lang')}, "
                               f"this run {src_lang}->{tgt_lang}")
-    return load(folder, meta), folder
+    return load_run(folder, meta, AR), folder
 
 
 

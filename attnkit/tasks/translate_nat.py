@@ -5,7 +5,8 @@ decoder self-attention unmasked, plus a length classifier or a row cut at END), 
 Mask-Predict does (a random number of target tokens masked, predicted from the rest, + the length
 loss), optionally on the teacher's beam-search outputs (``distill.py``). A NAT run loads as
 ``NATTranslator``: the same ``translate`` / ``generate`` calls, decoded by
-``attnkit.generation.mask_predict`` (``iterations``, ``length_candidates``).
+``attnkit.generation.mask_predict`` (``iterations``, ``length_candidates``). ``NAT`` is this side's
+``translation.Decoding``, a sibling of the autoregressive one (``translate_ar.AR``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from ..models.nat import LENGTH_STRATEGIES, NATConfig, NATModel, length_classes,
 from ..nn.limits import floats, ints
 from ..train import Task
 from ..train.checkpoint import CheckpointError, load_meta, load_weights
+from .distill import distill
+from .translation import Decoding, subwords_for
 from .translator import Alignment, Translator
 
 NAT_OPTIONS = ("iterations", "length_candidates", "suppress_tokens")
@@ -57,12 +60,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def check_arguments(args) -> None:
-    if args.teacher is not None and args.decoder != "nat":
-        raise ValueError("train translate: --teacher (sequence-level distillation) is for --decoder nat")
-    if getattr(args, "init", None) is not None and args.decoder != "nat":
-        raise ValueError("train translate: --init (start from an autoregressive run's weights) is for --decoder nat")
-    if args.decoder != "nat":
-        return
     for name in ("iterations", "length_candidates", "distill_beam"):
         if getattr(args, name) < 1:
             raise ValueError(f"train translate: --{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -72,8 +69,6 @@ def targets(args, train, out: Path) -> tuple[list[str], dict | None]:
     """The target side to train on: the teacher's translations (distilled) or the corpus's own."""
     if args.teacher is None:
         return train.tgt, None
-    from .distill import distill
-
     src_lang, tgt_lang = (args.src, args.tgt) if not args.train_src else (str(args.train_src), str(args.train_tgt))
     lines, note = distill(args.teacher, train.src, out, src_lang=src_lang, tgt_lang=tgt_lang, beam=args.distill_beam)
     print(f"distillation: {note['sources']} sentences, beam {note['beam']}, "
@@ -93,8 +88,6 @@ def _init_run(run: Path) -> tuple[Path, dict]:
 
 def init_subwords(run: Path):
     """--init: the starting run's BPE vocabulary (its embedding rows are those subwords)."""
-    from .translate import subwords_for
-
     folder, meta = _init_run(run)
     return subwords_for(folder, meta)
 
@@ -233,3 +226,34 @@ class NATTranslator(Translator):
     def _lecture_pass(self, ids: Tensor, mask: Tensor, rows: Tensor):
         """The parallel decoder once over the translation ``rows`` (1, T), its attention weights kept."""
         return self.model.decode_parallel(rows, self.model.encode(ids, mask), mask, output_attentions=True)
+
+
+class NonAutoregressive(Decoding):
+    name = "nat"
+    model_class = NATModel
+    config_class = NATConfig
+    translator_class = NATTranslator
+
+    def check_arguments(self, args) -> None:
+        check_arguments(args)
+
+    def subwords(self, args):
+        return None if getattr(args, "init", None) is None else init_subwords(args.init)
+
+    def build(self, name, args, fields, subwords, train, dev, meta, seed) -> Task:
+        """The teacher's translations as targets (or the corpus's own), Mask-Predict training; --init's weights
+        unless the run resumes (then its own checkpoint's)."""
+        tgt, note = targets(args, train, Path(args.out))
+        cfg = config(args, fields)
+        meta = {"model": cfg.to_dict(), **meta, **nat_meta(args, note)}
+        dev_pairs = list(zip(dev.src, dev.tgt)) if dev else None
+        task = make_task(name, cfg, subwords, list(zip(train.src, tgt)), dev_pairs, args.max_length, meta, seed)
+        if getattr(args, "init", None) is not None and not getattr(args, "resume", False):
+            initialise(task.model, args.init)
+        return task
+
+    def task_for(self, model, meta: dict, name: str) -> Task:
+        return task_for(model, meta, name)
+
+
+NAT = NonAutoregressive()
