@@ -31,9 +31,9 @@ def speed_accuracy_figure(rows: list[dict], path: str | Path, title: str = "LRA-
     those tasks and the seeds, bubble area = mean peak memory of a training step."""
     from matplotlib.ticker import FuncFormatter
 
-    from ..viz.heatmap import _pyplot
+    from ..viz.figure import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     all_tasks, variants = task_order(rows)
     tasks = tasks or all_tasks
     summary = summarize(rows)
@@ -79,9 +79,9 @@ def _mean_curve(curves: list[list[list[float]]]) -> tuple[list[float], list[floa
 def curves_figure(rows: list[dict], path: str | Path, tasks: list[str], title: str = "LRA-lite") -> Path:
     """One panel per task of ``tasks``: dev accuracy % against training step (after any self-pretraining),
     one line per variant, the mean over the seeds."""
-    from ..viz.heatmap import _pyplot
+    from ..viz.figure import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     _, variants = task_order(rows)
     tasks = [t for t in tasks if any(r["task"] == t and r.get("dev_curve") for r in rows)]
     fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(5.2 * max(1, len(tasks)), 4.2), squeeze=False)

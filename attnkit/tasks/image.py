@@ -125,10 +125,10 @@ def _read_image(spec: str, meta: dict, args=None) -> tuple[Tensor, str]:
             raise ValueError(f"predict: {spec!r}: the {split} split has {len(data)} images (0 to {len(data) - 1})")
         x, y = data[i]
         return x, f"{spec} (true label {meta['labels'][y]})"
-    from ..viz.heatmap import _pyplot
+    from ..viz.figure import pyplot
 
     try:
-        arr = torch.tensor(_pyplot().imread(spec), dtype=torch.float32)
+        arr = torch.tensor(pyplot().imread(spec), dtype=torch.float32)
     except (OSError, ValueError) as e:
         raise ValueError(f"predict: cannot read image {spec!r}: {e}") from None
     if arr.dim() == 3:

@@ -21,8 +21,9 @@ from torch import Tensor
 
 from ..data.bpe import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Subwords
 from ..generation import GenerateOutput, generate
-from ..generation.texts import Alignment, TextTranslator, TranslationWarning, pad_batch
+from ..generation.texts import TranslationWarning, pad_batch
 from ..inference import engine_for
+from ..pretrained.translator import Alignment, TextTranslator
 
 __all__ = ["Translator", "Alignment", "TranslationWarning", "bleu_report"]
 

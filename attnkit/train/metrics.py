@@ -66,7 +66,7 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
 def plot_curves(metrics_path: str | os.PathLike, png_path: str | os.PathLike, title: str = "") -> Path | None:
     """Train loss and every evaluation metric against the step, written atomically as PNG."""
     try:
-        from ..viz.heatmap import _pyplot, _save
+        from ..viz.figure import pyplot, save_figure
     except ImportError:  # pragma: no cover
         return None
     records = read_metrics(metrics_path) if Path(metrics_path).exists() else []
@@ -74,7 +74,7 @@ def plot_curves(metrics_path: str | os.PathLike, png_path: str | os.PathLike, ti
     evals = [r for r in records if r.get("split") not in (None, "train")]
     if not train and not evals:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
     if train:
         ax1.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
@@ -92,6 +92,6 @@ def plot_curves(metrics_path: str | os.PathLike, png_path: str | os.PathLike, ti
     if ax2.lines:
         ax2.legend()
     fig.suptitle(title)
-    out = _save(fig, png_path)
+    out = save_figure(fig, png_path)
     plt.close(fig)
     return out

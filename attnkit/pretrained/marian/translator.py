@@ -20,9 +20,10 @@ from pathlib import Path
 from torch import Tensor
 
 from ...generation import GenerateOutput, generate
-from ...generation.texts import TextTranslator, TranslationWarning, pad_batch
+from ...generation.texts import TranslationWarning, pad_batch
 from ...inference import engine_for
 from ..folder import read_json
+from ..translator import TextTranslator
 from .tokenizer import MarianTokenizer
 
 __all__ = ["MarianTranslator", "TranslationWarning", "generation_defaults"]
