@@ -22,7 +22,8 @@ from torch import Tensor
 
 from .backends import REGISTRY, Backend, Call
 from .bias import Bias, EdgeBias
-from .masks import Causal, Padding, Segments, Window, conjuncts, full_parts, graph_of, window_parts
+from .checks import check_inputs
+from .masks import Causal, Padding, Segments, Window, as_mask, conjuncts, full_parts, graph_of, window_parts
 
 __all__ = ["Rule", "RULES", "Choice", "select_backend", "why_backend", "choose", "markdown_table"]
 
@@ -144,9 +145,6 @@ def why_backend(q: Tensor, k: Tensor, v: Tensor, mask=None, bias=None, need_weig
                 dropout_p: float = 0.0) -> Choice:
     """The backend ``attention(q, k, v, mask, bias=bias, return_weights=need_weights, dropout_p=dropout_p)``
     would run, why, and why each row above it did not. Uses the current grad mode, as ``attention`` does."""
-    from .attention import check_inputs
-    from .masks import as_mask
-
     mask = as_mask(mask)
     check_inputs(q, k, v, mask, bias)
     return _explain(Call.of(q, k, v, mask, bias, dropout_p, need_weights))
