@@ -88,6 +88,7 @@ def run_similarity(args) -> int:
 
 
 def run_attend(args) -> int:
+    from ..viz.labels import token_labels
     from ..viz.summary import attention_summary
 
     text = utf8_text(args.text, "attend: the text")
@@ -95,7 +96,7 @@ def run_attend(args) -> int:
     model = _model(args.model)
     res = model.attend(text)
     tokens = res.tokens
-    labels = [f"{t}@{i}" for i, t in enumerate(tokens)]  # positions tell repeated words apart
+    labels = token_labels(tokens)  # "it@9": positions from 1, as q^9 in the lecture page; repeats told apart
     n_layers, n_heads = res.attentions.shape[:2]
     print(f"{len(tokens)} tokens: {' '.join(tokens)}")
     for line in attention_summary(res.attentions, tokens):

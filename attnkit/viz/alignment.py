@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .heatmap import _pyplot, _save
+from .heatmap import CMAP, _pyplot, _save
+from .labels import tell_apart
 
 __all__ = ["cross_attention_png"]
 
@@ -18,7 +19,8 @@ def cross_attention_png(weights, source: Sequence[str], target: Sequence[str], p
     """weights (heads, T, S) of one layer -> one panel per head and one of the heads' mean.
 
     Rows are the target tokens (the queries: the decoder), columns the source tokens (the keys and
-    values: the encoder's output), each row sums to 1.
+    values: the encoder's output), each row sums to 1. One colour bar, 0 to 1 for every panel; repeated
+    pieces are told apart by their position.
     """
     plt = _pyplot()
     w = np.asarray(weights.detach().float().cpu() if hasattr(weights, "detach") else weights, dtype=np.float64)
@@ -28,23 +30,27 @@ def cross_attention_png(weights, source: Sequence[str], target: Sequence[str], p
     if len(target) != t or len(source) != s:
         raise ValueError(f"cross_attention_png: {len(target)} target and {len(source)} source labels for weights "
                          f"of shape {w.shape}")
+    source, target = tell_apart(source), tell_apart(target)
     panels = [(w.mean(0), "mean of heads")] + [(w[i], f"head {i + 1}") for i in range(h)]
     cell = 0.32
     pw, ph = max(2.5, cell * s + 1.2), max(2.0, cell * t + 1.0)
     cols = min(len(panels), 3)
     rows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(pw * cols, ph * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(pw * cols + 1.0, ph * rows + 0.4), squeeze=False,
+                             layout="constrained")
+    im = None
     for ax, (m, name) in zip(axes.flat, panels):
-        ax.imshow(m, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        im = ax.imshow(m, cmap=CMAP, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
         ax.set_xticks(range(s), labels=list(source), rotation=90, fontsize=8)
         ax.set_yticks(range(t), labels=list(target), fontsize=8)
-        ax.set_xlabel("source (encoder)", fontsize=8)
-        ax.set_ylabel("target (decoder)", fontsize=8)
+        ax.set_xlabel("source token: key (one column each)", fontsize=8)
+        ax.set_ylabel("target token: query (one row each)", fontsize=8)
         ax.set_title(name, fontsize=9)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.suptitle(title)
-    fig.tight_layout()
+    fig.colorbar(im, ax=axes, shrink=0.9, aspect=30, label="cross-attention weight (0 to 1)")
+    if title:
+        fig.suptitle(title)
     out = _save(fig, path)
     plt.close(fig)
     return out

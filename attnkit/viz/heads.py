@@ -41,7 +41,7 @@ class LayerParts(NamedTuple):
     q: Tensor  # (H, Lq, dh): q^i of every head, as dotted with the keys (after RoPE, if any)
     k: Tensor  # (H, Lk, dh)
     v: Tensor  # (H, Lk, dv)
-    w_o: Tensor  # (d_out, H * dv): W^o; columns h*dv:(h+1)*dv take head h's output
+    w_o: Tensor | None  # (d_out, H * dv): W^o; columns h*dv:(h+1)*dv take head h's output (None: no W^o)
     b_o: Tensor | None  # (d_out,)
     mask: Tensor | None  # (Lq, Lk) bool, True = may attend; None = every key
 
@@ -116,10 +116,13 @@ def explain_layer(parts: LayerParts, scale: float | None = None) -> tuple[Interm
     """The lecture's chain for every head: ``attnkit.explain`` (scaled dot, softmax), then W^o.
 
     Returns (intermediates with (H, Lq, ...) tensors, merged output o (Lq, d_out), and each head's share
-    ||W^o_h b^{i,h}|| (H, Lq): how much head h adds to token i's output).
+    ||W^o_h b^{i,h}|| (H, Lq): how much head h adds to token i's output). Without W^o (``w_o`` None, the
+    lecture's single head) o^i is the heads' b^i side by side (one head: b^i itself), each share ||b^{i,h}||.
     """
     ex = explain(parts.q, parts.k, parts.v, parts.mask, score="scaled_dot", scale=scale)
     h, lq, dv = ex.out.shape
+    if parts.w_o is None:
+        return ex, ex.out.transpose(0, 1).reshape(lq, h * dv), ex.out.norm(dim=-1)  # (H, Lq, dv) -> (Lq, H * dv)
     blocks = parts.w_o.view(parts.w_o.shape[0], h, dv)  # (d_out, H * dv) -> (d_out, H, dv)
     contrib = torch.einsum("ohd,hid->hio", blocks, ex.out)  # W^o_h b^{i,h}: (H, Lq, d_out)
     merged = contrib.sum(0) + (0 if parts.b_o is None else parts.b_o)  # (Lq, d_out)

@@ -3,12 +3,17 @@
 ``attention_html(weights, tokens, path)`` writes every layer's and head's weights (N, H, Lq, Lk) into
 one page with three views:
 
-- the model view: every layer x head as a small matrix thumbnail; a click opens it in the head view;
+- the model view: every layer x head as a small matrix thumbnail, on one absolute scale (0 to 1) by
+  default so heads compare (a menu scales each to its own largest weight instead); a click opens it in
+  the head view;
 - the head view (bertviz's): queries on one side, keys on the other, one colour per head, each line
   as opaque as its weight; pointing at a query or a key keeps only its lines (past 32 tokens lines are
   drawn for one token at a time);
 - the matrix: rows = queries, columns = keys, for one head or the mean of the heads ticked, with a
-  colour legend and a zoom; it scrolls with its labels for long inputs.
+  colour legend (the same scale as the thumbnails) and a zoom; it scrolls with its labels for long inputs.
+
+Labels that repeat are told apart by position (``labels.tell_apart``: "saw@2", "saw@4"), in the page's
+script; the data keeps the labels as given.
 
 ``cross_attention_html(weights, src_tokens, tgt_tokens, path)`` is the same page for a decoder's
 cross-attention (layers, heads, T, S): source on the left, target on the right, the alignment matrix
@@ -32,7 +37,12 @@ _BODY = """<h2 id="title"></h2>
 <section id="model-view">
 <h3>Model view: every layer and head</h3>
 <p class="note">Rows are layers, columns are heads; each thumbnail is one head's attention matrix
-(rows = __QS__, columns = __KS__). Click one to open it in the head view below.</p>
+(rows = __QS__, columns = __KS__). Click one to open it in the head view below. The colour scale is
+absolute (0 to 1, the same for every head) so heads can be compared: a near-uniform head stays pale. Scaled
+to each head's own largest weight, every head looks saturated, however flat.</p>
+<div class="controls"><label>Colour scale (thumbnails and matrix) <select id="scale">
+<option value="absolute">0 to 1: the same for every head</option>
+<option value="own">0 to each head's own largest weight</option></select></label></div>
 <div class="thumbs" id="thumbs"></div><div id="thumbs-legend"></div>
 </section>
 <section id="head-view">
@@ -47,7 +57,8 @@ shows the same weights: rows are __QS__, columns are __KS__, each row sums to 1.
   <button id="all">all heads</button><button id="none">no heads</button>
   <label>Matrix zoom <input type="range" id="zoom" min="6" max="36" step="1"></label>
 </div>
-<div class="views"><div class="scroll"><svg id="lines"></svg></div><div id="matrix"></div></div>
+<div class="views"><div class="lines-box"><svg id="lines-head"></svg><div class="scroll"><svg id="lines"></svg></div>
+</div><div id="matrix"></div></div>
 </section>
 """
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .heatmap import CMAP, DPI, _pyplot, _save
+from .labels import tell_apart
 from .page import as_numpy
 
 __all__ = ["speech_cross_attention_png"]
@@ -45,7 +46,7 @@ def speech_cross_attention_png(features, weights, tokens: Sequence[str], path: s
     for ax, (m, name) in zip(axes[1:], panels):
         im = ax.imshow(m, aspect="auto", cmap=CMAP, vmin=0.0, vmax=1.0, interpolation="nearest",
                        extent=(0, s * step, t - 0.5, -0.5))
-        ax.set_yticks(range(t), labels=list(tokens), fontsize=8)
+        ax.set_yticks(range(t), labels=tell_apart(tokens), fontsize=8)  # "3@2", "3@3": a repeated digit
         ax.set_ylabel("written", fontsize=8)
         ax.set_title(name, fontsize=9)
     axes[-1].set_xlabel(f"time (s); the encoder has one step per {step * 1000:.0f} ms", fontsize=8)

@@ -3,7 +3,8 @@
 "Every token attends most to [CLS]" is true of most heads of a BERT-family model and says nothing, so:
 the heads are sorted by what their strongest key is for the words (the token before, after, itself, a
 marker token such as [CLS]/[SEP] - where heads park when they have nothing to do - or another word);
-the weight on the marker tokens per layer; and the strongest word-to-word links of the last layer.
+the weight on the marker tokens per layer; and the strongest word-to-word links of the last layer. Tokens
+are numbered from 1, as in the pictures (``labels.token_labels``: "it@9" is q^9).
 """
 
 from __future__ import annotations
@@ -70,5 +71,5 @@ def attention_summary(attentions, tokens: Sequence[str], *, links: int = 6) -> l
         pairs = sorted(((last[a, b], q[a], q[b]) for a in range(len(q)) for b in range(len(q)) if a != b),
                        reverse=True)[:links]
         lines.append(f"Strongest word -> word links in layer {n_layers} (heads averaged, markers and self left out): "
-                     + "  ".join(f"{tokens[i]}@{i} -> {tokens[j]}@{j} ({x:.2f})" for x, i, j in pairs))
+                     + "  ".join(f"{tokens[i]}@{i + 1} -> {tokens[j]}@{j + 1} ({x:.2f})" for x, i, j in pairs))
     return lines

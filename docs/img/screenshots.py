@@ -22,6 +22,7 @@ import attnkit
 from attnkit.pretrained import load_pretrained
 from attnkit.viz import attention_html, cross_attention_html
 from attnkit.viz.browser import Browser
+from attnkit.viz.labels import token_labels
 from attnkit.viz.lecture import model_lecture_html
 from attnkit.viz.positions import position_figures
 
@@ -45,7 +46,7 @@ def shrink(src: Path, dst: Path, width: int = 1000, crop_height: int | None = No
 def main() -> int:
     enc = load_pretrained("all-MiniLM-L6-v2")
     res = enc.attend(TEXT)
-    labels = [f"{t}@{i}" for i, t in enumerate(res.tokens)]
+    labels = token_labels(res.tokens)  # "it@9" beside q^9
     tmp = Path(tempfile.mkdtemp(prefix="attnkit-shots-"))
     try:
         page = attention_html(res.attentions, labels, tmp / "attention.html", title=f"{TEXT!r} (all-MiniLM-L6-v2)")

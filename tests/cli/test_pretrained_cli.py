@@ -111,7 +111,8 @@ def test_attend_summary_says_what_the_heads_do(run, tmp_path, capsys):
     last = res.attentions[5].mean(0)[1:-1, 1:-1].clone()  # words only
     last.fill_diagonal_(0)
     q, k = divmod(int(last.argmax()), last.shape[1])
-    assert links.split(": ", 1)[1].startswith(f"{res.tokens[q + 1]}@{q + 1} -> {res.tokens[k + 1]}@{k + 1}")
+    # token q + 1 of the list (after [CLS]) is number q + 2, as q^{q+2} in the pages
+    assert links.split(": ", 1)[1].startswith(f"{res.tokens[q + 1]}@{q + 2} -> {res.tokens[k + 1]}@{k + 2}")
 
 
 def test_attend_writes_every_layer_and_head(run, tmp_path, capsys):
@@ -123,7 +124,7 @@ def test_attend_writes_every_layer_and_head(run, tmp_path, capsys):
     assert "wrote 7 PNG files" in printed and "attention.html" in printed and "lecture.html" in printed
     page = read_attention_html(out / "attention.html")  # the page holds the model's own weights
     res = load_pretrained(folder).attend("I saw a saw")
-    labels = [f"{t}@{i}" for i, t in enumerate(res.tokens)]
+    labels = [f"{t}@{i + 1}" for i, t in enumerate(res.tokens)]  # numbered from 1, as q^1
     assert page["queries"] == labels and page["keys"] == labels and len(page["layer_names"]) == 2
     torch.testing.assert_close(torch.tensor(page["weights"]), res.attentions.double(), atol=5e-5, rtol=0)
     pngs = sorted(p.name for p in out.glob("*.png"))

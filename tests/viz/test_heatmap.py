@@ -42,7 +42,8 @@ def test_labels_only_on_the_outer_panels_and_a_shared_colour_bar(tmp_path, monke
     labelled_x = [ax for ax in panels if any(t.get_text() for t in ax.get_xticklabels())]
     assert len(labelled_y) == 2 and len(labelled_x) == 3  # first column, bottom row: nothing overlaps
     assert [t.get_text() for t in labelled_x[0].get_xticklabels()] == list("abcd")
-    assert fig._supxlabel.get_text() == "key" and fig._supylabel.get_text() == "query"
+    assert fig._supxlabel.get_text() == "key (one column each)" and fig._supylabel.get_text() == "query (one row each)"
+    assert bars[0].get_ylim() == (0.0, 1.0)  # absolute: heads and figures compare
     assert [ax.get_title() for ax in panels[:3]] == ["head 1", "head 2", "head 3"]
     assert all(ax.get_title() == "" for ax in panels[3:])  # head titles once, under the figure's title
 
@@ -84,3 +85,35 @@ def test_frame_attention_maps(tmp_path, monkeypatch):
     assert len(fig.axes) == 1 + 6 + 2 and "one step per 2 frame(s)" in fig.axes[0].get_xlabel()
     with pytest.raises(ValueError, match="layers, heads"):
         frame_attention_maps(torch.randn(40, 20), torch.rand(2, 20, 20), tmp_path / "bad.png")
+
+
+def test_cross_attention_png_one_colour_map_a_colour_bar_and_repeats_told_apart(tmp_path, monkeypatch):
+    from attnkit.viz import alignment
+
+    figures = []
+    monkeypatch.setattr(alignment, "_save", lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr(hm._pyplot(), "close", lambda fig: None)
+    w = torch.rand(2, 3, 4).softmax(-1)
+    alignment.cross_attention_png(w, ["ein", "Hund", "ein", "</s>"], ["a", "dog", "a"], tmp_path / "c.png", title="t")
+    fig = figures[0]
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>" and ax.images]
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(panels) == 3 and len(bars) == 1 and bars[0].get_ylim() == (0.0, 1.0)
+    assert {ax.images[0].get_cmap().name for ax in panels} == {hm.CMAP}  # the pages' blue, not viridis
+    assert [t.get_text() for t in panels[1].get_xticklabels()] == ["ein@1", "Hund@2", "ein@3", "</s>@4"]
+    assert [t.get_text() for t in panels[1].get_yticklabels()] == ["a@1", "dog@2", "a@3"]
+    assert "key" in panels[0].get_xlabel() and "query" in panels[0].get_ylabel()
+
+
+def test_heatmap_in_the_lectures_layout(tmp_path, monkeypatch):
+    """queries_as="columns": A' as the lecture writes it, a column per query; the axes say so."""
+    figures = []
+    monkeypatch.setattr(hm, "_save", lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr(hm._pyplot(), "close", lambda fig: None)
+    w = torch.rand(3, 5).softmax(-1)  # 3 queries, 5 keys
+    hm.attention_heatmap(w, tmp_path / "h.png", queries=list("abc"), keys=list("vwxyz"), queries_as="columns")
+    ax = figures[0].axes[0]
+    assert ax.images[0].get_array().shape == (5, 3) and ax.get_xlabel() == "query (one column each)"
+    assert [t.get_text() for t in ax.get_xticklabels()] == list("abc") and ax.get_ylabel() == "key (one row each)"
+    with pytest.raises(ValueError, match="queries_as"):
+        hm.attention_heatmap(w, tmp_path / "h.png", queries_as="diagonal")

@@ -161,8 +161,9 @@ def test_cross_attention_page_puts_the_source_left(tmp_path, open_page):
     d = read_attention_html(path)
     assert d["queries"] == tgt and d["keys"] == src and d["layer_names"] == ["decoder layer 1", "decoder layer 2"]
     page = open_page(path)
-    left = page.eval("[...document.querySelectorAll('#lines text[text-anchor=end]')].map(t => t.textContent)")
-    assert left == ["source token", *src]
+    left = page.eval("[...document.querySelectorAll('#lines-head text[text-anchor=end], #lines text[text-anchor=end]')]"
+                     ".map(t => t.textContent)")
+    assert left == ["source token", *src]  # the side's name above the scrolling lines, then the tokens
     rows = page.eval("[...document.querySelectorAll('#matrix tbody th')].map(t => t.textContent)")
     assert rows == tgt
     # every line starts at its source token on the left and ends at its target token on the right
@@ -177,3 +178,38 @@ def test_thumbnails_stay_small_for_long_inputs(tmp_path, open_page):
     sizes = page.eval("[...document.querySelectorAll('#thumbs canvas')].map(c => [c.width, c.height, "
                       "c.getBoundingClientRect().width, c.getBoundingClientRect().height])")
     assert all(w == 150 and h == 200 and 50 <= bw <= 80 and 70 <= bh <= 80 for w, h, bw, bh in sizes), sizes
+
+
+def test_model_view_scale_is_absolute_by_default_and_repeated_words_are_told_apart(tmp_path, open_page):
+    """A near-uniform head (weights 0.11-0.20) stays pale on the default 0-1 scale; scaled to its own maximum it
+    would look saturated. The menu switches thumbnails and matrix together; "saw" twice reads saw@2, saw@4."""
+    flat = torch.full((1, 2, 4, 4), 0.25)
+    flat[0, 0] = torch.tensor([[0.2, 0.3, 0.25, 0.25]] * 4)  # head 1: near uniform
+    flat[0, 1] = torch.eye(4)  # head 2: each token on itself
+    tokens = ["I", "saw", "a", "saw"]
+    page = open_page(attention_html(flat, tokens, tmp_path / "s.html"))
+    pixel = ("(h => { const c = document.querySelector(`#thumbs canvas[data-head='${h}']`); "
+             "return [...c.getContext('2d').getImageData(1, 1, 1, 1).data].slice(0, 3); })")
+    assert page.eval("document.getElementById('scale').value") == "absolute"
+    pale, dark = page.eval(pixel + "(0)"), page.eval(pixel + "(1)")
+    assert pale[0] > 100 and dark[0] < 60  # 0.3 of 1 is light blue; a weight of 1 is dark blue
+    assert page.eval("document.getElementById('thumbs-legend').textContent").endswith("1")
+    assert page.eval("document.querySelector('#matrix .legend').textContent").endswith("1")
+    page.select("#scale", "own")
+    assert page.eval(pixel + "(0)")[0] < 60  # 0.3 as its own largest weight: saturated, as the issue described
+    assert "its largest weight" in page.eval("document.getElementById('thumbs-legend').textContent")
+    assert "(the largest)" in page.eval("document.querySelector('#matrix .legend').textContent")
+    rows = page.eval("[...document.querySelectorAll('#matrix tbody th')].map(t => t.textContent)")
+    assert rows == ["I@1", "saw@2", "a@3", "saw@4"] and read_attention_html(tmp_path / "s.html")["queries"] == tokens
+    labels = page.eval("[...document.querySelectorAll('#lines text')].map(t => t.textContent)")
+    assert labels == ["I@1", "saw@2", "a@3", "saw@4"] * 2
+
+
+def test_side_names_stay_in_view_when_the_lines_scroll(tmp_path, open_page):
+    tokens = [f"w{i}" for i in range(80)]
+    page = open_page(attention_html(weights(1, 1, 80, 80), tokens, tmp_path / "long.html"), height=600)
+    page.eval("document.querySelector('.lines-box .scroll').scrollTop = 1000")
+    top = page.eval("document.querySelector('#lines-head').getBoundingClientRect().top")
+    box = page.eval("document.querySelector('.lines-box .scroll').getBoundingClientRect().top")
+    assert top < box and page.eval("[...document.querySelectorAll('#lines-head text')].map(t => t.textContent)") == \
+        ["query", "key"]

@@ -15,6 +15,7 @@ from attnkit import explain, masks
 from attnkit.models.tagger import Tagger, TaggerConfig
 from attnkit.nn import Decoder, Encoder, MultiHeadAttention, TransformerConfig
 from attnkit.viz.heads import LayerParts, capture_attention, explain_layer, head_parts
+from attnkit.viz.labels import token_labels
 from attnkit.viz.lecture import lecture_html, model_lecture_html, read_lecture_html
 from attnkit.viz.page import read_page_data
 
@@ -96,11 +97,21 @@ def test_page_checks_its_inputs(tmp_path):
     with pytest.raises(ValueError, match="empty"):
         lecture_html([], [], tmp_path / "x.html")
     q = LayerParts(torch.randn(2, 4, 4), *p[1:])
-    with pytest.raises(ValueError, match="same sizes"):
+    with pytest.raises(ValueError, match="same tokens"):
         lecture_html([p, q], ["a", "b", "c"], tmp_path / "x.html")
     d = read_lecture_html(lecture_html([p, p], list("abc"), tmp_path / "ok.html", layer_names=["one", "two"]))
     assert d["layer_names"] == ["one", "two"] and d["q"].shape == (2, 2, 3, 4) and d["scale"] == 0.5
-    assert np.array_equal(d["k"][1], p.k.numpy()) and d["masks"] is None and d["bias"] is False
+    assert np.array_equal(d["k"][1], p.k.numpy()) and d["masks"] is None and d["layers"][0]["bias"] is False
+    # layers of different head counts and scales (the lecture's two examples): per layer, nothing stacked
+    one = LayerParts(torch.randn(1, 3, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4), None, None, None)
+    d = read_lecture_html(lecture_html([one, p], list("abc"), tmp_path / "two.html", scale=[1.0, None]))
+    assert [x["scale"] for x in d["layers"]] == [1.0, 0.5] and "q" not in d
+    assert d["layers"][0]["merge"] is False and d["layers"][0]["o"].shape == (3, 4)  # no W^o: o^i = b^i
+    with pytest.raises(ValueError, match="`scale` has 1 entries for 2 layers"):
+        lecture_html([one, p], list("abc"), tmp_path / "x.html", scale=[1.0])
+    with pytest.raises(ValueError, match="W\\^q a\\^i is not its q"):
+        lecture_html([one], list("abc"), tmp_path / "x.html",
+                     matrices=[{"a": torch.randn(3, 5), **{w: torch.randn(1, 4, 5) for w in ("w_q", "w_k", "w_v")}}])
 
 
 def test_tagger_page_holds_the_models_own_numbers(tmp_path):
@@ -137,14 +148,15 @@ def test_script_chain_matches_explain_under_node(tmp_path):
     parts.mask[0] = False  # a query with no key to see: zeros, never NaN
     path = lecture_html([parts], list("abcde"), tmp_path / "l.html", keys=list("uvwxyz"))
     data = read_page_data(path)
-    program = ("globalThis.window = globalThis;\n" + _static("common.js") + _static("lecture.js")
-               + "\nfunction start() {}\n"
+    program = ("globalThis.window = globalThis;\n" + _static("common.js") + _static("lecture_matrices.js")
+               + _static("lecture.js") + "\nfunction start() {}\n"
                + f"const D = {json.dumps(data)};\n"
                + """(async () => {
-  for (const k of ["q", "k", "v", "o", "share", "masks"]) D[k] = await unpack(D[k]);
+  const L = D.layers[0];
+  for (const k of ["q", "k", "v", "o", "share", "mask"]) L[k] = await unpack(L[k]);
   const out = [];
   for (let h = 0; h < 2; h++) for (let i = 0; i < 5; i++) {
-    const c = lectureChain(D, 0, h, i); out.push([Array.from(c.alpha), Array.from(c.p), Array.from(c.b)]);
+    const c = lectureChain(L, h, i); out.push([Array.from(c.alpha), Array.from(c.p), Array.from(c.b)]);
   }
   console.log(JSON.stringify(out));
 })();""")
@@ -170,13 +182,13 @@ def _numbers(page, selector):
 def test_minilm_lecture_page_numbers_equal_explain(tmp_path, minilm, open_page):
     text = "I saw a saw yesterday."
     res = minilm.attend(text)
-    labels = [f"{t}@{i}" for i, t in enumerate(res.tokens)]
+    labels = token_labels(res.tokens)  # "saw@3": the position as in q^3
     path = model_lecture_html(minilm.model, lambda: minilm.attend(text), labels, tmp_path / "lecture.html")
     calls = capture_attention(minilm.model, lambda: minilm.attend(text))
     outs = outputs_of(minilm.model, lambda: minilm.attend(text))
     page = open_page(path, width=1400)
     tol = 5e-4 + 2e-6  # shown with 3 decimals
-    assert page.eval("document.getElementById('where').textContent") == 'layer 1, head 1, query 2 "i@1"'
+    assert page.eval("document.getElementById('where').textContent") == 'layer 1, head 1, query 2 "i@2"'
     for layer, head, token, key in ((2, 4, 3, 1), (5, 11, 0, 6)):
         page.select("#layer", layer)
         page.select("#head", head)
@@ -220,3 +232,31 @@ def test_cross_attention_lecture_of_a_decoder(tmp_path):
         torch.testing.assert_close(ex.weights.float(), weights[n][0], atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="no cross-attention call from 3 queries to 2 keys"):
         model_lecture_html(dec, lambda: dec(y, memory), ["a", "b", "c"], tmp_path / "y.html", keys=["x", "y"])
+
+
+def test_masked_keys_are_shown_as_masked_with_zero_weight(tmp_path, open_page):
+    """A decoder's causal self-attention: query i sees keys 1..i; a future key reads "masked", its alpha' is 0
+    and the page says so; every visible number equals attnkit.explain with the same mask."""
+    torch.manual_seed(5)
+    causal = torch.ones(4, 4).tril().bool()  # True = may attend
+    parts = LayerParts(torch.randn(2, 4, 3), torch.randn(2, 4, 3), torch.randn(2, 4, 3), torch.randn(5, 6), None,
+                       causal)
+    path = lecture_html([parts], ["<s>", "the", "dog", "the"], tmp_path / "causal.html")
+    ex = explain(parts.q, parts.k, parts.v, parts.mask)
+    page = open_page(path, width=1300)
+    page.click("#tokens button[data-i='1']")  # "the@2": keys 3 and 4 are its future
+    rows = page.eval("[...document.querySelectorAll('#scores tbody tr')].map(r => [...r.cells].map(c => "
+                     "c.textContent))")
+    assert [r[0] for r in rows] == ["1 <s>@1", "2 the@2", "3 dog@3", "4 the@4"]  # the repeated word told apart
+    assert [r[3] for r in rows[2:]] == ["masked", "masked"]
+    assert [r[5] for r in rows[2:]] == ["masked: \u03b1'_ij = 0"] * 2
+    assert [float(r[4]) for r in rows] == pytest.approx(ex.weights[0, 1].tolist(), abs=5e-4)
+    assert "2 of the 4 keys are masked for q^2" in page.eval("document.getElementById('masked-note').textContent")
+    a = page.eval("[...document.querySelectorAll('#m-A tbody tr')].map(r => [...r.querySelectorAll('td')]"
+                  ".map(c => c.textContent))")  # row j: key k^j, column i: query q^i
+    assert a[3][:3] == ["masked"] * 3 and float(a[3][3]) == pytest.approx(float(ex.scores[0, 3, 3]), abs=5e-4)
+    ap = np.array(page.eval("[...document.querySelectorAll('#m-Ap tbody tr:not(.sum)')].map(r => "
+                            "[...r.querySelectorAll('td')].map(c => +c.textContent))"))
+    assert np.abs(ap - ex.weights[0].T.numpy()).max() <= 5e-4 and (ap[np.triu_indices(4, 1)[::-1]] == 0).all()
+    assert "a masked key gets \u03b1' = 0" in page.eval("document.getElementById('matrices').textContent")
+    assert page.eval("document.querySelectorAll('#m-Ap td.masked').length") == 6

@@ -4,7 +4,7 @@
 const LINES_ALL = 32;
 
 function main(D) {
-  const W = D.weights, Q = D.queries, K = D.keys;
+  const W = D.weights, Q = distinct(D.queries), K = distinct(D.keys);
   const [NL, NH, LQ, LK] = W.shape;
   const w = (n, h, i, j) => W.data[((n * NH + h) * LQ + i) * LK + j];
   const long = Math.max(LQ, LK) > LINES_ALL;
@@ -12,8 +12,9 @@ function main(D) {
   const st = {layer: 0, on: new Array(NH).fill(true), focus: null, pinned: long ? {kind: "q", index: D.pin} : null};
   $("title").textContent = D.title;
 
-  // ---- model view: one canvas per (layer, head), each scaled 0 -> its own largest weight
+  // ---- model view: one canvas per (layer, head), 0 -> 1 (absolute, the default) or 0 -> its own largest weight
   const grid = $("thumbs"), px = 72 / Math.max(LQ, LK);  // a thumbnail is 72 px on its long side
+  st.scale = $("scale").value = "absolute";
   grid.style.gridTemplateColumns = `auto repeat(${NH}, auto)`;
   grid.appendChild(el("span"));
   for (let h = 0; h < NH; h++) grid.appendChild(el("span", {class: "lab"}, `head ${h + 1}`));
@@ -24,19 +25,31 @@ function main(D) {
     for (let h = 0; h < NH; h++) {
       const c = el("canvas", {width: LK, height: LQ, "data-layer": n, "data-head": h,
                               title: `${D.layer_names[n]}, head ${h + 1}: click to open in the head view`});
-      c.style.width = `${Math.round(LK * px)}px`; c.style.height = `${Math.round(LQ * px)}px`;
-      const ctx = c.getContext("2d"), img = ctx.createImageData(LK, LQ);
-      let m = 0;
-      for (let i = 0; i < LQ; i++) for (let j = 0; j < LK; j++) m = Math.max(m, w(n, h, i, j));
-      for (let i = 0; i < LQ; i++) for (let j = 0; j < LK; j++) {
-        img.data.set([...shadeRGB(w(n, h, i, j) / (m || 1)), 255], 4 * (i * LK + j));
-      }
-      ctx.putImageData(img, 0, 0);
+      // at least 12 px a side: a cross-attention over 3 source tokens stays visible beside its header
+      c.style.width = `${Math.max(12, Math.round(LK * px))}px`; c.style.height = `${Math.max(12, Math.round(LQ * px))}px`;
       c.onclick = () => openHead(n, h);
       grid.appendChild(c); thumbs[n].push(c);
     }
   }
-  $("thumbs-legend").appendChild(legend("each thumbnail: weight", "0", "its largest weight"));
+  function paintThumbs() {  // the colours follow the scale menu
+    thumbs.forEach((row, n) => row.forEach((c, h) => {
+      const ctx = c.getContext("2d"), img = ctx.createImageData(LK, LQ);
+      let m = 1;
+      if (st.scale === "own") {
+        m = 0;
+        for (let i = 0; i < LQ; i++) for (let j = 0; j < LK; j++) m = Math.max(m, w(n, h, i, j));
+      }
+      c.dataset.top = m;
+      for (let i = 0; i < LQ; i++) for (let j = 0; j < LK; j++) {
+        img.data.set([...shadeRGB(w(n, h, i, j) / (m || 1)), 255], 4 * (i * LK + j));
+      }
+      ctx.putImageData(img, 0, 0);
+    }));
+    $("thumbs-legend").replaceChildren(st.scale === "own" ? legend("each thumbnail: weight", "0", "its largest weight")
+      : legend("every thumbnail: weight", "0", "1"));
+  }
+  paintThumbs();
+  $("scale").onchange = e => { st.scale = e.target.value; paintThumbs(); drawTable(); };
 
   function openHead(n, h) {
     st.layer = n; st.on.fill(false); st.on[h] = true;
@@ -70,11 +83,14 @@ function main(D) {
     const row = Math.max(LQ, LK) > 40 ? 16 : 22, chars = a => Math.max(...a.map(t => t.length));
     const L = keysLeft ? K : Q, R = keysLeft ? Q : K;
     const left = 14 + 7.8 * Math.max(chars(L), D.sides[keysLeft ? 1 : 0].length / 1.4);
-    const right = left + 200, top = 24;
-    svg.setAttribute("width", right + 16 + 7.8 * chars(R));
+    const right = left + 200, top = 4, width = right + 16 + 7.8 * chars(R);
+    svg.setAttribute("width", width);
     svg.setAttribute("height", top + row * Math.max(LQ, LK) + 6);
-    svg.appendChild(svgEl("text", {x: left, y: 14, "text-anchor": "end", class: "side"}, D.sides[keysLeft ? 1 : 0]));
-    svg.appendChild(svgEl("text", {x: right, y: 14, class: "side"}, D.sides[keysLeft ? 0 : 1]));
+    // the side names sit above the scrolling lines, so they stay in view however long the input
+    const head = $("lines-head");
+    head.setAttribute("width", width); head.setAttribute("height", 20);
+    head.replaceChildren(svgEl("text", {x: left, y: 14, "text-anchor": "end", class: "side"}, D.sides[keysLeft ? 1 : 0]),
+                         svgEl("text", {x: right, y: 14, class: "side"}, D.sides[keysLeft ? 0 : 1]));
     const f = st.focus || st.pinned;  // pointing wins over the kept token
     const y = k => top + row * k + row / 2;
     for (let h = 0; h < NH; h++) {
@@ -115,6 +131,7 @@ function main(D) {
     const name = D.layer_names[st.layer];
     drawMatrix(box, {
       rows: Q, cols: K, cell: +zoom.value, rowTitle: D.sides[0], colTitle: D.sides[1],
+      vmax: st.scale === "absolute" ? 1 : undefined,
       value: (i, j) => heads.reduce((s, h) => s + w(st.layer, h, i, j), 0) / heads.length,
       caption: heads.length === 1 ? `${name}, head ${heads[0] + 1}`
         : `${name}, mean of heads ${heads.map(h => h + 1).join(", ")}`,

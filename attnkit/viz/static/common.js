@@ -74,6 +74,12 @@ function svgEl(tag, attrs = {}, text) {
   if (text !== undefined) e.textContent = text;
   return e;
 }
+// Labels as the pictures show them: as given when all differ, else each with its position ("saw@2",
+// "saw@4"; 1-based, as the lecture's a^1, q^1). The same rule as attnkit.viz.labels.tell_apart.
+function distinct(labels) {
+  const names = labels.map(String);
+  return new Set(names).size === names.length ? names : names.map((t, i) => `${t}@${i + 1}`);
+}
 const fmt = (x, d = 3) => (Math.abs(x) < 0.5 * 10 ** -d ? 0 : x).toFixed(d);
 
 // A colour legend: the bar, its ends and what the colour means.

@@ -1,11 +1,12 @@
 // A weight matrix as a table: rows = queries, columns = keys. Sticky labels, a zoom (cell size),
 // a colour legend, and hovering a cell highlights its query and key labels and names the weight.
-// opts: {rows, cols, value(i, j), caption, rowTitle, colTitle, cell (px), onRow(i), onCol(j)}
+// opts: {rows, cols, value(i, j), caption, rowTitle, colTitle, cell (px), vmax (top of the colour scale;
+//        default the largest weight shown), onRow(i), onCol(j)}
 function drawMatrix(box, opts) {
   const {rows, cols, value} = opts;
   let vmax = 0;
   const w = rows.map((_, i) => cols.map((_, j) => { const x = value(i, j); vmax = Math.max(vmax, x); return x; }));
-  vmax = vmax || 1;
+  vmax = opts.vmax || vmax || 1;
   const cell = opts.cell || 24, numbers = cell >= 22 && cols.length <= 40;
   const t = el("table", {class: "m"});
   const headRow = t.createTHead().insertRow();
@@ -43,6 +44,7 @@ function drawMatrix(box, opts) {
   scroll.style.setProperty("--cell", `${cell}px`);
   scroll.appendChild(t);
   box.replaceChildren(el("p", {class: "caption"}, opts.caption),
-                      legend("attention weight", "0", vmax.toFixed(3)), scroll);
+                      legend("attention weight", "0", opts.vmax ? String(vmax) : `${vmax.toFixed(3)} (the largest)`),
+                      scroll);
   return {table: t, vmax};
 }
