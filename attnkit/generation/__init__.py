@@ -5,11 +5,12 @@ reached only through ``protocol.EncoderDecoder`` (encode / decode_step / reorder
 Non-autoregressive models: ``mask_predict(model, input_ids, attention_mask, iterations=, length_candidates=)``.
 """
 
+from .beam import BeamState, beam_search
 from .generate import GenerateOutput, generate
 from .logits import constrain, warp
 from .mask_predict import NATOutput, mask_predict
 from .protocol import EncoderDecoder, TokenIds, token_ids
-from .search import Hypotheses, beam_search, greedy_or_sample
+from .search import Hypotheses, greedy_or_sample
 
 __all__ = ["generate", "GenerateOutput", "EncoderDecoder", "TokenIds", "token_ids", "Hypotheses",
-           "beam_search", "greedy_or_sample", "constrain", "warp", "mask_predict", "NATOutput"]
+           "beam_search", "BeamState", "greedy_or_sample", "constrain", "warp", "mask_predict", "NATOutput"]

@@ -10,7 +10,7 @@ labelling starts with h + c (Watanabe et al. 2017, "Hybrid CTC/attention archite
 recognition", Algorithm 2), and log P_ctc(h) exactly for END. These are a distribution over the next label
 (plus END): P(h...) = P(h) + sum_c P(h + c ...). The recursions over frames are closed forms here
 (cumulative sums and ``logcumsumexp`` in float64), so a step costs a few tensor operations, not a loop over
-frames. ``ctc_beam_search`` is the attention decoder's beam search (``attnkit.generation.search``'s rules,
+frames. ``ctc_beam_search`` is the attention decoder's beam search (``attnkit.generation.beam``'s rules,
 the model reached through the same protocol) with each step's score (1 - w) log p_att + w log p_ctc.
 """
 
@@ -140,7 +140,7 @@ def ctc_beam_search(model, memory: Tensor, mask: Tensor | None, ctc_log_probs: T
     ``label_of`` (V,): the CTC class of each decoder token (-1: none; END is scored by CTC's full-sequence
     probability). Each candidate's score is its parent's plus (1 - ctc_weight) log p_att(token) +
     ctc_weight (log P_ctc(prefix + token ...) - log P_ctc(prefix ...)). The rules of
-    ``attnkit.generation.search.beam_search`` with length_penalty 0 and early_stopping False: the 2K best
+    ``attnkit.generation.beam.beam_search`` with length_penalty 0 and early_stopping False: the 2K best
     continuations are ranked, one that ends and ranks among the first K joins the K finished, the K best that
     go on are the next beams; an utterance stops when its best running beam cannot beat its worst finished one
     (scores only fall). ``ctc_weight=0`` is that beam search exactly.

@@ -25,8 +25,9 @@ import torch
 from torch import Tensor
 
 from ..nn.limits import SEED, check_memory, floats, ints
+from .beam import beam_search
 from .protocol import token_ids
-from .search import beam_search, greedy_or_sample
+from .search import greedy_or_sample
 
 __all__ = ["generate", "GenerateOutput", "RANGES"]
 
