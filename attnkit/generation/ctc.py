@@ -21,6 +21,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from .beam import BeamState
 from .logits import NEG_INF, constrain
 from .protocol import TokenIds
 from .search import Hypotheses, _step
@@ -140,80 +141,47 @@ def ctc_beam_search(model, memory: Tensor, mask: Tensor | None, ctc_log_probs: T
     ``label_of`` (V,): the CTC class of each decoder token (-1: none; END is scored by CTC's full-sequence
     probability). Each candidate's score is its parent's plus (1 - ctc_weight) log p_att(token) +
     ctc_weight (log P_ctc(prefix + token ...) - log P_ctc(prefix ...)). The rules of
-    ``attnkit.generation.beam.beam_search`` with length_penalty 0 and early_stopping False: the 2K best
-    continuations are ranked, one that ends and ranks among the first K joins the K finished, the K best that
-    go on are the next beams; an utterance stops when its best running beam cannot beat its worst finished one
-    (scores only fall). ``ctc_weight=0`` is that beam search exactly.
+    ``attnkit.generation.beam.beam_search`` with length_penalty 0 and early_stopping False, on its
+    ``BeamState``: the 2K best continuations are ranked, one that ends and ranks among the first K joins the K
+    finished, the K best that go on are the next beams; an utterance stops when its best running beam cannot
+    beat its worst finished one (scores only fall). ``ctc_weight=0`` is that beam search exactly.
     """
     if not 0 <= ctc_weight <= 1:
         raise ValueError(f"ctc_beam_search: `ctc_weight` must be in [0, 1], got {ctc_weight!r}")
-    b, dev, k_max = memory.shape[0], memory.device, num_beams
     scorer = CTCPrefixScorer(ctc_log_probs.cpu(), ctc_lengths.cpu(), blank) if ctc_weight > 0 else None
     state = scorer.initial() if scorer is not None else None
     label_of = label_of.long().cpu()
-    arange_b = torch.arange(b)
-    utt = arange_b  # (rows,): the utterance of each row
-    run_tokens = torch.full((b, 1, 1), ids.start, dtype=torch.long, device=dev)
-    fdt = torch.promote_types(memory.dtype, torch.float32)  # as beam_search: scores in float32 (or wider)
-    run_scores = torch.zeros(b, 1, dtype=fdt)
-    fin_tokens = torch.full((b, k_max, max_new_tokens), ids.pad, dtype=torch.long)
-    fin_scores = torch.full((b, k_max), NEG_INF, dtype=fdt)
-    fin_len = torch.zeros((b, k_max), dtype=torch.long)
-    open_ = torch.ones(b, dtype=torch.bool)
+    utt = torch.arange(memory.shape[0])  # (rows,): the utterance of each row
+    beams = BeamState(memory.shape[0], num_beams, max_new_tokens, ids, memory, 0.0, False)
     cache = None
     for step in range(max_new_tokens):
-        k = run_tokens.shape[1]
-        st = _step(model, run_tokens.view(b * k, -1), memory, mask, cache, True, False)
+        expanding = beams.k != num_beams  # the first step: one row per utterance becomes K
+        st = _step(model, beams.inputs(), memory, mask, cache, True, False)
         att = constrain(st.logp, step=step, eos_token_id=ids.eos, suppress=suppress).cpu()  # (bk, V)
-        v = att.shape[1]
+        ctc = None if scorer is None else scorer.extend(state, utt)
+        delta = att if ctc is None else _ctc_step(ctc, state, label_of, att, ids.eos, beams.scores.dtype)
+        cand = beams.candidates(_joint(att, delta, ctc_weight).to(memory.device), step + 1)
+        beams.finish(cand, step + 1, None)  # those that end join the finished ones
+        rows = beams.advance(cand, None)  # the K best that go on
         if scorer is not None:
-            ctc_scores, ctc_end, r_new = scorer.extend(state, utt)
-            known = label_of >= 0
-            ctc_v = torch.full(att.shape, NEG_INF, dtype=torch.float64)
-            ctc_v[:, known] = ctc_scores[:, label_of[known]]
-            ctc_v[:, ids.eos] = ctc_end
-            delta = (ctc_v - state.score[:, None]).to(fdt)  # log P_ctc(token | prefix)
-        else:
-            delta = att
-        cand = (run_scores.view(b * k, 1) + _joint(att, delta, ctc_weight)).view(b, k * v)
-        n = min(2 * k_max, k * v)
-        top, idx = cand.topk(n, dim=1)  # (B, n)
-        beam, tok = idx // v, idx % v
-        ends = (tok == ids.eos) | (step + 1 == max_new_tokens)
-        full = (fin_scores > NEG_INF).all(dim=1)
-        new_fin = ends & (torch.arange(n) < k_max) & (top > NEG_INF) & open_[:, None]
-        if bool(new_fin.any()):
-            seqs = torch.cat((run_tokens.cpu()[arange_b[:, None], beam][:, :, 1:], tok[..., None]), dim=2)
-            seqs = torch.nn.functional.pad(seqs, (0, max_new_tokens - seqs.shape[2]), value=ids.pad)
-            merged = torch.cat((fin_scores, top.masked_fill(~new_fin, NEG_INF)), dim=1)
-            keep = merged.topk(k_max, dim=1).indices
-            fin_scores = merged.gather(1, keep)
-            fin_len = torch.cat((fin_len, torch.full_like(tok, step + 1)), dim=1).gather(1, keep)
-            fin_tokens = torch.cat((fin_tokens, seqs), dim=1)[arange_b[:, None], keep]
-        going = top.masked_fill(ends, NEG_INF)
-        if n < k_max:  # fewer continuations than beams: dead beams fill up
-            going = torch.nn.functional.pad(going, (0, k_max - n), value=NEG_INF)
-            beam = torch.nn.functional.pad(beam, (0, k_max - n))
-            tok = torch.nn.functional.pad(tok, (0, k_max - n), value=ids.pad)
-        run_scores, pos = going.topk(k_max, dim=1)  # (B, K)
-        parent = beam.gather(1, pos)
-        new_tok = tok.gather(1, pos)
-        rows = (arange_b[:, None] * k + parent).view(-1)  # (B K,)
-        run_tokens = torch.cat((run_tokens.view(b * k, -1)[rows.to(dev)].view(b, k_max, -1),
-                                new_tok.to(dev)[..., None]), dim=2)
-        if scorer is not None:
-            lab = label_of[new_tok.view(-1)]
-            state = scorer.select(state, rows, lab, ctc_scores, ctc_end, r_new, lab < 0)
-        if k != k_max:  # the first step: one row per utterance becomes K
-            memory = memory.index_select(0, rows.to(dev))
-            mask = None if mask is None else mask.index_select(0, rows.to(dev))
-            utt = utt[rows]
-        cache = model.reorder_cache(st.cache, rows.to(dev), cross=k != k_max)
-        full = (fin_scores > NEG_INF).all(dim=1)
-        worst = torch.where(full, fin_scores.min(dim=1).values, torch.full((b,), NEG_INF, dtype=fdt))
-        open_ &= run_scores[:, 0] > worst
-        if not bool(open_.any()):
+            lab = label_of[beams.tokens[:, :, -1].reshape(-1).cpu()]
+            state = scorer.select(state, rows.cpu(), lab, *ctc, lab < 0)
+        if expanding:
+            memory = memory.index_select(0, rows)
+            mask = None if mask is None else mask.index_select(0, rows)
+            utt = utt[rows.cpu()]
+        cache = model.reorder_cache(st.cache, rows, cross=expanding)
+        if beams.stop(step + 1):
             break
-    lengths = fin_len[:, 0]
-    scores = fin_scores[:, 0]
-    return Hypotheses(fin_tokens[:, 0].to(dev), scores, scores, lengths, None)
+    return beams.hypotheses()
+
+
+def _ctc_step(ctc: tuple, state: CTCState, label_of: Tensor, att: Tensor, eos: int, dtype) -> Tensor:
+    """log P_ctc(token | prefix) of every row and decoder token (bk, V): the prefix scores of ``scorer.extend``
+    (``ctc``) minus the prefix's own; tokens with no CTC class -inf, END the full sequence's probability."""
+    ctc_scores, ctc_end, _ = ctc
+    known = label_of >= 0
+    ctc_v = torch.full(att.shape, NEG_INF, dtype=torch.float64)
+    ctc_v[:, known] = ctc_scores[:, label_of[known]]
+    ctc_v[:, eos] = ctc_end
+    return (ctc_v - state.score[:, None]).to(dtype)

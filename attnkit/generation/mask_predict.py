@@ -88,6 +88,25 @@ def _suppressed_ids(cfg, extra: tuple[int, ...], device) -> Tensor:
     return torch.tensor(sorted(ids), dtype=torch.long, device=device)
 
 
+@dataclass
+class _Rows:
+    """The rows being decoded, R = B x candidates: their memory (R, S, d) and mask, lengths (R,), tokens (R, T) and
+    each token's log-probability (R, T), where the rows are (``real``, (R, T), None: every position), and the
+    projected memory the iterations reuse (``cache``)."""
+
+    memory: Tensor
+    mask: Tensor | None
+    cands: Tensor  # (B, k) the length candidates
+    lengths: Tensor
+    width: int
+    tokens: Tensor | None
+    logp: Tensor | None
+    cache: list | None
+    real: Tensor | None
+    every: bool
+    done: int  # iterations already made (the model's own first pass: 1)
+
+
 @torch.no_grad()
 def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None, *, iterations: int = 10,
                  length_candidates: int | None = None, suppress_tokens: list[int] | None = None) -> NATOutput:
@@ -101,12 +120,21 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
     if length_candidates is None:
         length_candidates = 3 if getattr(cfg, "length", None) == "classifier" else 1
     _check(model, input_ids, attention_mask, iterations, length_candidates)
-    b, dev = input_ids.shape[0], input_ids.device
     if attention_mask is not None and bool(attention_mask.all()):
         attention_mask = None  # no padding: every step below takes its no-mask path
-    bad = _suppressed(cfg, suppress_tokens, dev)
+    bad = _suppressed(cfg, suppress_tokens, input_ids.device)
+    rows = _rows(model, input_ids, attention_mask, bad, iterations, length_candidates)
+    for it in range(rows.done, iterations):
+        _iterate(model, rows, it, iterations, bad)
+    return _output(cfg, rows, input_ids.shape[0])
+
+
+def _rows(model, input_ids: Tensor, attention_mask: Tensor | None, bad: Tensor, iterations: int, k: int) -> _Rows:
+    """The rows to decode: the encoder's memory, the length candidates (each a row of its own) and the rows'
+    tokens, the first pass made where the model makes it itself (one unpadded sentence, one length)."""
+    cfg, b, dev = model.config, input_ids.shape[0], input_ids.device
     first = None  # the model's own first pass, where it has one (one unpadded sentence, one length)
-    if callable(getattr(model, "first_pass", None)) and attention_mask is None and length_candidates == 1 \
+    if callable(getattr(model, "first_pass", None)) and attention_mask is None and k == 1 \
             and cfg.length == "classifier":
         first = model.first_pass(input_ids, bad, use_cache=iterations > 1)
     if first is not None:
@@ -115,7 +143,7 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
     else:
         memory = model.encode(input_ids, attention_mask)  # (B, S, d)
         if cfg.length == "classifier":
-            cands = model.length_candidates(memory, attention_mask, length_candidates)  # (B, k)
+            cands = model.length_candidates(memory, attention_mask, k)  # (B, k)
         else:
             cands = model.row_lengths(attention_mask, memory)[:, None]  # (B, 1)
         lengths = cands.reshape(-1)  # (R,), R = B k
@@ -134,43 +162,53 @@ def mask_predict(model, input_ids: Tensor, attention_mask: Tensor | None = None,
         fdt = torch.promote_types(memory.dtype, torch.float32)  # scores in float32, or float64 for float64 models
         logp_tok = None if every else torch.zeros(lengths.shape[0], width, device=dev, dtype=fdt)  # (R, T) log-p
         cache = None
-    masked = real
-    for it in range(1 if first is not None else 0, iterations):
-        if it > 0:  # re-mask the n = T (N - it) / N least confident tokens
-            n = (lengths * (iterations - it)) // iterations  # (R,)
-            order = (logp_tok if real is None else logp_tok.masked_fill(~real, float("inf"))).argsort(dim=1)
-            rank = order.argsort(dim=1)  # (R, T) rank of each position, least confident first
-            masked = rank < n[:, None] if real is None else (rank < n[:, None]) & real
-            tokens = tokens.masked_fill(masked, cfg.mask_id)
-        out = model.decode_parallel(tokens, memory, attention_mask, None if every else lengths, cache=cache,
-                                    use_cache=iterations > 1)
-        if out.cache is not None:  # keep the projected memory for the next iterations, not the row
-            cache = [LayerCache(None, c.cross_kv) for c in out.cache]
-        hidden = out.last_hidden_state
-        whole = it == 0 and every  # every position is masked: no gather, no scatter
-        logits = model.output_logits(hidden.reshape(-1, hidden.shape[-1]) if whole else hidden[masked])
-        best, pred = best_tokens(logits, bad)  # (M,) M masked positions: the best allowed token, its log-prob (fdt)
-        if whole:
-            tokens, logp_tok = pred.view_as(tokens), best.view(tokens.shape)
-        else:
-            tokens = tokens.masked_scatter(masked, pred)
-            logp_tok = logp_tok.masked_scatter(masked, best)
+    return _Rows(memory, attention_mask, cands, lengths, width, tokens, logp_tok, cache, real, every,
+                 0 if first is None else 1)
+
+
+def _iterate(model, r: _Rows, it: int, iterations: int, bad: Tensor) -> None:
+    """Iteration ``it``: re-mask the least confident tokens (none at the first), predict the masked ones."""
+    masked = r.real
+    if it > 0:  # re-mask the n = T (N - it) / N least confident tokens
+        n = (r.lengths * (iterations - it)) // iterations  # (R,)
+        order = (r.logp if r.real is None else r.logp.masked_fill(~r.real, float("inf"))).argsort(dim=1)
+        rank = order.argsort(dim=1)  # (R, T) rank of each position, least confident first
+        masked = rank < n[:, None] if r.real is None else (rank < n[:, None]) & r.real
+        r.tokens = r.tokens.masked_fill(masked, model.config.mask_id)
+    out = model.decode_parallel(r.tokens, r.memory, r.mask, None if r.every else r.lengths, cache=r.cache,
+                                use_cache=iterations > 1)
+    if out.cache is not None:  # keep the projected memory for the next iterations, not the row
+        r.cache = [LayerCache(None, c.cross_kv) for c in out.cache]
+    hidden = out.last_hidden_state
+    whole = it == 0 and r.every  # every position is masked: no gather, no scatter
+    logits = model.output_logits(hidden.reshape(-1, hidden.shape[-1]) if whole else hidden[masked])
+    best, pred = best_tokens(logits, bad)  # (M,) M masked positions: the best allowed token, its log-prob (fdt)
+    if whole:
+        r.tokens, r.logp = pred.view_as(r.tokens), best.view(r.tokens.shape)
+    else:
+        r.tokens = r.tokens.masked_scatter(masked, pred)
+        r.logp = r.logp.masked_scatter(masked, best)
+
+
+def _output(cfg, r: _Rows, b: int) -> NATOutput:
+    """Each sentence's best candidate (the mean log-probability of its tokens) as ``generate``'s layout."""
+    tokens, lengths, width, dev, k = r.tokens, r.lengths, r.width, r.tokens.device, r.cands.shape[1]
     # (R,) mean log-probability
-    scores = logp_tok.mean(1) if real is None else (logp_tok * real).sum(1) / lengths.clamp(min=1)
+    scores = r.logp.mean(1) if r.real is None else (r.logp * r.real).sum(1) / lengths.clamp(min=1)
     if k > 1:  # each sentence's best candidate
         chosen = torch.arange(b, device=dev) * k + scores.view(b, k).argmax(dim=1)  # (B,) its row
         tokens, lengths, scores = tokens[chosen], lengths[chosen], scores[chosen]  # (B, T), (B,), (B,)
     if cfg.length == "end":  # keep what comes before the first END
         is_end = (tokens == cfg.eos_token_id) & keep_positions(lengths, width)
         lengths = torch.where(is_end.any(1), is_end.float().argmax(1), lengths)  # (B,) the first END
-    elif every:  # every row full: start, its tokens, END -> (B, 1 + T + 1)
+    elif r.every:  # every row full: start, its tokens, END -> (B, 1 + T + 1)
         sequences = F.pad(tokens, (1, 1), value=cfg.start_token_id)  # (B, T) -> (B, 1 + T + 1)
         sequences[:, -1] = cfg.eos_token_id
-        return NATOutput(sequences, scores, lengths + 1, cands)
+        return NATOutput(sequences, scores, lengths + 1, r.cands)
     width = int(lengths.max()) if lengths.numel() else 0
     keep = keep_positions(lengths, width)  # (B, T)
     body = tokens[:, :width].masked_fill(~keep, cfg.pad_token_id)
     body = torch.cat((body, torch.full((b, 1), cfg.pad_token_id, dtype=torch.long, device=dev)), dim=1)
     body[torch.arange(b, device=dev), lengths] = cfg.eos_token_id  # END after the last token
     start = torch.full((b, 1), cfg.start_token_id, dtype=torch.long, device=dev)
-    return NATOutput(torch.cat((start, body), dim=1), scores, lengths + 1, cands)
+    return NATOutput(torch.cat((start, body), dim=1), scores, lengths + 1, r.cands)

@@ -44,6 +44,14 @@ def _step(model, tokens: Tensor, memory, mask, cache, use_cache: bool, want_atte
     return _Step(logp, out.cache if use_cache else None, attn)
 
 
+def _choose(logp: Tensor, do_sample: bool, temperature: float, top_k: int | None, top_p: float,
+            generator: torch.Generator | None) -> Tensor:
+    """Each row's next token from logp (rows, V): a sample of the warped distribution, or the most likely one."""
+    if do_sample:
+        return sample(warp(logp, temperature=temperature, top_k=top_k, top_p=top_p), generator)
+    return logp.argmax(dim=-1)
+
+
 def greedy_or_sample(model, memory, mask, ids: TokenIds, *, max_new_tokens: int, min_new_tokens: int,
                      suppress: Tensor | None, use_cache: bool, output_attentions: bool, length_penalty: float,
                      do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
@@ -71,10 +79,7 @@ def greedy_or_sample(model, memory, mask, ids: TokenIds, *, max_new_tokens: int,
             inp = out[:, :step + 1] if every else out[rows, :step + 1]
         logp, cache, attn = _step(model, inp, memory, mask, cache, use_cache, output_attentions)
         logp = constrain(logp, step=step, eos_token_id=ids.eos, min_new_tokens=min_new_tokens, suppress=suppress)
-        if do_sample:
-            nxt = sample(warp(logp, temperature=temperature, top_k=top_k, top_p=top_p), generator)
-        else:
-            nxt = logp.argmax(dim=-1)
+        nxt = _choose(logp, do_sample, temperature, top_k, top_p, generator)  # (rows,)
         chosen = logp.gather(1, nxt[:, None]).view(-1)
         if n_done == 0 and every:  # no row has ended: the same updates, without indexing
             out[:, step + 1] = nxt
