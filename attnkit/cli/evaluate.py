@@ -15,6 +15,7 @@ from ..tasks.options import add_data_args
 from ..train import evaluate
 from ..train.checkpoint import CheckpointError, load_meta
 from .decoding import add_decoding_args, generate_kwargs
+from .options import add_threads_option, set_threads
 from .train import floor
 
 
@@ -35,6 +36,7 @@ def open_checkpoint(path: Path, which: str = "best", options: dict | None = None
 
 
 def run(args) -> int:
+    set_threads(args)
     options = None
     if args.dtype != "float32":  # translation runs only: the weights' dtype
         from ..tasks.translate import DTYPES
@@ -84,4 +86,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="translation: the weights' dtype (bfloat16: faster on CPUs with AVX512-BF16; default "
                         "float32, as trained)")
     add_decoding_args(p, beam=5)
+    add_threads_option(p)
     p.set_defaults(func=run)

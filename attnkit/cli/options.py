@@ -5,14 +5,19 @@ each option of every command says what it does, what it accepts and what it is w
 built from config fields take their text and range from the field's ``metadata``, see
 ``attnkit.tasks.options``). A numeric option's ``type`` is an ``attnkit.nn.limits.Range``: a value outside it
 is refused while parsing, before anything runs. A usage error is one line (the command, the option, the
-problem), not the usage text.
+problem), not the usage text; an option the command does not have (a typo: ``attnkit train tagger
+--max-stesp 30``) is said by the sub-command it was given to, after that command's one-line usage, with the
+closest option it has ("did you mean --max-steps?").
 
-``read_lines``: the one rule for the lines of a text file or stdin.
+``read_lines``: the one rule for the lines of a text file or stdin. ``add_threads_option`` / ``set_threads``:
+``--threads`` of every command that runs a model, one default (this machine's cores, capped).
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
 import sys
 from pathlib import Path
 
@@ -48,12 +53,68 @@ class Parser(argparse.ArgumentParser):
     text to ``texts`` (plain argparse stops a list of positionals at the first option, and then refuses the
     rest as unrecognized)."""
 
+    _last: Parser | None = None  # the (sub-)parser that began parsing last: the command a stray option was given to
+
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
         self._intermixing = False
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but arguments no command takes are refused by the deepest sub-command that ran
+        (``attnkit train tagger``, not ``attnkit``), with its usage line and the closest option it has."""
+        Parser._last = None
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            (Parser._last or self).unrecognized(extras)
+        return namespace
+
+    def unrecognized(self, extras: list[str]):
+        """Two lines on stderr (this command's usage, then the error naming the closest option), exit 2."""
+        options = sorted({o for a in self._actions for o in a.option_strings if o.startswith("--")})
+        stray = [x.split("=", 1)[0] for x in extras if x.startswith("-") and len(x) > 1]
+        close = difflib.get_close_matches(stray[0], options, n=1, cutoff=0.6) if stray else []
+        hint = f"; did you mean {close[0]}?" if close else ""
+        what = f"unrecognized argument{'s' if len(extras) > 1 else ''}: {' '.join(extras)}"
+        sys.stderr.write(self.short_usage() + "\n")
+        self.error(what + hint)
+
+    def _subcommands(self) -> bool:
+        return any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+
+    def _refuse_unknown_options(self, args: list[str]) -> None:
+        """A ``--name`` this command does not have (nor abbreviates) is refused first, before a missing required
+        option is: ``train tagger --max-stesp 30`` says "did you mean --max-steps?", not "--out is required"."""
+        options = [o for a in self._actions for o in a.option_strings]
+        unknown = []
+        for x in args:
+            if x == "--":
+                break
+            name = x.split("=", 1)[0]
+            if name.startswith("--") and name not in options and not (
+                    self.allow_abbrev and any(o.startswith(name) for o in options)):
+                unknown.append(x)
+        if unknown:
+            self.unrecognized(unknown)
+
+    def short_usage(self) -> str:
+        """``usage: attnkit train tagger --out DIR [options]``: the positionals and required options, in one line."""
+        parts = []
+        for a in self._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                parts.append(a.metavar or "COMMAND")
+            elif a.option_strings:
+                if a.required:
+                    parts.append(f"{a.option_strings[-1]} {a.metavar or a.dest.upper()}")
+            else:
+                name = a.metavar or a.dest.upper()
+                parts.append({"+": f"{name} [{name} ...]", "*": f"[{name} ...]", "?": f"[{name}]"}.get(a.nargs, name))
+        return f"usage: {self.prog} {' '.join(parts + ['[options]'])}"
+
     def parse_known_args(self, args=None, namespace=None):
+        Parser._last = self
+        if not self._intermixing and not self._subcommands():
+            self._refuse_unknown_options(sys.argv[1:] if args is None else list(args))
         # a parser with sub-commands (or already inside the intermixed parse) parses as argparse does
         if self._intermixing or any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._actions):
             return super().parse_known_args(args, namespace)
@@ -109,3 +170,33 @@ def read_lines(path: Path | str) -> list[str]:
 
 
 THREADS = ints(0, 1024)  # --threads N: torch threads (0 = torch's own choice)
+THREADS_CAP = 8  # the default never asks for more: these models stop gaining well before
+
+
+def default_threads() -> int:
+    """The default of ``--threads``: the cores this process may run on, shared among the processes of a torchrun
+    launch on this machine (``LOCAL_WORLD_SIZE``), at least 1 and at most ``THREADS_CAP``."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    local = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    return max(1, min(THREADS_CAP, cores // max(1, int(local) if local.isdigit() else 1)))
+
+
+def add_threads_option(p: argparse.ArgumentParser, note: str = "", *, per_process: bool = False) -> None:
+    """``--threads N`` with its default stated: this machine's cores, capped (``default_threads``)."""
+    cores = "this machine's cores, divided among torchrun's processes," if per_process else "this machine's cores,"
+    p.add_argument("--threads", type=THREADS, default=None,
+                   help=f"torch threads{' per process' if per_process else ''} (0 = torch's own choice; default: "
+                        f"{cores} at most {THREADS_CAP}: {default_threads()} here{'; ' + note if note else ''})")
+
+
+def set_threads(args: argparse.Namespace) -> int:
+    """Apply ``args.threads`` (None: ``default_threads()``; 0: leave torch's choice); returns torch's thread count."""
+    import torch
+
+    n = default_threads() if getattr(args, "threads", None) is None else args.threads
+    if n:
+        torch.set_num_threads(n)
+    return torch.get_num_threads()

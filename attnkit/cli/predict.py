@@ -7,10 +7,11 @@ import os
 from pathlib import Path
 
 from .evaluate import add_checkpoint_args, open_checkpoint
-from .options import utf8_text
+from .options import add_threads_option, set_threads, utf8_text
 
 
 def run(args) -> int:
+    set_threads(args)
     inputs = [x if os.path.exists(x) else utf8_text(x, f"predict: input {i + 1}") for i, x in enumerate(args.inputs)]
     folder, meta, mod, model = open_checkpoint(args.checkpoint, args.which)
     for line in mod.predict(model, meta, inputs, args.attention, args):
@@ -27,4 +28,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "test:N for image; a WAV file or train:N / test:N for speech; node ids for graph")
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",
                    help="folder to write attention maps to (PNG; for text also an HTML page) (default: none)")
+    add_threads_option(p)
     p.set_defaults(func=run)

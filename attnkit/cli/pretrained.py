@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..nn.limits import ints
 from ..outputs import out_folder
-from .options import read_lines, utf8_text
+from .options import add_threads_option, read_lines, set_threads, utf8_text
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -56,6 +56,7 @@ def _read_texts(args) -> list[str]:
 
 def run_embed(args) -> int:
     texts = _read_texts(args)
+    set_threads(args)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     vectors = _model(args.model).encode(texts, batch_size=args.batch_size, dtype=_dtype(args),
                                         progress=progress, workers=args.workers)  # (n, dim)
@@ -82,6 +83,7 @@ def run_embed(args) -> int:
 
 
 def run_similarity(args) -> int:
+    set_threads(args)
     a, b = utf8_text(args.a, "similarity: the first text"), utf8_text(args.b, "similarity: the second text")
     print(f"{_model(args.model).similarity(a, b, dtype=_dtype(args)):.6f}")
     return 0
@@ -92,6 +94,7 @@ def run_attend(args) -> int:
     from ..viz.summary import attention_summary
 
     text = utf8_text(args.text, "attend: the text")
+    set_threads(args)
     out = None if args.no_plots else out_folder(args.out, "attend: --out")  # before the model is loaded
     model = _model(args.model)
     res = model.attend(text)
@@ -130,6 +133,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     def common(p):
         p.add_argument("--model", default=DEFAULT_MODEL,
                        help=f"built-in name or model folder (default {DEFAULT_MODEL})")
+        add_threads_option(p)
 
     p = sub.add_parser("embed", help="sentence vectors of texts (arguments, --file, or stdin)")
     p.add_argument("texts", nargs="*", help="texts to embed")

@@ -21,7 +21,7 @@ from ..train.engine import refuse_existing_run
 from ..train.footprint import check_training_memory
 from ..train.lock import run_lock
 from ..train.metrics import floor
-from .options import THREADS
+from .options import add_threads_option, set_threads
 
 
 def add_common(p: argparse.ArgumentParser, mod) -> None:
@@ -37,9 +37,7 @@ def add_common(p: argparse.ArgumentParser, mod) -> None:
     p.add_argument("--device", default=None,
                    help="torch device: cpu, cuda, cuda:N or mps (default: cuda when available, one GPU per "
                         "torchrun process; else cpu)")
-    p.add_argument("--threads", type=THREADS, default=1,
-                   help="torch threads per process (0 = torch's default; 1 is fastest for these small models on "
-                        "a shared CPU)")
+    add_threads_option(p, "on a CPU busy with other jobs 1 can be faster", per_process=True)
     add_progress_option(p)
     add_config_args(p, TrainConfig, defaults=mod.TRAIN_DEFAULTS, title="training")
     add_config_args(p, TransformerConfig, defaults=mod.ENCODER_DEFAULTS, only=mod.ENCODER_FIELDS,
@@ -65,11 +63,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     mod = task_module(args.task_name)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args)
     device = dist.setup(args.device)
     ok = False
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..train.checkpoint import CheckpointError, load_meta
 from .decoding import add_decoding_args, generate_kwargs
 from .evaluate import open_checkpoint
-from .options import read_lines, utf8_text
+from .options import add_threads_option, read_lines, set_threads, utf8_text
 
 
 def open_translator(path: Path, which: str = "best", dtype: str = "float32"):
@@ -63,6 +63,7 @@ def run(args) -> int:
     stdin = args.file is None and not texts
     if stdin and (sys.stdin is None or sys.stdin.isatty()):
         raise ValueError("translate: give texts as arguments, --file IN, or pipe them on stdin")
+    set_threads(args)
     tr, _ = open_translator(args.checkpoint, args.which, args.dtype)
     kw = generate_kwargs(args, getattr(tr, "decoding", "ar"))
     if args.file is not None or stdin:
@@ -102,4 +103,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the weights' dtype (bfloat16: half the bytes read per step, faster on CPUs with "
                         "AVX512-BF16; default float32, as trained)")
     add_decoding_args(p)
+    add_threads_option(p)
     p.set_defaults(func=run)
