@@ -6,6 +6,10 @@
   lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5). The factor here is normalised to peak at 1
   at ``step = warmup``, so the base ``lr`` is the peak; ``paper_lr(d_model, warmup)`` gives the paper's peak.
 - ``constant``: warm-up then flat.
+
+The warm-up is at most half the run (``effective_warmup``): ``--max-steps 30`` with ``--warmup-steps 400``
+warms up over 15 steps and then decays, instead of a learning rate that never reaches its peak; the engine
+says so when it shortens it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,11 @@ def lr_factor(kind: str, step: int, warmup: int, total: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def effective_warmup(warmup: int, total: int) -> int:
+    """The warm-up a run of ``total`` steps uses: ``warmup``, at most half the run (``total // 2``)."""
+    return min(warmup, max(0, total) // 2)
+
+
 def paper_lr(d_model: int, warmup: int) -> float:
     """The peak learning rate of the paper's schedule: d_model^-0.5 * warmup^-0.5."""
     return d_model ** -0.5 * warmup ** -0.5
@@ -46,9 +55,11 @@ def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, warmup: int, tot
 
     ``progress``: optional callable returning a fraction in [0, 1] of a time budget used so far; the
     schedule then runs at ``max(step, progress() * total)``, so a time-limited run still decays fully.
+    The warm-up is ``effective_warmup(warmup, total)``: at most half the run.
     """
     if kind not in SCHEDULES:
         raise ValueError(f"make_scheduler: `kind` must be one of {SCHEDULES}, got {kind!r}")
+    warmup = effective_warmup(warmup, total)
 
     def factor(step: int) -> float:
         if progress is not None:

@@ -85,6 +85,24 @@ def test_schedules():
     assert lr_factor("cosine", 54, 10, 100) == pytest.approx(0.5)
 
 
+def test_a_warm_up_longer_than_half_the_run_is_shortened_and_said(tmp_path, capsys):
+    """--max-steps below --warmup-steps: the learning rate still peaks (at half the run), and the run says so."""
+    from attnkit.train.schedule import effective_warmup
+
+    assert effective_warmup(400, 30) == 15 and effective_warmup(400, 10_000) == 400 and effective_warmup(5, 1) == 0
+    lrs = []
+    cfg = TrainConfig(**{**CFG.__dict__, "max_steps": 10, "warmup_steps": 400})
+    Trainer(toy_task(), cfg, on_step=lambda tr, step, rec: lrs.append(rec["lr"])).fit(tmp_path / "short")
+    assert max(lrs) == pytest.approx(1e-2) and lrs.index(max(lrs)) == 3  # lr after each step: 5 steps up, 5 down
+    assert lrs[:4] == pytest.approx([4e-3, 6e-3, 8e-3, 1e-2]) and lrs[-1] == pytest.approx(0.0)
+    assert "the warm-up of 400 steps is longer than half this run of 10 steps: warming up over 5 steps instead" \
+        in capsys.readouterr().out
+    lrs.clear()
+    Trainer(toy_task(), TrainConfig(**{**CFG.__dict__, "max_steps": 10}),
+            on_step=lambda tr, step, rec: lrs.append(rec["lr"])).fit(tmp_path / "normal")
+    assert lrs.index(max(lrs)) == 1 and "warming up over" not in capsys.readouterr().out  # 3 steps: as asked
+
+
 def test_ctrl_c_saves_and_stops_cleanly(tmp_path):
     import os
     import signal
