@@ -23,10 +23,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("predict", help="run a checkpoint on sentences, images, recordings or nodes")
     add_checkpoint_args(p)
     p.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help='by the run\'s task: raw sentences ("Time flies like an arrow.", split into words as UD '
-                        "English EWT splits them) for tagger and classifier; an image file or train:N / dev:N / "
-                        "test:N for image; a WAV file or train:N / test:N for speech; node ids for graph")
+                   help='by the run\'s task: raw sentences ("Time flies like an arrow.") for tagger (split into '
+                        "words as UD English EWT splits them) and classifier (split as the run's training text was: "
+                        "SST-2's Penn Treebank words, 'film.' -> film .); an image file or train:N / dev:N / test:N "
+                        "for image; a WAV file or train:N / test:N for speech; node ids for graph")
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",
-                   help="folder to write attention maps to (PNG; for text also an HTML page) (default: none)")
+                   help="folder to write attention maps to: PNG; for text also the HTML page, and for the tagger the "
+                        "lecture page; for graph the attention of each node's neighbours (default: none)")
     add_threads_option(p)
     p.set_defaults(func=run)

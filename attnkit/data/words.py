@@ -14,6 +14,10 @@ keep their characters exactly (NLTK's spans are used, so quotes stay ``"`` rathe
 - a slash between words is a word of its own (``and/or`` -> ``and / or``), not inside numbers (dates);
 - URLs and e-mail addresses stay whole; runs of ``?`` / ``!`` stay one word.
 
+``treebank_words(text)`` is the plain Penn Treebank split, as SST-2's sentences are split: the same
+tokenizer and sentence cut, without EWT's three additions (``old-fashioned`` stays one word) and with the
+Treebank's quotes (a double quote opening a quotation becomes two backquotes, one closing it two single quotes).
+
 Text of several sentences is cut into sentences first (a period before a space ends one unless it ends
 a title, an abbreviation or an initial), since the tokenizer splits off a period only at the end.
 
@@ -28,7 +32,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-__all__ = ["split_words"]
+__all__ = ["split_words", "treebank_words"]
 
 # First parts of hyphenated words that EWT keeps whole (from the hyphenated forms of its train set).
 KEEP_PREFIXES = frozenset({"e", "non", "mid", "pre", "anti", "re", "post", "co", "over", "pro", "multi", "ex",
@@ -106,3 +110,9 @@ def split_words(text: str) -> list[str]:
                 words += _split_compound(piece[a:b])
             end = b
     return words
+
+
+def treebank_words(text: str) -> list[str]:
+    """The words of ``text`` as the Penn Treebank (and SST-2) split them: NLTK's Treebank tokenizer a sentence at a
+    time, hyphenated words kept whole, double quotes as the Treebank's two backquotes / two single quotes."""
+    return [w for sentence in _sentences(text) for w in _tokenizer().tokenize(sentence)]

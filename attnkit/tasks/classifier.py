@@ -1,4 +1,12 @@
-"""Sequence classification from two-column TSV (SST-2 by default): a Transformer classifier from scratch."""
+"""Sequence classification from two-column TSV (SST-2 by default): a Transformer classifier from scratch.
+
+A data file's text is taken as it is written: its words are what spaces separate (SST-2's sentences are
+already split the Penn Treebank's way: ``it 's a charming , often affecting journey .``). Raw text given to
+``predict`` is split the way the run's training text was (``meta["split"]``): "treebank" when the training
+text has its punctuation apart (SST-2; ``data.words.treebank_words``: "A wonderful, moving film." -> a
+wonderful , moving film .), "spaces" otherwise. Labels print with their names when the run knows them
+(SST-2: 0 negative, 1 positive).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,7 @@ from pathlib import Path
 import torch
 
 from ..data.sst2 import LabelledText, read_tsv, sst2_path
+from ..data.words import treebank_words
 from ..models.bert import set_dropout
 from ..models.classifier import ClassifierConfig, PretrainedClassifier, SequenceClassifier
 from ..nn import TransformerConfig
@@ -29,6 +38,8 @@ ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout
 ENCODER_NOTE = "the model trained from scratch; not used with --pretrained"
 EVALUATION_DATA = "classifier: a text<TAB>label TSV file (default: SST-2 dev, for runs trained on SST-2)"
 PAD, UNK = 0, 1
+SST2_LABEL_NAMES = {"0": "negative", "1": "positive"}  # GLUE's SST-2
+PUNCTUATION = frozenset(",.!?;:")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -63,11 +74,36 @@ def pretrained(name: str):
     return _PRETRAINED[name]
 
 
-def tokenize(text: str, meta: dict) -> list[str]:
+def text_split(texts: list[str]) -> str:
+    """How ``texts`` are split into words: "treebank" when their punctuation mostly stands apart (``film .``),
+    else "spaces" (``film.``): what raw text given to ``predict`` is split like."""
+    alone = attached = 0
+    for text in texts[:5000]:
+        for t in text.split():
+            alone += t in PUNCTUATION
+            attached += len(t) > 1 and t[-1] in PUNCTUATION
+    return "treebank" if alone > attached else "spaces"
+
+
+def split_of(meta: dict) -> str:
+    """The run's split of raw text (runs from before it was recorded: SST-2's is the Treebank's)."""
+    return meta.get("split") or ("treebank" if meta.get("dataset") == "sst2" else "spaces")
+
+
+def label_name(meta: dict, label: str) -> str:
+    """``label`` as a reader knows it: SST-2's "1" is "positive"; labels without a name stay as they are."""
+    names = meta.get("label_names") or (SST2_LABEL_NAMES if meta.get("dataset") == "sst2" else {})
+    return names.get(label, label)
+
+
+def tokenize(text: str, meta: dict, raw: bool = False) -> list[str]:
+    """The tokens of ``text``: a data file's text split at spaces; ``raw`` text (``predict``) split the way the
+    run's training text was (``split_of``); the pretrained tokenizer's pieces for a fine-tuned encoder."""
     if meta.get("pretrained"):
         enc = pretrained(meta["pretrained"])
         return enc.tokenizer.encode(text.lower() if enc.folder.do_lower_case else text).tokens
-    toks = (text.lower() if meta.get("lowercase", True) else text).split()
+    words = treebank_words(text) if raw and split_of(meta) == "treebank" else text.split()
+    toks = [w.lower() for w in words] if meta.get("lowercase", True) else words
     return toks[: meta.get("max_tokens", 128)] or ["<unk>"]
 
 
@@ -77,11 +113,11 @@ class Encoded:
         self.w = {w: i for i, w in enumerate(meta["words"])}
         self.c = {c: i for i, c in enumerate(meta["labels"])}
 
-    def tokens(self, text: str) -> torch.Tensor:
+    def tokens(self, text: str, raw: bool = False) -> torch.Tensor:
         if self.meta.get("pretrained"):
             enc = pretrained(self.meta["pretrained"])
             return torch.tensor(enc.tokenizer.encode(text.lower() if enc.folder.do_lower_case else text).ids)
-        return torch.tensor([self.w.get(t, UNK) for t in tokenize(text, self.meta)])
+        return torch.tensor([self.w.get(t, UNK) for t in tokenize(text, self.meta, raw)])
 
     def row(self, r: LabelledText):
         if r.label not in self.c:
@@ -116,6 +152,9 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     meta = {"lowercase": args.lowercase, "max_tokens": args.max_tokens, "pretrained": args.pretrained,
             "train_file": str(train_path), "dataset": "sst2" if default else None}
     meta["labels"] = sorted({r.label for r in train})
+    meta["split"] = text_split([r.text for r in train])  # how predict splits raw text
+    if default:
+        meta["label_names"] = SST2_LABEL_NAMES
     torch.manual_seed(seed)
     if args.pretrained:
         if not 0.0 <= args.pretrained_dropout < 1.0:
@@ -176,18 +215,22 @@ def evaluation_data(meta: dict, path, args=None):
 def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=None) -> list[str]:
     enc, lines = Encoded(meta), []
     for k, text in enumerate(inputs):
-        toks = enc.tokens(text)
+        toks = enc.tokens(text, raw=True)
         if out_dir is not None:
             attention_words(toks, k)
         out = model(toks[None], torch.tensor([len(toks)]), need_weights=out_dir is not None)
         scores, attn = out if out_dir is not None else (out, None)
         p = scores.softmax(-1)[0]
-        lines.append(f"{meta['labels'][int(p.argmax())]} (p={float(p.max()):.3f})\t{text}")
+        label = meta["labels"][int(p.argmax())]
+        name = label_name(meta, label)
+        said = f"{name} (label {label}, p={float(p.max()):.3f})" if name != label else \
+            f"{label} (p={float(p.max()):.3f})"
+        lines.append(f"{said}\t{text}")
         if out_dir is not None:
             from ..viz import attention_grid, attention_html
 
-            stacked, words = torch.stack([a[0] for a in attn]), tokenize(text, meta)  # (N, H, L, L), L tokens
-            verdict = lines[-1].split("\t")[0]  # "label (p=...)"
+            stacked, words = torch.stack([a[0] for a in attn]), tokenize(text, meta, raw=True)  # (N, H, L, L)
+            verdict = said  # "positive (label 1, p=...)"
             path = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words,
                                   title=f"{text} -> {verdict}")
             page = attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html", title=lines[-1])

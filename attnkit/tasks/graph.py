@@ -134,16 +134,58 @@ def evaluation_data(meta: dict, path: str | None, args=None):
     return [split]
 
 
+MAX_NEIGHBOURS = 60  # a node's picture shows at most this many neighbours (those it weighs most)
+
+
+@torch.no_grad()
+def node_attention(model: GAT, x: torch.Tensor, edge_index: torch.Tensor, nodes: list[int]) -> dict:
+    """For each node of ``nodes``: (its neighbours (K,) = the sources of its in-edges, itself included, and per
+    layer the attention weights (H, K) it gives them), from the layers' public calls, as ``GAT`` runs them in
+    eval mode. The last layer's output is returned too (``"logits"``), equal to ``model(x, edge_index)``."""
+    found = {i: (edge_index[0, edge_index[1] == i], []) for i in nodes}
+    h = x
+    for n, layer in enumerate((model.layer1, model.layer2)):
+        out, weights = layer(h, edge_index, need_weights=True)  # additive: (E, H), softmaxed per target
+        for i, (_, per_layer) in found.items():
+            into = edge_index[1] == i
+            if weights is not None:
+                per_layer.append(weights[into].T)  # (K, H) -> (H, K)
+            else:  # dot: softmax over the node's in-edges of q_i . k_j / sqrt(C)
+                per_layer.append(layer.link_logits(h, edge_index[:, into]).softmax(0).T)
+        h = torch.nn.functional.elu(out) if n == 0 else out
+    return {"logits": h, **found}
+
+
+def _draw(g: PlanetoidGraph, i: int, p: torch.Tensor, src: torch.Tensor, per_layer: list, meta: dict,
+          out_dir: Path) -> Path:
+    """Node ``i``'s attention over its neighbours, every head of both layers (``viz.graph_attention``)."""
+    from ..viz.graph_attention import node_attention_png
+
+    shown = per_layer[0].mean(0).argsort(descending=True)[:MAX_NEIGHBOURS]  # the neighbours layer 1 weighs most
+    names = [("itself" if int(j) == i else f"node {int(j)}") + f" (class {int(g.y[j])})" for j in src[shown]]
+    cut = f", the {len(shown)} it weighs most of {len(src)}" if len(shown) < len(src) else ""
+    layers = [(f"layer {n + 1}: {w.shape[0]} head{'s' if w.shape[0] > 1 else ''}", w[:, shown])
+              for n, w in enumerate(per_layer)]
+    title = (f"{meta['dataset']}: node {i} (class {int(g.y[i])}, predicted {int(p.argmax())}) attends to its "
+             f"neighbours{cut}")
+    return node_attention_png(names, layers, Path(out_dir) / f"attention_node{i}.png", title=title)
+
+
 @torch.no_grad()
 def predict(model: GAT, meta: dict, inputs: list[str], out_dir: Path | None, args=None) -> list[str]:
-    """Inputs are node ids of the checkpoint's graph; prints the predicted and the true class."""
+    """Inputs are node ids of the checkpoint's graph; prints the predicted and the true class. With ``out_dir``:
+    each node's attention over its neighbours, every head of both layers (attention_node<ID>.png)."""
     g = _graph(meta, args)
-    logits = model(_features(g, meta.get("dense_features", False)), add_self_loops(g.edge_index, g.num_nodes))
-    lines = []
     for spec in inputs:
         if not spec.isdigit() or int(spec) >= g.num_nodes:
             raise ValueError(f"graph: predict takes node ids in [0, {g.num_nodes}), got {spec!r}")
-        i = int(spec)
-        p = logits[i].softmax(-1)
+    nodes = [int(spec) for spec in inputs]
+    x, ei = _features(g, meta.get("dense_features", False)), add_self_loops(g.edge_index, g.num_nodes)
+    found = node_attention(model, x, ei, nodes) if out_dir is not None else {"logits": model(x, ei)}
+    lines = []
+    for i in nodes:
+        p = found["logits"][i].softmax(-1)
         lines.append(f"node {i}: class {int(p.argmax())} (p={float(p.max()):.3f}), true class {int(g.y[i])}")
+        if out_dir is not None:
+            lines.append(f"wrote {_draw(g, i, p, *found[i], meta, out_dir)}")
     return lines

@@ -208,15 +208,20 @@ def tag(model, meta: dict, words: list[str], need_weights: bool = False):
 
 
 def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=None) -> list[str]:
-    """Each input is raw text, split into words as UD English EWT splits them (``data.words``)."""
+    """Each input is raw text, split into words as UD English EWT splits them (``data.words``). With ``out_dir``:
+    the attention of every layer (PNG, the HTML page) and the lecture page; a fine-tuned encoder's are over its
+    word pieces ([CLS] i saw a saw [SEP]), the model's own tokens."""
     lines = []
     for k, text in enumerate(inputs):
         words = split_words(text)
         if not words:
             raise ValueError(f"predict: input {k + 1} is empty")
-        maps = out_dir is not None and not meta.get("pretrained")
+        maps = out_dir is not None
+        tokens = words
+        if maps and meta.get("pretrained"):  # the encoder's pieces of the words, as it attends over them
+            tokens = subword.encoder(meta["pretrained"]).tokenizer.encode(list(words), is_pretokenized=True).tokens
         if maps:
-            attention_words(words, k)
+            attention_words(tokens, k)
         tags, attn = tag(model, meta, words, need_weights=True) if maps else (tag(model, meta, words), None)
         lines.append(" ".join(f"{w}/{t}" for w, t in zip(words, tags)))
         if maps:
@@ -224,9 +229,9 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=Non
             from ..viz.lecture import model_lecture_html
 
             stacked = torch.stack([a[0] for a in attn])  # layers x (1, H, L, L) -> (N, H, L, L)
-            p = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words, title=text)
-            page = attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
-            lecture = model_lecture_html(model, lambda ws=words: tag(model, meta, ws), words,
+            p = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=tokens, title=text)
+            page = attention_html(stacked, tokens, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
+            lecture = model_lecture_html(model, lambda ws=words: tag(model, meta, ws), tokens,
                                          Path(out_dir) / f"lecture_{k}.html", title=f"{lines[-1]}: step by step")
             lines.append(f"wrote {p}, {page} and {lecture}")
     return lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 
 from attnkit.cli.main import main
@@ -81,3 +82,64 @@ def test_speech_predict_takes_split_items(tmp_path, capsys):
     assert "the test split has 20 recordings (0 to 19)" in capsys.readouterr().err
     assert main(["predict", str(out), "test:x", "--data-dir", str(tmp_path)]) == 1
     assert "expected test:N" in capsys.readouterr().err
+
+
+def test_classifier_predict_splits_raw_text_as_its_training_data_and_names_labels(tmp_path, capsys):
+    """SST-2's text has its punctuation apart ("great , moving film ."): raw input is split the same way, so
+    "film." and "great," are the known words "film", "." and "great", ","; the label prints with its name."""
+    from attnkit.tasks import classifier
+
+    sst2 = tmp_path / "data" / "sst2"
+    sst2.mkdir(parents=True)
+    for split, n in (("train", 64), ("dev", 8)):
+        rows = [f"{'a great , moving' if i % 2 else 'a dull , tired'} film . \t{i % 2}" for i in range(n)]
+        (sst2 / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["train", "classifier", "--data-dir", str(tmp_path / "data"), "--out", str(out), "--epochs", "3",
+                 "--batch-size", "8", "--lr", "3e-3", "--warmup-steps", "0", *TINY]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(out), "A great, moving film.", "A dull, tired film.", "--attention",
+                 str(tmp_path / "maps")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("positive (label 1, p=") and lines[0].endswith("\tA great, moving film.")
+    assert lines[2].startswith("negative (label 0, p=")
+    from attnkit.viz import read_attention_html
+
+    page = read_attention_html(tmp_path / "maps" / "attention_0.html")
+    assert page["queries"] == ["a", "great", ",", "moving", "film", "."]  # every word known, none "great,"
+    m = {"dataset": "sst2", "lowercase": True}  # a run from before the split was recorded: SST-2's rule
+    assert classifier.tokenize("Isn't it \"good\"?", m, raw=True) == ["is", "n't", "it", "``", "good", "''", "?"]
+    assert classifier.tokenize("it 's good", m) == ["it", "'s", "good"]  # a data file's text: as written
+    assert classifier.text_split(["a film.", "good, fun"]) == "spaces"
+    assert classifier.text_split(["a film .", "good , fun"]) == "treebank"
+    assert classifier.tokenize("good, fun.", {"split": "spaces"}, raw=True) == ["good,", "fun."]
+    assert classifier.label_name({"labels": ["pos"]}, "pos") == "pos"
+
+
+def test_predict_draws_a_fine_tuned_encoders_attention_over_its_word_pieces(tmp_path, capsys):
+    """--attention with a tagger fine-tuned from a pretrained encoder: every layer over the encoder's own pieces
+    ([CLS] i saw a saw [SEP]), the page and the lecture page (it used to write nothing, silently)."""
+    from attnkit.viz import read_attention_html
+    from attnkit.viz.lecture import read_lecture_html
+    from tests.pretrained.test_loader import make_folder
+
+    folder = make_folder(tmp_path / "tiny")  # a 2-layer BERT of width 8
+    tr = _grammar_conllu(tmp_path / "train.conllu", 16, 0)
+    out = tmp_path / "run"
+    assert main(["train", "tagger", "--train", str(tr), "--dev", str(tr), "--pretrained", str(folder),
+                 "--out", str(out), "--max-steps", "2", "--batch-size", "8", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(out), "I saw a saw", "--attention", str(tmp_path / "maps")]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("I/") and "attention_0.png" in printed and "lecture_0.html" in printed
+    page = read_attention_html(tmp_path / "maps" / "attention_0.html")
+    assert page["queries"] == ["[CLS]", "i", "saw", "a", "saw", "[SEP]"] and page["weights"].shape[:2] == (2, 2)
+    lecture = read_lecture_html(tmp_path / "maps" / "lecture_0.html")
+    np.testing.assert_allclose(explain_weights(lecture), page["weights"], atol=2e-4)  # the same attention
+
+
+def explain_weights(d) -> np.ndarray:
+    """softmax(q k^T * scale) of a lecture page's stored q, k: (layers, heads, L, L)."""
+    s = np.einsum("nhid,nhjd->nhij", d["q"], d["k"]) * d["scale"]
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
