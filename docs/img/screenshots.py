@@ -3,14 +3,17 @@
 RUN: a translation run (``attnkit train translate``); its cross-attention on one test sentence makes
 ``cross_attention.png`` (without RUN that picture is left as it is).
 
-Writes the pages with the built-in all-MiniLM-L6-v2 and the figures of ``attnkit positions`` into a
-temporary folder, opens the pages in headless Chromium, clicks what a reader would click, and saves small
-PNGs here. ``complexity.png`` is not made here: run ``flock /tmp/attnkit-heavy.lock attnkit complexity``
-on a quiet machine and pass its figure through ``shrink``.
+Writes the pages with the built-in all-MiniLM-L6-v2, the page of ``attnkit lecture`` and the figures of
+``attnkit positions`` into a temporary folder, opens the pages in headless Chromium, clicks what a reader
+would click, and saves small PNGs here, each cut at the end of a section (no heading cut in half).
+``complexity.png`` is not made here: run ``flock /tmp/attnkit-heavy.lock attnkit complexity`` on a quiet
+machine and pass its figure through ``shrink``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shutil
 import sys
 import tempfile
@@ -19,6 +22,7 @@ from pathlib import Path
 from PIL import Image
 
 import attnkit
+from attnkit.cli import lecture as lecture_command
 from attnkit.pretrained import load_pretrained
 from attnkit.viz import attention_html, cross_attention_html
 from attnkit.viz.browser import Browser
@@ -57,11 +61,13 @@ def main() -> int:
             al = attnkit.load_pretrained(sys.argv[1]).attend(SOURCE)  # a run folder
             cross = cross_attention_html(al.weights, al.source, al.target, tmp / "cross.html",
                                          title=f"cross-attention: {SOURCE} -> {al.translation}")
+        with contextlib.redirect_stdout(io.StringIO()):
+            example = lecture_command.run(tmp / "example", seed=0)["page"]
         figs = position_figures(tmp / "positions", length=64, dim=128, delta=3,
                                 learned=enc.model.embeddings.position_embeddings.weight.detach()[:128],
                                 learned_name=enc.name)
         with Browser() as b:
-            p = b.open(page, width=1200)
+            p = b.open(page, width=1200, height=1400)  # tall: the matrix shows whole, not scrolled
             p.screenshot(tmp / "model.png", selector="#model-view")
             p.click("#thumbs canvas[data-layer='1'][data-head='8']")  # layer 2, head 9: the next token
             p.hover("#lines text[data-kind='q'][data-index='8']")  # "it": its lines only
@@ -69,14 +75,22 @@ def main() -> int:
             p = b.open(lecture, width=1200)
             p.select("#layer", 3)
             p.click("#tokens button[data-i='7']")
+            lecture_end = p.eval("document.querySelectorAll('.step')[2].getBoundingClientRect().bottom + scrollY + 8")
             p.screenshot(tmp / "lecture.png")
+            p = b.open(example, width=1200)
+            p.select("#layer", 1)  # example 2: two heads, scaled
+            p.select("#head", 1)
+            p.click("#tokens button[data-i='2']")
+            p.screenshot(tmp / "matrices.png", selector="#matrices")
+            assert not p.errors, p.errors
             if cross is not None:
                 p = b.open(cross, width=1100)
                 p.screenshot(tmp / "cross.png", selector="#head-view")
                 assert not p.errors, p.errors
         shrink(tmp / "model.png", HERE / "model_view.png")
         shrink(tmp / "head.png", HERE / "head_view.png")
-        shrink(tmp / "lecture.png", HERE / "lecture_view.png", crop_height=1250)
+        shrink(tmp / "lecture.png", HERE / "lecture_view.png", crop_height=round(lecture_end))
+        shrink(tmp / "matrices.png", HERE / "lecture_matrices.png")
         if cross is not None:
             shrink(tmp / "cross.png", HERE / "cross_attention.png", width=900)
         shrink(figs["sinusoidal"], HERE / "positions_table.png", width=900)
