@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .heatmap import CMAP, DPI, _pyplot, _save
+from .heatmap import CMAP, DPI, MAX_HEIGHT_IN, _pyplot, _save, _ticks
 from .labels import tell_apart
 from .page import as_numpy
 
@@ -32,7 +32,7 @@ def speech_cross_attention_png(features, weights, tokens: Sequence[str], path: s
     step = frames_per_step * hop_seconds
     panels = [(w[n].mean(0), f"layer {n + 1}: mean of {n_heads} heads") for n in range(n_layers)]
     panels += [(w[-1, h], f"layer {n_layers}, head {h + 1}") for h in range(n_heads)]
-    row_in = max(0.9, 0.22 * t + 0.5)
+    row_in = min(max(0.9, 0.22 * t + 0.5), (MAX_HEIGHT_IN - 1.6) / len(panels))  # the figure stays bounded
     width = min(15.0, max(6.0, 1.6 * seconds + 2.0))
     fig, axes = plt.subplots(1 + len(panels), 1, sharex=True, figsize=(width, 1.6 + row_in * len(panels)),
                              gridspec_kw={"height_ratios": [1.6] + [row_in] * len(panels)}, squeeze=False,
@@ -46,7 +46,7 @@ def speech_cross_attention_png(features, weights, tokens: Sequence[str], path: s
     for ax, (m, name) in zip(axes[1:], panels):
         im = ax.imshow(m, aspect="auto", cmap=CMAP, vmin=0.0, vmax=1.0, interpolation="nearest",
                        extent=(0, s * step, t - 0.5, -0.5))
-        ax.set_yticks(range(t), labels=tell_apart(tokens), fontsize=8)  # "3@2", "3@3": a repeated digit
+        _ticks(ax, "y", tell_apart(tokens), t, row_in)  # "3@2", "3@3": a repeated digit; thinned out when many
         ax.set_ylabel("written", fontsize=8)
         ax.set_title(name, fontsize=9)
     axes[-1].set_xlabel(f"time (s); the encoder has one step per {step * 1000:.0f} ms", fontsize=8)
