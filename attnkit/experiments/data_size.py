@@ -70,13 +70,13 @@ class DataSizeConfig:
         "help": "budget: this many passes over the subset, clamped to [min_steps, max_steps] steps",
         "range": floats(0, 10**4, open_low=True)})
     min_steps: int = field(default=200, metadata={"help": "budget: fewest steps at any size", "range": ints(1, 10**6)})
-    max_steps: int = field(default=600, metadata={"help": "budget: most steps at any size", "range": ints(1, 10**6)})
+    max_steps: int = field(default=400, metadata={"help": "budget: most steps at any size", "range": ints(1, 10**6)})
     cnn_lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate for the CNN",
                                                   "range": floats(0, 1, open_low=True)})
-    attention_lr: float = field(default=1e-3, metadata={
+    attention_lr: float = field(default=3e-3, metadata={
         "help": "AdamW's peak learning rate for the two attention models", "range": floats(0, 1, open_low=True)})
     test_images: int = field(default=10000, metadata={"help": "test images scored", "range": ints(1, 10000)})
-    dev_images: int = field(default=2000, metadata={"help": "dev images scored (for choosing learning rates)",
+    dev_images: int = field(default=1000, metadata={"help": "dev images scored (for choosing learning rates)",
                                                     "range": ints(1, 5000)})
 
     def __post_init__(self):

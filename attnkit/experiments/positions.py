@@ -59,7 +59,7 @@ class PositionsConfig:
         "help": "relative: distances beyond this share one embedding", "range": ints(1, 4096)})
     steps: int = field(default=1000, metadata={"help": "training steps per encoding", "range": ints(1, 10**6)})
     batch_size: int = field(default=32, metadata={"help": "sequences per step", "range": ints(1, 4096)})
-    lr: float = field(default=1e-3, metadata={"help": "AdamW's peak learning rate",
+    lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate",
                                               "range": floats(0, 1, open_low=True)})
     test_sequences: int = field(default=200, metadata={"help": "test sequences per length (and as many dev)",
                                                        "range": ints(1, 10**6)})

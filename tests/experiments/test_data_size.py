@@ -55,7 +55,7 @@ def test_window_model_sees_only_its_window_on_the_local_backend(monkeypatch, pat
 
 def test_budget_clamps_epochs_to_the_step_range():
     cfg = D.DataSizeConfig()
-    assert [D.steps_for(cfg, n) for n in cfg.sizes] == [200, 313, 600, 600, 600, 600]
+    assert [D.steps_for(cfg, n) for n in cfg.sizes] == [200, 313, 400, 400, 400, 400]
     with pytest.raises(ValueError, match="sizes"):
         D.DataSizeConfig(sizes=(5,))
     with pytest.raises(ValueError, match="min_steps"):
