@@ -16,8 +16,13 @@ from .heatmap import _pyplot, _save
 
 __all__ = ["data_size_figure", "rnn_figure", "positions_figure", "curves"]
 
+MARKERS = ("o", "s", "^", "D", "v", "P")  # lines that lie on each other stay told apart by their markers
 FONT = {"font.size": 10, "axes.titlesize": 10.5, "axes.labelsize": 10, "legend.fontsize": 8.5,
         "xtick.labelsize": 9, "ytick.labelsize": 9}
+
+
+def _seeds(n: int) -> str:
+    return f"mean of {n} seeds, bars: one standard deviation" if n > 1 else "one seed"
 
 
 def curves(summary: Sequence[dict]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -35,8 +40,8 @@ def _errorbars(ax, summary, names: dict[str, str], *, scale: float = 100.0) -> N
     for i, model in enumerate(names):
         if model in c:
             x, mean, std = c[model]
-            ax.errorbar(x, mean * scale, yerr=std * scale, marker="o", ms=4, capsize=3, lw=1.5, color=f"C{i}",
-                        label=names[model])
+            ax.errorbar(x, mean * scale, yerr=std * scale, marker=MARKERS[i % len(MARKERS)], ms=7 - i % 3,
+                        mfc="none" if i % 2 else f"C{i}", capsize=3, lw=1.5, color=f"C{i}", label=names[model])
 
 
 def _log2_axis(ax, xs: Sequence[int], label: str) -> None:
@@ -84,7 +89,7 @@ def data_size_figure(summary: Sequence[dict], path: str | os.PathLike, names: di
         b.set_title(f"the {names.get(reference, reference)}'s lead (above 0: it wins)")
         b.grid(True, color="#eee")
         b.legend(loc="upper right")
-        fig.suptitle(f"mean of {seeds} seeds, bars: one standard deviation{note}", fontsize=9)
+        fig.suptitle(_seeds(seeds) + note, fontsize=9)
         out = _save(fig, path)
         plt.close(fig)
     return out
@@ -126,7 +131,7 @@ def rnn_figure(summary: Sequence[dict], timing: Sequence[dict], path: str | os.P
         b.grid(True, which="major", color="#eee")
         b.legend(fontsize=7.5, title="exponent fitted on the longer half", title_fontsize=7.5, ncols=2,
                  loc="upper center", bbox_to_anchor=(0.5, -0.2))
-        fig.suptitle(f"mean of {seeds} seeds, bars: one standard deviation{note}", fontsize=9)
+        fig.suptitle(_seeds(seeds) + note, fontsize=9)
         out = _save(fig, path)
         plt.close(fig)
     return out
@@ -150,7 +155,7 @@ def positions_figure(summary: Sequence[dict], path: str | os.PathLike, names: di
         ax.set_title("name the previous token: each encoding beyond its training length")
         ax.grid(True, color="#eee")
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-        fig.suptitle(f"mean of {seeds} seeds, bars: one standard deviation{note}", fontsize=9)
+        fig.suptitle(_seeds(seeds) + note, fontsize=9)
         out = _save(fig, path)
         plt.close(fig)
     return out
