@@ -83,21 +83,18 @@ class BeamState:
         self.open = torch.ones(b, dtype=torch.bool, device=dev)  # can a better hypothesis still come?
 
     @property
-    def b(self) -> int:
-        return self.tokens.shape[0]
-
-    @property
     def k(self) -> int:
+        """Beams per sentence: 1 before the first step, then K."""
         return self.tokens.shape[1]
 
     def inputs(self) -> Tensor:
         """Every running beam's tokens so far, (B k, 1 + t)."""
-        return self.tokens.view(self.b * self.k, -1)
+        return self.tokens.view(len(self.tokens) * self.k, -1)
 
     def candidates(self, logp: Tensor, gen_len: int) -> Candidates:
         """logp (B k, V) of the next token -> the 2K best continuations of each sentence's beams."""
         v = logp.shape[-1]
-        cand = (self.scores.view(-1, 1) + logp).view(self.b, self.k * v)  # (B, k V)
+        cand = (self.scores.view(-1, 1) + logp).view(len(self.tokens), self.k * v)  # (B, k V)
         top, idx = cand.topk(min(2 * self.k_max, self.k * v), dim=1)  # (B, n), best first
         tok = idx % v
         return Candidates(top, idx // v, tok, (tok == self.ids.eos) | (gen_len == self.max_new_tokens))
@@ -113,14 +110,15 @@ class BeamState:
         seqs = torch.cat((_gather_rows(self.tokens, c.beam)[:, :, 1:], c.token[..., None]), dim=2)  # (B, n, t)
         hist = None
         if attention is not None:
-            hist = attention[torch.arange(self.b, device=c.beam.device)[:, None] * self.k + c.beam][:, :, None]
+            parents = torch.arange(len(self.tokens), device=c.beam.device)[:, None] * self.k + c.beam  # (B, n) rows
+            hist = attention[parents][:, :, None]
             if self.attention is not None:
                 hist = torch.cat((_gather_rows(self.attention, c.beam), hist), dim=2)  # (B, n, t, L, H, S)
         self.fin.add(new, c.scores, seqs, gen_len, self.length_penalty, hist)
 
     def advance(self, c: Candidates, attention: Tensor | None) -> Tensor:
         """The K best continuations that do not end become the beams -> the row (B K,) of each one's parent."""
-        b, k, going, beam, tok = self.b, self.k, c.scores.masked_fill(c.ends, NEG_INF), c.beam, c.token
+        b, k, going, beam, tok = len(self.tokens), self.k, c.scores.masked_fill(c.ends, NEG_INF), c.beam, c.token
         if going.shape[1] < self.k_max:  # a vocabulary smaller than the beam: fill with dead beams
             fill = self.k_max - going.shape[1]
             going = torch.cat((going, going.new_full((b, fill), NEG_INF)), dim=1)
@@ -149,7 +147,7 @@ class BeamState:
         """Once closed sentences are a quarter of those decoding: their best hypotheses to ``result``, the others
         kept -> the rows (B' K,) that stay, in order; None while they stay."""
         closed = (~self.open).nonzero().squeeze(1)
-        if not len(closed) or 4 * len(closed) < self.b:
+        if not len(closed) or 4 * len(closed) < len(self.tokens):
             return None
         self.result.take(self.sent[closed], self.fin.select(closed))
         keep = self.open.nonzero().squeeze(1)

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from ..models.bert import BertModel
 from ..models.nat import NATModel
 from ..models.seq2seq import Seq2SeqModel
-from .spec import LINEARS, Layer, Linear, ModelSpec, Norm, Positions, Settings, Stack
+from .spec import LINEARS, CrossAttention, Layer, Linear, ModelSpec, Norm, Positions, Settings, Stack
 
 __all__ = ["Architecture", "ARCHITECTURES", "architecture_of", "spec_of", "spec_tensors", "model_state",
            "Unsupported"]
@@ -154,7 +154,10 @@ def _stack(t: dict, stack: str, eps: float, positions: tuple[str, str]) -> Stack
         if missing:
             raise Unsupported(f"{p}: no {', '.join(missing)} (attention that is not one packed projection)")
         norms = {f: _norm(t, f"{p}.{f}", eps) for f in ("self_norm", "cross_norm", "ff_norm")}
-        layers.append(Layer(**linears, **norms))
+        q, out = linears.pop("cross_qkv"), linears.pop("cross_out")
+        cross = None if q is None else CrossAttention(q, out, norms.pop("cross_norm"))
+        norms.pop("cross_norm", None)
+        layers.append(Layer(**linears, **norms, cross=cross))
         i += 1
     kind, layout = positions
     table = t.get(f"{stack}.positions") if kind in ("sinusoidal", "learned") else None

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from ..functional.masks import Mask, for_heads
-from ..models.encoder_decoder import memory_mask_from
+from ..models.seq2seq import memory_mask_from
 
 __all__ = ["StepCache", "Held", "Buffers", "reorder"]
 

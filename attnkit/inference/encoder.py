@@ -22,8 +22,8 @@ from torch import Tensor
 from ..functional import native as kernels
 from ..functional.attention import attention
 from ..functional.dispatch import SHORT_MAX_LEN
-from ..functional.masks import Mask, for_heads, padding
-from ..models.bert import BertOutput
+from ..functional.masks import Mask, for_heads
+from ..models.bert import BertOutput, key_mask
 from . import native
 from .layer import PackedLayer, kernel_lengths, self_attention, short_kernel
 from .packed import LAYER_ROWS, PackedLinear
@@ -140,14 +140,7 @@ class BertEngine:
         if need_weights or output_hidden_states:
             raise ValueError("BertEngine: cannot return attention weights or every layer's hidden states; use the "
                              "reference model")
-        if lengths is not None:
-            if mask is not None:
-                raise ValueError("BertModel: pass `lengths` or `mask`, not both")
-            if lengths.shape != (input_ids.shape[0],):
-                raise ValueError(f"BertModel: `lengths` must have shape ({input_ids.shape[0]},), "
-                                 f"got {tuple(lengths.shape)}")
-            if bool((lengths < input_ids.shape[1]).any()):
-                mask = padding(lengths)
+        mask = key_mask(input_ids, lengths, mask)
         hidden = self.encoder.run(self.embed(input_ids, token_type_ids, position_ids), mask, backend)
         pooled = torch.tanh(self.pooler(hidden[:, 0])) if pool and self.pooler is not None else None
         return BertOutput(hidden, pooled, None, None)

@@ -44,12 +44,13 @@ class PackedLayer:
         self.num_heads, self.head_dim, self.norm_first = settings.num_heads, settings.head_dim, settings.norm_first
         self.qkv = PackedLinear(layer.qkv)  # (3d, d)
         self.self_out = PackedLinear(layer.self_out)
-        self.cross_q = PackedLinear(layer.cross_qkv.rows(0, d)) if layer.cross else None
-        self.cross_kv = layer.cross_qkv.rows(d, 3 * d) if layer.cross else None  # (2d, d)
-        self.cross_out = PackedLinear(layer.cross_out) if layer.cross else None
+        cross = layer.cross
+        self.cross_q = PackedLinear(cross.qkv.rows(0, d)) if cross else None
+        self.cross_kv = cross.qkv.rows(d, 3 * d) if cross else None  # (2d, d)
+        self.cross_out = PackedLinear(cross.out) if cross else None
         self.ff1 = PackedLinear(layer.ff1, settings.activation)  # the activation inside the kernel
         self.ff2 = PackedLinear(layer.ff2)
-        self.norms: tuple[Norm, ...] = ((layer.self_norm, layer.cross_norm, layer.ff_norm) if layer.cross
+        self.norms: tuple[Norm, ...] = ((layer.self_norm, cross.norm, layer.ff_norm) if cross
                                         else (layer.self_norm, layer.ff_norm))
 
     @property

@@ -28,7 +28,7 @@ from torch import Tensor
 from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import for_heads, padding
 from ..functional.tokens import best_tokens
-from ..models.encoder_decoder import memory_mask_from
+from ..models.seq2seq import memory_mask_from
 from ..nn import LayerCache
 from ..nn.transformer import DecoderOutput
 from . import native

@@ -29,8 +29,7 @@ from torch import Tensor
 from ..functional import native as kernels
 from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import for_heads
-from ..models.encoder_decoder import memory_mask_from
-from ..models.seq2seq import StepOutput
+from ..models.seq2seq import StepOutput, memory_mask_from
 from . import native
 from .cache import Buffers, StepCache, reorder
 from .encoder import EncoderStack

@@ -30,8 +30,8 @@ from torch import Tensor
 
 from ..functional.positional import sinusoidal_table
 
-__all__ = ["Linear", "Norm", "Positions", "Layer", "Stack", "Settings", "ModelSpec", "LINEARS", "NORMS",
-           "layer_names", "POSITION_KINDS"]
+__all__ = ["Linear", "Norm", "Positions", "Layer", "CrossAttention", "Stack", "Settings", "ModelSpec", "LINEARS",
+           "NORMS", "layer_names", "POSITION_KINDS"]
 
 LINEARS = ("qkv", "self_out", "cross_qkv", "cross_out", "ff1", "ff2")
 NORMS = ("self_norm", "cross_norm", "ff_norm")
@@ -101,22 +101,26 @@ class Positions:
 
 
 @dataclass(frozen=True)
+class CrossAttention:
+    """A decoder layer's attention to the encoder's memory: ``qkv`` (3d, d) rows W^q (the decoder's queries);
+    W^k; W^v (the memory's keys and values), its output projection and its norm."""
+
+    qkv: Linear
+    out: Linear
+    norm: Norm
+
+
+@dataclass(frozen=True)
 class Layer:
-    """One Transformer layer's weights by role (see the module doc); the cross-attention ones None in an encoder."""
+    """One Transformer layer's weights by role (see the module doc); ``cross`` None in an encoder layer."""
 
     qkv: Linear
     self_out: Linear
+    self_norm: Norm
     ff1: Linear
     ff2: Linear
-    self_norm: Norm
     ff_norm: Norm
-    cross_qkv: Linear | None = None
-    cross_out: Linear | None = None
-    cross_norm: Norm | None = None
-
-    @property
-    def cross(self) -> bool:
-        return self.cross_qkv is not None
+    cross: CrossAttention | None = None
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,11 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from ..functional.masks import Mask
+from ..functional.masks import Mask, padding
 from ..nn import Encoder, TransformerConfig
 
-__all__ = ["BertConfig", "BertEmbeddings", "BertPooler", "BertModel", "BertOutput", "HF_ACTIVATIONS", "set_dropout"]
+__all__ = ["BertConfig", "BertEmbeddings", "BertPooler", "BertModel", "BertOutput", "HF_ACTIVATIONS", "set_dropout",
+           "key_mask"]
 
 # Hugging Face ``hidden_act`` -> attnkit activation name.
 HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -153,6 +154,18 @@ class BertOutput(NamedTuple):
     attentions: tuple[Tensor, ...] | None  # per layer (B, H, L, L)
 
 
+def key_mask(input_ids: Tensor, lengths: Tensor | None, mask: Mask | Tensor | None) -> Mask | Tensor | None:
+    """The attention mask of a call given ``lengths`` (B,) (a padding mask where a row is shorter than L, else
+    none) or ``mask`` as it is; a ValueError for both, or lengths of another shape."""
+    if lengths is None:
+        return mask
+    if mask is not None:
+        raise ValueError("BertModel: pass `lengths` or `mask`, not both")
+    if lengths.shape != (input_ids.shape[0],):
+        raise ValueError(f"BertModel: `lengths` must have shape ({input_ids.shape[0]},), got {tuple(lengths.shape)}")
+    return padding(lengths) if bool((lengths < input_ids.shape[1]).any()) else None
+
+
 class BertModel(nn.Module):
     """Embeddings -> attnkit Encoder (post-LN, GELU) -> optional pooler."""
 
@@ -173,16 +186,7 @@ class BertModel(nn.Module):
         Packed sequences (no padding): input_ids (1, T), ``mask=attnkit.masks.segments(lengths)`` and
         ``position_ids`` (1, T) restarting at 0 for each sequence.
         """
-        if lengths is not None:
-            if mask is not None:
-                raise ValueError("BertModel: pass `lengths` or `mask`, not both")
-            if lengths.shape != (input_ids.shape[0],):
-                raise ValueError(f"BertModel: `lengths` must have shape ({input_ids.shape[0]},), "
-                                 f"got {tuple(lengths.shape)}")
-            if bool((lengths < input_ids.shape[1]).any()):
-                from ..functional.masks import padding
-
-                mask = padding(lengths)
+        mask = key_mask(input_ids, lengths, mask)
         x = self.embeddings(input_ids, token_type_ids, position_ids)  # (B, L, d)
         enc = self.encoder(x, mask, need_weights=need_weights, output_hidden_states=output_hidden_states,
                            backend=backend)

@@ -40,7 +40,7 @@ from torch import Tensor, nn
 from ..functional.masks import keep_positions, padding
 from ..functional.pooling import masked_mean
 from ..nn import LayerCache
-from .encoder_decoder import EncoderDecoderModel, Seq2SeqConfig, memory_mask_from
+from .seq2seq import EncoderDecoderModel, Seq2SeqConfig, memory_mask_from
 
 __all__ = ["NATConfig", "NATModel", "random_mask", "length_classes", "row_lengths_for", "is_nat"]
 

@@ -12,22 +12,180 @@ cross-attention (queries from the decoder, keys and values from the encoder) and
 - ``reorder_cache(cache, index)``: beam search moves rows of the cache.
 - ``forward(input_ids, attention_mask, decoder_input_ids) -> logits`` (B, T, V): teacher forcing.
 
-These four are the protocol ``attnkit.generation`` decodes through. The embeddings, the stacks, the output
-projection and ``encode`` are ``EncoderDecoderModel``'s (``encoder_decoder.py``), which ``NATModel`` shares;
-this file adds step-by-step decoding.
+These four are the protocol ``attnkit.generation`` decodes through. The embeddings (scaled by sqrt(d_model),
+optionally one table for source, target and output), the stacks, the output projection (optionally with a fixed
+bias, as Marian has) and ``encode`` are ``EncoderDecoderModel``'s, the base ``NATModel`` (``nat.py``) shares;
+``Seq2SeqModel`` adds step-by-step decoding, ``NATModel`` decoding in parallel: neither has a method it refuses.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import NamedTuple
 
-from torch import Tensor
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
 
-from ..nn import LayerCache
+from ..functional.masks import Dense, Mask, keep_positions, padding
+from ..nn import Decoder, Encoder, LayerCache, TransformerConfig
 from ..nn.attention import KVCache
-from .encoder_decoder import EncoderDecoderModel, Seq2SeqConfig, memory_mask_from
 
 __all__ = ["Seq2SeqConfig", "Seq2SeqModel", "StepOutput", "memory_mask_from", "EncoderDecoderModel"]
+
+
+@dataclass(frozen=True)
+class Seq2SeqConfig:
+    """An encoder-decoder over token ids.
+
+    ``transformer``: the stacks (sizes, pre-/post-LN, positions, activation, dropout). Token ids:
+    ``pad_token_id`` (ignored by attention, its embedding row stays zero), ``bos_token_id``,
+    ``eos_token_id`` (END), ``decoder_start_token_id`` (the decoder's first input; None = BOS;
+    Marian uses the pad id). ``share_embeddings``: one table for source and target (a joint
+    vocabulary, so both sizes must be equal); ``tie_output``: the output projection is the target
+    embedding's transpose; ``scale_embedding``: embeddings times sqrt(d_model) before the positions
+    are added; ``final_logits_bias``: a fixed (not trained) bias on the logits, all zeros here (Marian
+    checkpoints carry one). ``max_positions``: the longest source and target the model is meant for;
+    longer inputs are truncated by the tasks.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    transformer: TransformerConfig = field(default_factory=TransformerConfig)
+    pad_token_id: int = 0
+    bos_token_id: int = 1
+    eos_token_id: int = 2
+    decoder_start_token_id: int | None = None
+    share_embeddings: bool = False
+    tie_output: bool = True
+    scale_embedding: bool = True
+    final_logits_bias: bool = False
+    max_positions: int = 256
+
+    def __post_init__(self):
+        def fail(name, msg):
+            raise ValueError(f"Seq2SeqConfig: `{name}` {msg}, got {getattr(self, name)!r}")
+
+        for name in ("src_vocab_size", "tgt_vocab_size", "max_positions"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                fail(name, "must be a positive integer")
+        if not isinstance(self.transformer, TransformerConfig):
+            fail("transformer", "must be a TransformerConfig")
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            v = getattr(self, name)
+            if v is None and name == "decoder_start_token_id":
+                continue
+            limit = self.src_vocab_size if name == "pad_token_id" else self.tgt_vocab_size
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < min(limit, self.tgt_vocab_size):
+                fail(name, f"must be a token id in [0, {min(limit, self.tgt_vocab_size)})")
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(f"Seq2SeqConfig: `share_embeddings` needs one vocabulary, got src_vocab_size "
+                             f"{self.src_vocab_size} and tgt_vocab_size {self.tgt_vocab_size}")
+        if self.transformer.num_encoder_layers < 1 or self.transformer.num_decoder_layers < 1:
+            raise ValueError("Seq2SeqConfig: `transformer` needs at least one encoder and one decoder layer, got "
+                             f"{self.transformer.num_encoder_layers} and {self.transformer.num_decoder_layers}")
+
+    @property
+    def start_token_id(self) -> int:
+        return self.bos_token_id if self.decoder_start_token_id is None else self.decoder_start_token_id
+
+    def replace(self, **changes) -> Seq2SeqConfig:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Seq2SeqConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"Seq2SeqConfig: unknown keys {unknown}")
+        d = dict(d)
+        if isinstance(d.get("transformer"), dict):
+            d["transformer"] = TransformerConfig.from_dict(d["transformer"])
+        return cls(**d)
+
+
+def memory_mask_from(attention_mask: Tensor | None, length: int) -> Mask | None:
+    """A (B, S) 0/1 or bool source mask (1 = real token) -> an attnkit key mask, or None (nothing hidden).
+
+    Right padding (ones then zeros, the usual case) becomes ``masks.padding(lengths)``, which fast kernels
+    read; any other pattern a dense (B, 1, S) mask.
+    """
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() != 2 or attention_mask.shape[1] != length:
+        raise ValueError(f"Seq2SeqModel: `attention_mask` must have shape (B, {length}), "
+                         f"got {tuple(attention_mask.shape)}")
+    keep = attention_mask.bool()
+    if bool(keep.all()):
+        return None
+    lengths = keep.sum(1)
+    if torch.equal(keep, keep_positions(lengths, length)):
+        return padding(lengths)
+    return Dense(keep[:, None, :])  # (B, 1, S): every query row of a sentence hides the same keys
+
+
+class EncoderDecoderModel(nn.Module):
+    """Embeddings + ``attnkit.nn.Encoder`` + ``attnkit.nn.Decoder`` + output projection (see the module doc)."""
+
+    def __init__(self, config: Seq2SeqConfig, *, device=None, dtype=None):
+        super().__init__()
+        self.config = config
+        tc, fk = config.transformer, {"device": device, "dtype": dtype}
+        d = tc.d_model
+        self.src_embed = nn.Embedding(config.src_vocab_size, d, padding_idx=config.pad_token_id, **fk)
+        self.tgt_embed = None if config.share_embeddings else \
+            nn.Embedding(config.tgt_vocab_size, d, padding_idx=config.pad_token_id, **fk)
+        self.encoder = Encoder(tc, **fk)
+        self.decoder = Decoder(tc, **fk)
+        self.lm_head = None if config.tie_output else nn.Linear(d, config.tgt_vocab_size, bias=False, **fk)
+        if config.final_logits_bias:
+            self.register_buffer("final_logits_bias", torch.zeros(config.tgt_vocab_size, **fk))
+        else:
+            self.final_logits_bias = None
+        self.embed_scale = math.sqrt(d) if config.scale_embedding else 1.0
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        std = self.config.transformer.d_model ** -0.5  # with the sqrt(d) scale: unit-size input vectors
+        for emb in (self.src_embed, self.tgt_embed):
+            if emb is not None:
+                nn.init.normal_(emb.weight, std=std)
+                with torch.no_grad():
+                    emb.weight[self.config.pad_token_id].zero_()
+        if self.lm_head is not None:
+            nn.init.normal_(self.lm_head.weight, std=std)
+
+    @property
+    def target_embedding(self) -> nn.Embedding:
+        return self.src_embed if self.tgt_embed is None else self.tgt_embed
+
+    def _check_ids(self, ids: Tensor, name: str, vocab: int) -> None:
+        if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
+            got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, Tensor) else type(ids).__name__
+            raise ValueError(f"Seq2SeqModel: `{name}` must be a (B, L) integer tensor, got {got}")
+        if ids.numel():
+            lo, hi = (int(v) for v in torch.aminmax(ids))  # one pass (this runs at every decoding step)
+            if lo < 0 or hi >= vocab:
+                raise ValueError(f"Seq2SeqModel: `{name}` has ids in [{lo}, {hi}], outside the vocabulary [0, {vocab})")
+
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        """Decoder states (..., d) -> logits (..., V)."""
+        weight = self.target_embedding.weight if self.lm_head is None else self.lm_head.weight
+        logits = F.linear(hidden, weight)
+        if self.final_logits_bias is not None:
+            logits = logits + self.final_logits_bias
+        return logits
+
+    def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """input_ids (B, S), attention_mask (B, S) 1 = real token -> memory (B, S, d)."""
+        self._check_ids(input_ids, "input_ids", self.config.src_vocab_size)
+        x = self.src_embed(input_ids) * self.embed_scale  # (B, S, d)
+        return self.encoder(x, memory_mask_from(attention_mask, input_ids.shape[1])).last_hidden_state
 
 
 class StepOutput(NamedTuple):

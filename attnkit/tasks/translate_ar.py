@@ -45,11 +45,6 @@ def forward(model, batch):
 
 
 class Autoregressive(Decoding):
-    name = "ar"
-    model_class = Seq2SeqModel
-    config_class = Seq2SeqConfig
-    translator_class = Translator
-
     def check_arguments(self, args) -> None:
         if args.teacher is not None:
             raise ValueError("train translate: --teacher (sequence-level distillation) is for --decoder nat")
@@ -74,4 +69,4 @@ class Autoregressive(Decoding):
         return {"num_beams": beam}
 
 
-AR = Autoregressive()
+AR = Autoregressive("ar", Seq2SeqModel, Seq2SeqConfig, Translator)

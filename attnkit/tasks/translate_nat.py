@@ -229,11 +229,6 @@ class NATTranslator(Translator):
 
 
 class NonAutoregressive(Decoding):
-    name = "nat"
-    model_class = NATModel
-    config_class = NATConfig
-    translator_class = NATTranslator
-
     def check_arguments(self, args) -> None:
         check_arguments(args)
 
@@ -256,4 +251,4 @@ class NonAutoregressive(Decoding):
         return task_for(model, meta, name)
 
 
-NAT = NonAutoregressive()
+NAT = NonAutoregressive("nat", NATModel, NATConfig, NATTranslator)

@@ -34,10 +34,9 @@ class Decoding:
     """One side of the translate task (see the module doc). ``name`` is ``--decoder``'s value and meta.json's
     ``decoder``; ``model_class``, ``config_class`` and ``translator_class`` are what a run of it holds."""
 
-    name: str
-    model_class: type
-    config_class: type
-    translator_class: type
+    def __init__(self, name: str, model_class: type, config_class: type, translator_class: type):
+        self.name, self.model_class, self.config_class = name, model_class, config_class
+        self.translator_class = translator_class
 
     def check_arguments(self, args) -> None:
         """ValueError for an option of the other side."""

@@ -40,8 +40,8 @@ def test_the_spec_reads_roles_and_settings():
     shared, untied, nat, bert = models()
     s = spec_of(shared)
     assert s.shares_tables and s.output.weight is s.target_embedding and s.output.bias.shape == (30,)
-    assert len(s.encoder.layers) == 2 and len(s.decoder.layers) == 3 and s.decoder.layers[0].cross
-    assert not s.encoder.layers[0].cross and s.encoder.norm is None and s.encoder.positions.kind == "sinusoidal"
+    assert len(s.encoder.layers) == 2 and len(s.decoder.layers) == 3 and s.decoder.layers[0].cross is not None
+    assert s.encoder.layers[0].cross is None and s.encoder.norm is None and s.encoder.positions.kind == "sinusoidal"
     assert s.settings.embed_scale == 32 ** 0.5 and s.settings.head_dim == 16 and not s.settings.norm_first
     u = spec_of(untied)
     assert not u.shares_tables and u.output.weight.shape == (40, 32) and u.output.bias is None

@@ -11,6 +11,7 @@ from attnkit.inference import LAYER_ROWS, NATEngine, engine_for, onednn_availabl
 from attnkit.inference.seq2seq import Seq2SeqEngine
 from attnkit.models.nat import NATConfig, NATModel
 from attnkit.nn import TransformerConfig
+from tests.inference.engines import engine_of, padded_source, spread
 from tests.markers import needs_native
 
 pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
@@ -24,27 +25,15 @@ def model(norm_first: bool, length="classifier", activation="relu", positional="
                            activation=activation, positional=positional, max_len=64)
     cfg = NATConfig(vocab, vocab, tc, share_embeddings=True, max_positions=64, length=length, max_length_offset=4)
     torch.manual_seed(seed)
-    m = NATModel(cfg).eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() == 2:
-                p.normal_(std=0.4)
-    return m
+    return spread(NATModel(cfg).eval())
 
 
 def nat_engine(m) -> NATEngine:
-    """The engine engine_for picks for m."""
-    engine = engine_for(m)
-    assert isinstance(engine, NATEngine)
-    return engine
+    return engine_of(m, NATEngine)
 
 
 def source():
-    ids = torch.randint(4, 30, (3, 7))
-    mask = torch.ones_like(ids)
-    ids[1, 4:], mask[1, 4:] = 0, 0
-    ids[2, 2:], mask[2, 2:] = 0, 0
-    return ids, mask
+    return padded_source(4)
 
 
 @pytest.mark.parametrize("norm_first,activation,positional", [(True, "relu", "sinusoidal"), (False, "gelu", "learned"),

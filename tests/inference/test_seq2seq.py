@@ -12,6 +12,7 @@ from attnkit.generation import generate
 from attnkit.inference import Seq2SeqEngine, StepCache, engine_for, onednn_available, refusal
 from attnkit.models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from attnkit.nn import TransformerConfig
+from tests.inference.engines import engine_of, padded_source, spread
 from tests.markers import needs_native
 
 pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
@@ -25,42 +26,28 @@ def model(norm_first: bool, activation="silu", positional="sinusoidal", dtype=to
     cfg = Seq2SeqConfig(30, 30, tc, pad_token_id=0, bos_token_id=1, eos_token_id=2, final_logits_bias=True,
                         max_positions=128)
     torch.manual_seed(seed)
-    m = Seq2SeqModel(cfg).eval()
+    m = spread(Seq2SeqModel(cfg).eval())
     with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() == 2:
-                p.normal_(std=0.4)
         m.final_logits_bias.normal_()
     return m.to(dtype)
 
 
-def fast_engine(m) -> Seq2SeqEngine:
-    """The engine engine_for picks for m."""
-    engine = engine_for(m)
-    assert isinstance(engine, Seq2SeqEngine)
-    return engine
-
-
 def source():
-    ids = torch.randint(3, 30, (3, 7))
-    mask = torch.ones_like(ids)
-    ids[1, 4:], mask[1, 4:] = 0, 0
-    ids[2, 2:], mask[2, 2:] = 0, 0
-    return ids, mask
+    return padded_source(3)
 
 
 def encoded(norm_first=False):
     """A model, its fast copy, a padded source, its mask and the encoder's output."""
     m = model(norm_first)
     ids, mask = source()
-    return m, fast_engine(m), ids, mask, m.encode(ids, mask)
+    return m, engine_of(m, Seq2SeqEngine), ids, mask, m.encode(ids, mask)
 
 
 @pytest.mark.parametrize("norm_first,activation,positional", [(False, "silu", "sinusoidal"), (True, "relu", "learned"),
                                                               (True, "gelu", "sinusoidal")])
 def test_steps_give_the_reference_logits(norm_first, activation, positional):
     m = model(norm_first, activation, positional)
-    fast = fast_engine(m)
+    fast = engine_of(m, Seq2SeqEngine)
     ids, mask = source()
     memory = m.encode(ids, mask)
     torch.testing.assert_close(fast.encode(ids, mask), memory, atol=1e-5, rtol=1e-5)
@@ -91,10 +78,11 @@ def test_generate_gives_the_reference_tokens(norm_first, num_beams):
     ids, mask = source()
     kw = dict(max_new_tokens=45, num_beams=num_beams)
     ref = generate(m, ids, mask, **kw)
-    out = generate(fast_engine(m), ids, mask, **kw)
+    out = generate(engine_of(m, Seq2SeqEngine), ids, mask, **kw)
     assert torch.equal(out.sequences, ref.sequences)
     torch.testing.assert_close(out.sequences_scores, ref.sequences_scores, atol=1e-4, rtol=1e-4)
-    with_attention = generate(fast_engine(m), ids, mask, output_attentions=True, **kw)  # the reference path
+    fast = engine_of(m, Seq2SeqEngine)
+    with_attention = generate(fast, ids, mask, output_attentions=True, **kw)  # the reference path
     assert torch.equal(with_attention.sequences, ref.sequences)
 
 
@@ -102,7 +90,7 @@ def test_bfloat16_weights_stay_close_to_float32():
     m = model(False)
     ids, mask = source()
     memory = m.encode(ids, mask)
-    fast = fast_engine(model(False, dtype=torch.bfloat16))
+    fast = engine_of(model(False, dtype=torch.bfloat16), Seq2SeqEngine)
     tok = torch.randint(3, 30, (3, 1))
     got = fast.decode_step(tok, fast.encode(ids, mask), mask, None).logits
     assert got.dtype == torch.bfloat16
@@ -179,13 +167,13 @@ def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, acti
     if dtype == torch.bfloat16 and not native.kernel().cpu_has_bf16():
         pytest.skip("bfloat16 attention kernel needs AVX512-BF16")
     m = model(norm_first, activation, dtype=dtype, d_model=64)  # heads of 32: the bfloat16 kernel's multiple
-    fast, slow = fast_engine(m), fast_engine(m)
+    fast, slow = engine_of(m, Seq2SeqEngine), engine_of(m, Seq2SeqEngine)
     assert fast.native_step is not None
     slow.native_step = None
     # bfloat16: the native step keeps a pre-LN norm's output in float32 where the Python sequence rounds it,
     # so each is held to float32's logits (the same weights, the Python sequence): the native step at least
     # as close as the Python sequence
-    exact = fast_engine(copy.deepcopy(m).float()) if dtype == torch.bfloat16 else None
+    exact = engine_of(copy.deepcopy(m).float(), Seq2SeqEngine) if dtype == torch.bfloat16 else None
     if exact is not None:
         exact.native_step = None
     ids, mask = source()
@@ -225,7 +213,7 @@ def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, acti
 @needs_native
 def test_the_native_layer_step_is_not_used_where_its_conditions_fail():
     m = model(False)
-    fast = fast_engine(m)
+    fast = engine_of(m, Seq2SeqEngine)
     calls = []
     step = fast.native_step
 

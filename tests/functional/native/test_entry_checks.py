@@ -11,7 +11,18 @@ import pytest
 
 from attnkit.functional import native
 
-SCRIPT = textwrap.dedent('''
+REFUSE_ALL = textwrap.dedent('''
+    def refuse_all(bad):
+        for name, call in bad.items():
+            print(name, flush=True)  # the last name printed is the culprit if the process dies
+            try:
+                call()
+            except RuntimeError:
+                continue
+            raise SystemExit(f"no error for: {name}")
+''')
+
+SCRIPT = REFUSE_ALL + textwrap.dedent('''
     import torch
     from attnkit.functional import native
 
@@ -130,13 +141,7 @@ SCRIPT = textwrap.dedent('''
     }
     if not K.cpu_has_bf16():
         bad["sf bfloat16 without AVX512-BF16"] = lambda: K.short_forward(*qkv(d=32, dtype=bf16), E, E, 0.25)
-    for name, call in bad.items():
-        print(name, flush=True)  # the last name printed is the culprit if the process dies
-        try:
-            call()
-        except RuntimeError:
-            continue
-        raise SystemExit(f"no error for: {name}")
+    refuse_all(bad)
     # and the good calls still run, empty sizes included
     K.window_forward(q, k, v, torch.tensor([7, 0]), 2, 2, 0.25)
     K.window_forward(*qkv(b=0), E, 2, 2, 0.25)
@@ -157,9 +162,14 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+def run_refusals(script: str) -> None:
+    """Run ``script`` in a subprocess: every bad call refused, the good ones run, no crash."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode} after: {done.stdout.splitlines()[-1:]}\n{done.stderr[-2000:]}"
+    assert done.stdout.strip().splitlines()[-1].startswith("all ") and "rejected" in done.stdout
+
+
 def test_direct_calls_with_bad_tensors_raise_and_never_crash():
     if native.kernel() is None:
         pytest.skip(f"native kernel unavailable here: {native.unavailable()}")
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"exit {done.returncode} after: {done.stdout.splitlines()[-1:]}\n{done.stderr[-2000:]}"
-    assert done.stdout.strip().splitlines()[-1].startswith("all ") and "rejected" in done.stdout
+    run_refusals(SCRIPT)

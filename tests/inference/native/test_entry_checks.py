@@ -4,16 +4,15 @@ never a crash. Run in a subprocess, since a crash would take the test runner wit
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from attnkit.functional import native as kernels
 from attnkit.inference import native
+from tests.functional.native.test_entry_checks import REFUSE_ALL, run_refusals
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = REFUSE_ALL + textwrap.dedent('''
     import torch
     from attnkit.inference import native
 
@@ -139,13 +138,7 @@ SCRIPT = textwrap.dedent('''
         "lsf lengths size": lambda: lsf(lens=torch.tensor([1, 2, 3])),
         "lsf heads 3": lambda: lsf(heads=3),
     }
-    for name, call in bad.items():
-        print(name, flush=True)  # the last name printed is the culprit if the process dies
-        try:
-            call()
-        except RuntimeError:
-            continue
-        raise SystemExit(f"no error for: {name}")
+    refuse_all(bad)
     # and the good calls still run, empty sizes included
     assert dls().shape == (2, 32) and dls(pre=True, t=3).shape == (2, 32)
     assert dls(group=2, ck=CK[:1], lens=torch.tensor([3])).shape == (2, 32)
@@ -164,6 +157,4 @@ SCRIPT = textwrap.dedent('''
 def test_direct_calls_with_bad_tensors_raise_and_never_crash():
     if native.compositions() is None:
         pytest.skip(f"native kernel unavailable here: {kernels.unavailable()}")
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"exit {done.returncode} after: {done.stdout.splitlines()[-1:]}\n{done.stderr[-2000:]}"
-    assert done.stdout.strip().splitlines()[-1].startswith("all ") and "rejected" in done.stdout
+    run_refusals(SCRIPT)
