@@ -3,9 +3,9 @@
     logp, ids = best_tokens(logits, suppressed)   # logits (M, V), suppressed (n,) ids never chosen
 
 The reference is three torch ops, ``log_softmax`` (over every token), ``index_fill`` of the suppressed
-ids with -inf, ``max``; on this 2-core host they take about 75 us for 13 rows of 8,000 words, where the
-native kernel (``best_tokens.h``: float32 or bfloat16 logits on an AVX-512 CPU, inference) takes about
-20 us and this function, its checks included, about 30 us. Log-probabilities are float32 for float32 and
+ids with -inf, ``max``; the native kernel (``best_tokens.h``: float32 or bfloat16 logits on an AVX-512 CPU,
+inference) makes one pass over a row plus one of exps (their times: BENCHMARKS.md, "Design measurements").
+Log-probabilities are float32 for float32 and
 bfloat16 logits (float64 for float64), the softmax computed in float32 either way. The kernel
 leaves to the reference the rows it does not decide (a NaN or +inf, all -inf, nothing allowed), so both
 paths give the same ids and, to float rounding, the same log-probabilities.

@@ -282,9 +282,9 @@ struct Scratch {
       : kt(static_cast<size_t>(d) * kw), vp(static_cast<size_t>(kw / 2) * dv), s(QC * kw), inv(QC), p(QC * kw) {}
 };
 
-// Prefetches the n rows at p (step bytes apart, `bytes` long each) into L2 (prefetcht2). Measured on the
-// model's calls: 1.3x faster than into L1 (prefetcht0), where the next job's rows evict the current
-// one's. An asm statement, because GCC 12 dropped __builtin_prefetch / _mm_prefetch here as dead code.
+// Prefetches the n rows at p (step bytes apart, `bytes` long each) into L2 (prefetcht2): on the model's
+// calls faster than into L1 (prefetcht0), where the next job's rows evict the current one's (BENCHMARKS.md,
+// "Design measurements"). An asm statement, because GCC 12 dropped __builtin_prefetch / _mm_prefetch here as dead code.
 inline void prefetch_rows(const void* p, int64_t step, int n, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (int i = 0; i < n; ++i, c += step) {
