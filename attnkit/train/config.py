@@ -40,8 +40,9 @@ class TrainConfig:
                 "1/sqrt(step) decay), or constant",
         "choices": SCHEDULES})
     warmup_steps: int = field(default=100, metadata={
-        "help": "steps of linear warm-up from 0 to lr (0 = none; inverse_sqrt peaks at this step); at most half "
-                "the run: a shorter run (e.g. --max-steps below it) warms up over its first half, and says so",
+        "help": "steps of linear warm-up from 0 to lr (0 = none; inverse_sqrt peaks at this step); linear and "
+                "cosine warm up over at most half the run (--max-steps below it: its first half), and say so; "
+                "inverse_sqrt and constant keep it and warn when the run ends first",
         "range": STEPS})
     clip_norm: float = field(default=1.0, metadata={
         "help": "clip the gradient's global norm to this (0 = no clipping)", "range": floats(0, 1e6)})

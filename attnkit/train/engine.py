@@ -51,7 +51,7 @@ from .evaluation import autocast, evaluate, to_device
 from .lock import run_lock
 from .metrics import IGNORE, MetricsLog, floor, plot_curves
 from .progress import Progress, bars_wanted
-from .schedule import effective_warmup, make_scheduler
+from .schedule import make_scheduler, warmup_note
 from .state import RunState, rng_state, seed_everything, set_rng_state
 
 __all__ = ["TrainConfig", "Task", "Trainer", "TrainingDiverged", "evaluate", "to_device", "steps_in"]
@@ -139,9 +139,7 @@ class Trainer:
         self.log = MetricsLog(out / "metrics.jsonl", enabled=dist.is_main())
         self.bars = bars_wanted(cfg.progress) and dist.is_main()
         notes = self.resume() if resume else self._start_fresh(overwrite)
-        if effective_warmup(cfg.warmup_steps, self.total) < cfg.warmup_steps:
-            notes.append(f"the warm-up of {cfg.warmup_steps} steps is longer than half this run of {self.total} "
-                         f"steps: warming up over {effective_warmup(cfg.warmup_steps, self.total)} steps instead")
+        notes += [n for n in [warmup_note(cfg.schedule, cfg.warmup_steps, self.total)] if n]
         self.dmodel = dist.wrap(self.model)
         self.dmodel.train()
         return notes

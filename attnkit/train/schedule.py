@@ -7,9 +7,11 @@
   at ``step = warmup``, so the base ``lr`` is the peak; ``paper_lr(d_model, warmup)`` gives the paper's peak.
 - ``constant``: warm-up then flat.
 
-The warm-up is at most half the run (``effective_warmup``): ``--max-steps 30`` with ``--warmup-steps 400``
-warms up over 15 steps and then decays, instead of a learning rate that never reaches its peak; the engine
-says so when it shortens it.
+``linear`` and ``cosine`` are laid out over the run, and their warm-up is at most half of it
+(``effective_warmup``): ``--max-steps 30`` with ``--warmup-steps 400`` warms up over 15 steps and then
+decays, instead of a learning rate that never reaches its peak. ``inverse_sqrt`` and ``constant`` do not
+depend on the run's length (so a run continued with a larger ``--max-steps`` follows the same schedule)
+and keep the warm-up asked for. The engine says which happened (``warmup_note``).
 """
 
 from __future__ import annotations
@@ -39,9 +41,21 @@ def lr_factor(kind: str, step: int, warmup: int, total: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def effective_warmup(warmup: int, total: int) -> int:
-    """The warm-up a run of ``total`` steps uses: ``warmup``, at most half the run (``total // 2``)."""
-    return min(warmup, max(0, total) // 2)
+def effective_warmup(kind: str, warmup: int, total: int) -> int:
+    """The warm-up a run of ``total`` steps uses: ``warmup``, for linear and cosine at most half the run."""
+    return min(warmup, max(0, total) // 2) if kind in ("linear", "cosine") else warmup
+
+
+def warmup_note(kind: str, warmup: int, total: int) -> str | None:
+    """A line for a run whose warm-up does not fit it (None when it fits)."""
+    used = effective_warmup(kind, warmup, total)
+    if used < warmup:
+        return (f"the warm-up of {warmup} steps is longer than half this run of {total} steps: warming up over "
+                f"{used} steps instead")
+    if warmup > total:
+        return (f"the warm-up of {warmup} steps is longer than this run of {total} steps: the learning rate stops "
+                f"at {total / warmup:.0%} of --lr ({kind} keeps the warm-up it is given)")
+    return None
 
 
 def paper_lr(d_model: int, warmup: int) -> float:
@@ -55,11 +69,11 @@ def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, warmup: int, tot
 
     ``progress``: optional callable returning a fraction in [0, 1] of a time budget used so far; the
     schedule then runs at ``max(step, progress() * total)``, so a time-limited run still decays fully.
-    The warm-up is ``effective_warmup(warmup, total)``: at most half the run.
+    The warm-up is ``effective_warmup(kind, warmup, total)``: for linear and cosine at most half the run.
     """
     if kind not in SCHEDULES:
         raise ValueError(f"make_scheduler: `kind` must be one of {SCHEDULES}, got {kind!r}")
-    warmup = effective_warmup(warmup, total)
+    warmup = effective_warmup(kind, warmup, total)
 
     def factor(step: int) -> float:
         if progress is not None:

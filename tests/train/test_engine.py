@@ -87,9 +87,16 @@ def test_schedules():
 
 def test_a_warm_up_longer_than_half_the_run_is_shortened_and_said(tmp_path, capsys):
     """--max-steps below --warmup-steps: the learning rate still peaks (at half the run), and the run says so."""
-    from attnkit.train.schedule import effective_warmup
+    from attnkit.train.schedule import effective_warmup, warmup_note
 
-    assert effective_warmup(400, 30) == 15 and effective_warmup(400, 10_000) == 400 and effective_warmup(5, 1) == 0
+    assert effective_warmup("linear", 400, 30) == 15 and effective_warmup("cosine", 400, 10_000) == 400
+    assert effective_warmup("linear", 5, 1) == 0
+    # inverse_sqrt does not depend on the run's length (a resumed run may raise --max-steps): kept, with a warning
+    assert effective_warmup("inverse_sqrt", 400, 30) == 400 and effective_warmup("constant", 400, 30) == 400
+    assert warmup_note("inverse_sqrt", 400, 30) == ("the warm-up of 400 steps is longer than this run of 30 steps: "
+                                                    "the learning rate stops at 8% of --lr (inverse_sqrt keeps the "
+                                                    "warm-up it is given)")
+    assert warmup_note("linear", 10, 30) is None and warmup_note("inverse_sqrt", 10, 30) is None
     lrs = []
     cfg = TrainConfig(**{**CFG.__dict__, "max_steps": 10, "warmup_steps": 400})
     Trainer(toy_task(), cfg, on_step=lambda tr, step, rec: lrs.append(rec["lr"])).fit(tmp_path / "short")
