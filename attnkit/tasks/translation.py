@@ -135,8 +135,8 @@ def load_run(folder: Path, meta: dict, decoding: Decoding, dtype: torch.dtype = 
         raise ValueError(f"load_pretrained: `dtype` of a translation run must be torch.float32 or torch.bfloat16, "
                          f"got {dtype}")
     subwords = subwords_for(folder, meta)
-    config = decoding.config_class.from_dict(meta["model"])
-    model = model_from_meta(folder, meta, lambda: decoding.model_class(config))  # sizes checked against the weights
+    model = model_from_meta(folder, meta,  # sizes checked against the weights before the config is built
+                            lambda: decoding.model_class(decoding.config_class.from_dict(meta["model"])))
     check_lengths(folder, meta, model.config)
     top = max(subwords.tokenizer.get_vocab(with_added_tokens=True).values(), default=0)
     rows = min(model.config.src_vocab_size, model.config.tgt_vocab_size)
