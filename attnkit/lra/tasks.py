@@ -3,7 +3,8 @@
 - listops: ``attnkit.data.listops`` (LRA's recipe), lengths from seq_len / 4 to seq_len, 10 classes;
 - text: IMDb bytes (``attnkit.data.imdb``), 2 classes; only where the reviews exist (or ``download``);
 - image: MNIST pixels row by row (``attnkit.data.images``; LRA's sequential CIFAR-10 is not
-  available here), optionally average-pooled to (28 / pool)^2 pixels, 10 classes;
+  available here), optionally cropped around the centre and average-pooled to side^2 pixels (784: as
+  they are; 100: the centre 20 x 20 in 2 x 2 pools), 10 classes;
 - pathfinder: ``attnkit.data.pathfinder``, side^2 pixels, 2 classes;
 - mqar: ``attnkit.data.mqar`` (multi-query associative recall): examples are (tokens (L,), targets (L,))
   with the value index at each query and -100 elsewhere; the classes are the values.
@@ -111,8 +112,11 @@ def _pathfinder(s: TaskSettings, folder: Path, seed: int) -> TaskData:
 
 def _image(s: TaskSettings, mnist_dir: Path | None) -> TaskData:
     side = math.isqrt(s.seq_len)
-    if side * side != s.seq_len or 28 % side:
-        raise ValueError(f"lra image: seq_len={s.seq_len} must be (28 / pool)^2 for a whole pool: 784, 196, 49, 16")
+    pool = 28 // side if side else 0
+    if side * side != s.seq_len or not 2 <= side <= 28 or (28 - side * pool) % 2:
+        raise ValueError(f"lra image: seq_len={s.seq_len} must be side^2 with 28 - side * (28 // side) even "
+                         f"(a centred crop cut into whole pools): 784, 196, 100, 49, ...")
+    crop = (28 - side * pool) // 2  # pixels cut from each edge (digits sit in MNIST's centre 20 x 20)
     root = mnist_files(mnist_dir)
     arrays = {name: read_idx(root / name, md5) for name, md5 in MNIST_FILES.items()}
     x, y = arrays["train-images-idx3-ubyte.gz"], arrays["train-labels-idx1-ubyte.gz"]
@@ -120,15 +124,15 @@ def _image(s: TaskSettings, mnist_dir: Path | None) -> TaskData:
     if s.n_train + s.n_val > len(y) or s.n_test > len(yt):
         raise ValueError(f"lra image: MNIST has {len(y):,} training and {len(yt):,} test images; asked for "
                          f"{s.n_train:,} + {s.n_val:,} and {s.n_test:,}")
-    pool = 28 // side
 
-    def pooled(a: np.ndarray) -> np.ndarray:  # (N, 28, 28) -> (N, side, side) uint8, average of pool x pool
+    def pooled(a: np.ndarray) -> np.ndarray:  # (N, 28, 28) -> (N, side, side) uint8: crop, average of pool x pool
+        a = a[:, crop:28 - crop, crop:28 - crop]  # (N, side * pool, side * pool)
         return np.round(a.reshape(len(a), side, pool, side, pool).mean((2, 4))).astype(np.uint8)
 
     train = _pixels(pooled(x[:s.n_train]), y[:s.n_train])
     val = _pixels(pooled(x[len(y) - s.n_val:]), y[len(y) - s.n_val:])  # the end of train: never trained on
     test = _pixels(pooled(xt[:s.n_test]), yt[:s.n_test])
-    return TaskData(train, val, test, 257, 10, f"MNIST {root} (pool {pool})")
+    return TaskData(train, val, test, 257, 10, f"MNIST {root} (crop {crop}, pool {pool})")
 
 
 def text_available(folder: str | Path | None = None) -> bool:

@@ -92,3 +92,18 @@ def test_pretraining_changes_the_body_it_is_given(tmp_path, one_thread):
     assert result["step"] == s.pretrain_steps and not torch.equal(before, body.embed.weight)
     with pytest.raises(ValueError, match="plus one for the mask"):
         pretrain(build_model(s, "full", data.vocab_size, 2), s, data, tmp_path / "pre2")
+
+
+def test_image_crops_the_centre_before_pooling(tmp_path):
+    s = SUITES["quick"]["image"].replace(n_train=4, n_val=2, n_test=2)
+    with pytest.raises(ValueError, match="seq_len=81 must be side"):  # 9 x 3 = 27: one pixel left over
+        prepare_task(s.replace(seq_len=81), tmp_path, seed=0)
+    try:
+        whole = prepare_task(s.replace(seq_len=784), tmp_path, seed=0)
+    except FileNotFoundError:
+        pytest.skip("MNIST is not in the data root here")
+    centre = prepare_task(s.replace(seq_len=100), tmp_path, seed=0)  # the centre 20 x 20 in 2 x 2 pools
+    assert "crop 4, pool 2" in centre.source and centre.train[0][1] == whole.train[0][1]
+    pixels = (whole.train[0][0] - 1).reshape(28, 28)[4:24, 4:24].double()  # (20, 20)
+    pooled = pixels.reshape(10, 2, 10, 2).mean((1, 3)).round().long() + 1  # (10, 10)
+    assert torch.equal(centre.train[0][0], pooled.flatten())
