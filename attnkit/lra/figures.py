@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 
 from ..nn.variants import VARIANTS
-from .report import relative_speed, summarize, task_order
+from .report import common_tasks, relative_speed, summarize, task_order
 
 __all__ = ["speed_accuracy_figure", "curves_figure"]
 
@@ -27,16 +27,16 @@ def _save(fig, path: str | Path) -> Path:
 
 def speed_accuracy_figure(rows: list[dict], path: str | Path, title: str = "LRA-lite",
                           tasks: list[str] | None = None) -> Path:
-    """x = steps/s relative to full attention (mean over ``tasks``, default all), y = mean test accuracy over
-    those tasks and the seeds, bubble area = mean peak memory of a training step."""
+    """x = steps/s relative to full attention (mean over ``tasks``, default: the tasks every variant has run), y =
+    mean test accuracy over those tasks and the seeds, bubble area = mean peak memory of a training step."""
     from matplotlib.ticker import FuncFormatter
 
     from ..viz.figure import pyplot
 
     plt = pyplot()
     all_tasks, variants = task_order(rows)
-    tasks = tasks or all_tasks
     summary = summarize(rows)
+    tasks = tasks or common_tasks(rows) or all_tasks
     speed = relative_speed(rows, tasks)
     fig, ax = plt.subplots(figsize=(7.5, 5.2))
     mems = [s["peak_mb"] or 0 for (t, _), s in summary.items() if t in tasks]
@@ -56,7 +56,9 @@ def speed_accuracy_figure(rows: list[dict], path: str | Path, title: str = "LRA-
         axis(FuncFormatter(lambda x, _: f"{x:g}x"))
     labels = [next(s["label"] for (t, _), s in summary.items() if t == task) for task in tasks]
     ax.set_xlabel("training speed, relative to full attention (steps/s ratio, mean over tasks)")
-    ax.set_ylabel("mean test accuracy % (tasks below, 3 seeds each)")
+    seeds = sorted({s["n"] for (t, _), s in summary.items() if t in tasks})
+    ax.set_ylabel(f"mean test accuracy % (tasks below; {'-'.join(map(str, seeds[::max(1, len(seeds) - 1)]))} "
+                  f"seed{'s' if seeds[-1] > 1 else ''} per cell)")
     ax.set_title(f"{title}: speed vs accuracy; bubble area = peak memory of a step\n"
                  "blue = exact attention, orange = approximate", fontsize=10)
     fig.text(0.5, 0.01, "tasks: " + ", ".join(labels), ha="center", fontsize=8, wrap=True)

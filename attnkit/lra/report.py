@@ -21,7 +21,7 @@ from ..train.metrics import IGNORE
 from .settings import SUITES
 
 __all__ = ["read_results", "summarize", "accuracy_table", "cells_table", "depth_table", "commands_table",
-           "relative_speed", "baselines", "task_order", "mean_floors", "PUBLISHED"]
+           "relative_speed", "baselines", "task_order", "common_tasks", "mean_floors", "PUBLISHED"]
 
 # LRA's Table 1 (Tay et al. 2021), the anchors quoted in the issue: ListOps (length 2K), Image (CIFAR-10,
 # ours is MNIST), Pathfinder-32. Their models and budgets are far larger; these are reference points.
@@ -82,6 +82,13 @@ def task_order(rows: list[dict]) -> tuple[list[str], list[str]]:
     present = {r["task"] for r in rows}
     tasks = [t for t in dict.fromkeys(known) if t in present] + sorted(present - set(known))
     return tasks, [v for v in VARIANTS if any(r["variant"] == v for r in rows)]
+
+
+def common_tasks(rows: list[dict]) -> list[str]:
+    """The tasks (in ``task_order``) on which every variant present in ``rows`` has at least one cell."""
+    tasks, variants = task_order(rows)
+    have = {(r["task"], r["variant"]) for r in rows}
+    return [t for t in tasks if all((t, v) in have for v in variants)]
 
 
 def _mean(xs):

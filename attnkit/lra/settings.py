@@ -82,8 +82,8 @@ _MQAR_OPTIONS = {"local": {"window": 16}, "longformer": {"window": 16}, "perform
 
 
 def _mqar(d_model: int, **changes) -> TaskSettings:
-    s = TaskSettings("mqar", 256, 20_000, 500, 1_000, steps=1500, batch_size=32, lr=2e-3, warmup_steps=150,
-                     weight_decay=0.1, d_model=d_model, d_ff=2 * d_model, dropout=0.0, evals=5,
+    s = TaskSettings("mqar", 128, 20_000, 500, 1_000, steps=600, batch_size=32, lr=2e-3, warmup_steps=60,
+                     weight_decay=0.1, d_model=d_model, d_ff=2 * d_model, dropout=0.0, evals=6,
                      variant_options=_MQAR_OPTIONS, generator={"num_pairs": 16, "vocab_size": 130},
                      token_shift=True, label=f"MQAR d={d_model}")
     return s.replace(**changes)
@@ -95,17 +95,21 @@ SUITES: dict[str, dict[str, TaskSettings]] = {
         "listops": TaskSettings("listops", 2000, 8_000, 500, 1_000, steps=600, batch_size=8, lr=1e-3,
                                 warmup_steps=60, pooling="first", label="ListOps (LRA)"),
         # ListOps that full attention can compute: depth <= 3, <= 5 arguments, 4-63 tokens.
-        "listops-short": TaskSettings("listops", 64, 20_000, 500, 1_000, steps=3000, batch_size=32, lr=1e-3,
-                                      warmup_steps=300, evals=5, generator={"max_depth": 4, "max_args": 5,
+        "listops-short": TaskSettings("listops", 64, 20_000, 500, 1_000, steps=1500, batch_size=32, lr=1e-3,
+                                      warmup_steps=150, evals=6, generator={"max_depth": 4, "max_args": 5,
                                                                             "min_length": 3},
                                       label="ListOps depth <= 3"),
         "text": TaskSettings("text", 1000, 8_000, 500, 1_000, steps=500, batch_size=8, warmup_steps=50,
                              label="Text (IMDb bytes)"),
-        "image": TaskSettings("image", 196, 20_000, 1_000, 2_000, steps=4000, batch_size=32, warmup_steps=200,
-                              evals=8, label="Image (MNIST 14x14)"),
+        # MNIST's centre 20 x 20 pixels in 2 x 2 pools: 100 tokens.
+        "image": TaskSettings("image", 100, 20_000, 1_000, 2_000, steps=1500, batch_size=32, lr=3e-3,
+                              warmup_steps=150, evals=6, label="Image (MNIST 10x10)"),
         "pathfinder": TaskSettings("pathfinder", 256, 8_000, 500, 1_000, steps=3000, batch_size=32,
                                    warmup_steps=300, evals=6, pretrain_steps=1000, pretrain_mask=0.5,
                                    label="Pathfinder-16"),
+        # The same cells without self-pretraining (the labels from the first step).
+        "pathfinder-scratch": TaskSettings("pathfinder", 256, 8_000, 500, 1_000, steps=3000, batch_size=32,
+                                           warmup_steps=300, evals=6, label="Pathfinder-16, no pretraining"),
         "mqar": _mqar(64),
         "mqar-d128": _mqar(128),
     },

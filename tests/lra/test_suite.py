@@ -8,7 +8,7 @@ import torch
 
 from attnkit.lra.cell import run_cell
 from attnkit.lra.model import build_model
-from attnkit.lra.report import accuracy_table, baselines, cells_table, read_results
+from attnkit.lra.report import accuracy_table, baselines, cells_table, common_tasks, read_results
 from attnkit.lra.settings import SUITES, TASKS, TaskSettings, suite_settings
 from attnkit.lra.suite import run_suite
 from attnkit.lra.tasks import prepare_task
@@ -97,7 +97,7 @@ def test_pathfinder_and_image_tasks_load(tmp_path):
         mnist = prepare_task(img, tmp_path, seed=0)
     except FileNotFoundError:
         pytest.skip("MNIST is not in the data root here")
-    assert mnist.train[0][0].shape == (196,) and len(mnist.test) == 4
+    assert mnist.train[0][0].shape == (100,) and len(mnist.test) == 4
 
 
 def test_results_file_errors_name_the_line(tmp_path):
@@ -154,3 +154,11 @@ def test_baselines_of_per_position_targets():
     train = [(t([5, 6, 7]), t([-100, 2, 2])), (t([5, 6, 7]), t([1, -100, 2]))]
     test = [(t([5, 6, 7]), t([2, 1, -100])), (t([5, 6, 7]), t([-100, -100, 2]))]
     assert baselines(train, test, 8) == {"majority": 2 / 3, "first_token": None, "chance": 1 / 8}
+
+
+def test_common_tasks_are_those_every_variant_ran():
+    rows = [{"task": "mqar", "variant": v, "seed": 0} for v in ("full", "linear", "local")]
+    rows += [{"task": "image", "variant": v, "seed": 0} for v in ("full", "linear")]  # no local cell
+    rows += [{"task": "listops-short", "variant": v, "seed": s} for v in ("full", "linear", "local") for s in (0, 1)]
+    assert common_tasks(rows) == ["listops-short", "mqar"]  # the suites' order; image lacks local
+    assert common_tasks(rows[3:5]) == ["image"]
