@@ -126,11 +126,11 @@ def rnn_figure(summary: Sequence[dict], timing: Sequence[dict], path: str | os.P
         if timing:
             _log2_axis(b, sorted({t["x"] for t in timing}), "sequence length L")
             b.set_yscale("log")
+            b.legend(fontsize=7.5, title="exponent fitted on the longer half", title_fontsize=7.5, ncols=2,
+                     loc="upper center", bbox_to_anchor=(0.5, -0.2))
         b.set_ylabel("time per training step (ms)")
         b.set_title(f"time of a training step, batch of {batch}")
         b.grid(True, which="major", color="#eee")
-        b.legend(fontsize=7.5, title="exponent fitted on the longer half", title_fontsize=7.5, ncols=2,
-                 loc="upper center", bbox_to_anchor=(0.5, -0.2))
         fig.suptitle(_seeds(seeds) + note, fontsize=9)
         out = _save(fig, path)
         plt.close(fig)

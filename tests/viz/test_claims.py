@@ -28,3 +28,11 @@ def test_the_three_figures(tmp_path):
     pos = {"rope": "RoPE", "learned": "learned"}
     assert positions_figure(summary(pos, [64, 128, 256], lambda i, x: 64 / x if i else 1.0), tmp_path / "c.png",
                             pos, train_length=64, chance=1 / 16).stat().st_size > 20_000
+
+
+def test_rnn_figure_without_a_timing_sweep_draws_no_empty_legend(tmp_path, recwarn):
+    names = {"gru": "GRU"}
+    path = rnn_figure(summary(names, [16, 64], lambda i, x: 1.0), [], tmp_path / "d.png", names, chance=1 / 16,
+                      batch=16, seeds=1)
+    assert path.stat().st_size > 10_000
+    assert not [w for w in recwarn if "No artists with labels" in str(w.message)]
