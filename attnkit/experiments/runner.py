@@ -4,7 +4,9 @@ the machine's state, and the table of means and spreads over seeds.
 A run folder holds ``run.json`` (the experiment, its config, the machine) and ``results.jsonl`` (one row per
 trained model: ``{"model", "x", "seed", ...measurements}``; ``x`` is the experiment's axis: training-set
 size, sequence length). A row is appended as soon as its model is done; running the same config into the same
-folder again skips the rows already there, so an interrupted run continues where it stopped.
+folder again skips the rows already there, so an interrupted run continues where it stopped. ``seeds`` alone may
+differ between runs into one folder: ``--seeds 1`` then ``--seeds 3`` adds seeds 1 and 2 to seed 0 (a long
+experiment run one seed group at a time); a run uses, and reports, only the rows of its seeds 0 to seeds - 1.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def param_count(model: nn.Module) -> int:
 
 class RunFolder:
     """``out/run.json`` + ``out/results.jsonl`` of one experiment; rows of an earlier run of the same config
-    are kept and skipped. A folder holding another experiment's or config's results is refused."""
+    (``seeds`` aside) are kept and skipped. A folder holding another experiment's or config's results is
+    refused."""
 
     def __init__(self, out: str | os.PathLike, experiment: str, config, *, command: str | None = None,
                  log: Callable[[str], None] = print):
@@ -62,17 +65,26 @@ class RunFolder:
         self.out.mkdir(parents=True, exist_ok=True)
         self.results, self.meta_path = self.out / "results.jsonl", self.out / "run.json"
         settings = {"experiment": experiment, "config": asdict(config)}
+        seeds = settings["config"].get("seeds")
         self.rows: list[dict] = []
         if self.results.exists() and self.meta_path.exists():
             old = json.loads(self.meta_path.read_text(encoding="utf-8"))
-            if {k: old.get(k) for k in settings} != json.loads(json.dumps(settings)):
+            if _but_seeds({k: old.get(k) for k in settings}) != _but_seeds(settings):
                 raise ValueError(f"{self.out} holds results of another experiment or config ({old.get('experiment')}"
                                  f"); choose another --out folder or delete {self.results}")
-            self.rows = [json.loads(line) for line in self.results.read_text(encoding="utf-8").splitlines()
-                         if line.strip()]
+            self.rows = [row for row in (json.loads(line) for line in
+                                         self.results.read_text(encoding="utf-8").splitlines() if line.strip())
+                         if seeds is None or row["seed"] < seeds]
         elif self.results.exists():
             raise ValueError(f"{self.results} exists without its run.json; choose another --out folder")
-        self.meta = {**settings, "command": command, "resumed_rows": len(self.rows), "machine_at_start": machine()}
+        earlier = []
+        if self.rows:  # the runs that made the rows kept: their commands, wall times and loads
+            earlier = [*old.get("earlier_runs", []), {k: old.get(k) for k in ("command", "wall_seconds")} | {
+                "seeds": old.get("config", {}).get("seeds"),
+                "load_average": old.get("machine_at_start", {}).get("load_average"),
+                "date": old.get("machine_at_start", {}).get("date")}]
+        self.meta = {**settings, "command": command, "resumed_rows": len(self.rows), "earlier_runs": earlier,
+                     "machine_at_start": machine()}
         self.meta_path.write_text(json.dumps(self.meta, indent=1) + "\n", encoding="utf-8")
         if self.rows:
             log(f"{len(self.rows)} results already in {self.results}: those runs are skipped")
@@ -93,6 +105,14 @@ class RunFolder:
                      **(extra or {})}
         self.meta_path.write_text(json.dumps(self.meta, indent=1) + "\n", encoding="utf-8")
         return self.meta
+
+
+def _but_seeds(settings: dict) -> dict:
+    """``{"experiment", "config"}`` as JSON holds it, the config's ``seeds`` left out."""
+    out = json.loads(json.dumps(settings))
+    if isinstance(out.get("config"), dict):
+        out["config"].pop("seeds", None)
+    return out
 
 
 def _worker_init(threads: int) -> None:
@@ -176,6 +196,10 @@ def run_notes(meta: dict) -> list[str]:
         lines.append(f"- Wall time: {meta['wall_seconds'] / 60:.1f} min"
                      + (f" (continuing a run: {meta['resumed_rows']} rows were already done)"
                         if meta.get("resumed_rows") else "") + ".")
+    for run in meta.get("earlier_runs", []):
+        lines.append(f"- Earlier run into the same folder: `{run.get('command')}` ({run.get('seeds')} seed(s)"
+                     + (f", {run['wall_seconds'] / 60:.1f} min" if run.get("wall_seconds") is not None else "")
+                     + f", started {run.get('date')}, load average {run.get('load_average')}).")
     if start:
         lines.append(f"- Machine: {start['cpu']}, {start['cores']} cores, {start['torch_threads']} torch thread(s), "
                      f"torch {start['torch']}; load average (1, 5, 15 min) {start['load_average']} at the start"

@@ -85,3 +85,28 @@ def test_run_notes_say_how_the_numbers_were_made():
     text = "\n".join(notes)
     assert "`attnkit experiment rnn`" in text and "1.5 min" in text and "0.10, 0.20, 0.30 at the start" in text
     assert "1.00, 1.00, 1.00 at the end" in text and "native kernels do not run here (the CPU has no AVX-512)" in text
+
+
+@dataclass(frozen=True)
+class Seeded:
+    size: int = 3
+    seeds: int = 1
+
+
+def test_run_folder_adds_seeds_one_group_at_a_time(tmp_path):
+    first = RunFolder(tmp_path, "demo", Seeded(seeds=1), command="attnkit experiment demo --seeds 1", log=print)
+    first.add({"model": "a", "x": 10, "seed": 0, "test_accuracy": 0.5})
+    first.finish()
+    more = RunFolder(tmp_path, "demo", Seeded(seeds=3), command="attnkit experiment demo --seeds 3", log=print)
+    assert more.done("a", 10, 0)["test_accuracy"] == 0.5 and more.done("a", 10, 1) is None
+    more.add({"model": "a", "x": 10, "seed": 1, "test_accuracy": 0.7})
+    meta = more.finish()
+    assert [r["command"] for r in meta["earlier_runs"]] == ["attnkit experiment demo --seeds 1"]
+    assert meta["earlier_runs"][0]["seeds"] == 1 and meta["earlier_runs"][0]["wall_seconds"] >= 0
+    assert "Earlier run into the same folder: `attnkit experiment demo --seeds 1` (1 seed(s), 0.0 min" in \
+        "\n".join(run_notes(meta))
+    fewer = RunFolder(tmp_path, "demo", Seeded(seeds=1), log=print)  # reports only its own seeds' rows
+    assert [r["seed"] for r in fewer.rows] == [0]
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 2
+    with pytest.raises(ValueError, match="another experiment or config"):
+        RunFolder(tmp_path, "demo", Seeded(size=4, seeds=3))
