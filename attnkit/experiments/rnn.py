@@ -9,7 +9,8 @@ set is ``test_sequences`` more, and a dev set of the same size, from other seeds
 Three models of the same width d, each one layer: torch's ``nn.GRU`` and ``nn.LSTM`` (the answer from the last
 output), and one ``attnkit.nn.Encoder`` layer (sinusoidal positions, the answer from the last position's
 output). Each length is trained from scratch with the same step budget. The time of every training step is
-recorded; a separate sweep times training steps at 1 and at ``threads`` threads (the parallel claim: the GRU's L
+recorded; a separate sweep times training steps at ``timing_lengths`` (further than the trained lengths: a few
+steps each), at 1 thread and at one per core (the parallel claim: the GRU's L
 steps run one after another, self-attention's L outputs at once).
 """
 
@@ -41,8 +42,8 @@ NAMES = {"gru": "GRU", "lstm": "LSTM", "self-attention": "self-attention"}
 class RnnConfig:
     """The RNN experiment: lengths, models, width, the step budget and the learning rates."""
 
-    lengths: tuple[int, ...] = field(default=(16, 32, 64, 128, 256, 512, 1024), metadata={
-        "help": "sequence lengths L: the marked token is L - 1 tokens before the answer"})
+    lengths: tuple[int, ...] = field(default=(16, 32, 64, 128, 256, 512), metadata={
+        "help": "sequence lengths L trained and scored: the marked token is L - 1 tokens before the answer"})
     models: tuple[str, ...] = field(default=MODELS, metadata={"help": "the models to train", "choices": MODELS})
     seeds: int = field(default=3, metadata={"help": "seeds per point (0, 1, ...): data and initialisation",
                                             "range": ints(1, 100)})
@@ -51,21 +52,28 @@ class RnnConfig:
     d_model: int = field(default=64, metadata={"help": "width of every model (RNN hidden size, attention d)",
                                                "range": ints(4, 1024)})
     steps: int = field(default=400, metadata={"help": "training steps at every length", "range": ints(1, 10**6)})
-    batch_size: int = field(default=32, metadata={"help": "sequences per step", "range": ints(1, 4096)})
-    rnn_lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate for the GRU and the LSTM",
+    batch_size: int = field(default=16, metadata={"help": "sequences per step", "range": ints(1, 4096)})
+    gru_lr: float = field(default=1e-2, metadata={"help": "AdamW's peak learning rate for the GRU",
                                                   "range": floats(0, 1, open_low=True)})
-    attention_lr: float = field(default=1e-3, metadata={"help": "AdamW's peak learning rate for self-attention",
+    lstm_lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate for the LSTM",
+                                                   "range": floats(0, 1, open_low=True)})
+    attention_lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate for self-attention",
                                                         "range": floats(0, 1, open_low=True)})
     test_sequences: int = field(default=1000, metadata={"help": "test sequences per length (and as many dev)",
                                                         "range": ints(1, 10**6)})
     timing_steps: int = field(default=5, metadata={
         "help": "the timing sweep: timed training steps per model, length and thread count, median (0 = no sweep)",
         "range": ints(0, 1000)})
+    timing_lengths: tuple[int, ...] = field(default=(16, 32, 64, 128, 256, 512, 1024), metadata={
+        "help": "the timing sweep's sequence lengths (no training: a few steps each, so it reaches further)"})
 
     def __post_init__(self):
         check_fields(self)
         if not self.lengths or any(not isinstance(n, int) or n < 2 or n > 65536 for n in self.lengths):
             raise ValueError(f"RnnConfig: `lengths` must be whole numbers in [2, 65536], got {self.lengths}")
+        if not self.timing_lengths or any(not isinstance(n, int) or n < 2 or n > 65536 for n in self.timing_lengths):
+            raise ValueError(f"RnnConfig: `timing_lengths` must be whole numbers in [2, 65536], got "
+                             f"{self.timing_lengths}")
         if not self.models or any(m not in MODELS for m in self.models):
             raise ValueError(f"RnnConfig: `models` must be some of {MODELS}, got {self.models}")
         if self.d_model % 4:
@@ -73,7 +81,7 @@ class RnnConfig:
 
 
 QUICK = RnnConfig(lengths=(8, 16, 32), seeds=2, d_model=16, steps=6, batch_size=8, test_sequences=64,
-                  timing_steps=1)
+                  timing_steps=1, timing_lengths=(8, 16, 32))
 
 
 def recall_batch(n: int, length: int, vocab: int, generator: torch.Generator) -> tuple[tuple[Tensor, Tensor], Tensor]:
@@ -150,7 +158,7 @@ def run_one(config: RnnConfig, name: str, length: int, seed: int) -> dict:
     gen = torch.Generator().manual_seed(10_000 + seed)
     seed_everything(seed)
     model = build_model(config, name, length)
-    lr = config.attention_lr if name == "self-attention" else config.rnn_lr
+    lr = {"gru": config.gru_lr, "lstm": config.lstm_lr}.get(name, config.attention_lr)
     times = train_steps(model, lambda step: recall_batch(config.batch_size, length, config.vocab, gen),
                         config.steps, lr=lr, warmup=max(1, config.steps // 20), seed=seed)
     return {"model": name, "x": length, "seed": seed, "steps": config.steps, "lr": lr, "params": param_count(model),
@@ -168,7 +176,7 @@ def time_steps(config: RnnConfig, thread_counts: tuple[int, ...], log: Callable[
         for threads in thread_counts:
             torch.set_num_threads(threads)
             for name in config.models:
-                for length in config.lengths:
+                for length in config.timing_lengths:
                     gen = torch.Generator().manual_seed(0)
                     seed_everything(0)
                     model = build_model(config, name, length)
@@ -256,8 +264,9 @@ def report(out, config: RnnConfig, rows: list[dict], timing: list[dict], meta: d
              "Models (one layer each, width " + f"{config.d_model}): " + "; ".join(
                  f"{NAMES[m]} ({params[m]:,} parameters at the longest length)" for m in models) + ". "
              f"{config.steps} steps of {config.batch_size} fresh sequences at every length, AdamW, warm-up then "
-             f"cosine decay, peak learning rate {config.rnn_lr:g} (GRU, LSTM) and {config.attention_lr:g} "
-             "(self-attention). The LSTM's forget-gate bias starts at 1 (Jozefowicz et al. 2015).", "",
+             f"cosine decay, peak learning rate {config.gru_lr:g} (GRU), {config.lstm_lr:g} (LSTM) and "
+             f"{config.attention_lr:g} (self-attention), each chosen on dev sequences (seed 0). "
+             "The LSTM's forget-gate bias starts at 1 (Jozefowicz et al. 2015).", "",
              f"## Test accuracy (%) of recalling the marked first token, mean ± standard deviation over "
              f"{config.seeds} seeds (chance {100 / config.vocab:.1f}%)", "", table, "", *verdict(test, timing, config),
              "", "## Dev accuracy (%), for choosing learning rates", "",

@@ -8,8 +8,8 @@ import torch
 
 from attnkit.experiments import rnn as R
 
-TINY = R.RnnConfig(lengths=(4, 8, 16), seeds=2, d_model=8, steps=3, batch_size=4, test_sequences=20,
-                   timing_steps=1)
+TINY = R.RnnConfig(lengths=(4, 8), seeds=2, d_model=8, steps=3, batch_size=4, test_sequences=20,
+                   timing_steps=1, timing_lengths=(4, 8, 16))
 
 
 def test_recall_batch_marks_the_first_token_and_asks_for_it():
@@ -43,16 +43,19 @@ def test_config_refuses_bad_values():
         R.RnnConfig(models=("gru", "mamba"))
     with pytest.raises(ValueError, match="steps"):
         R.RnnConfig(steps=0)
+    with pytest.raises(ValueError, match="timing_lengths"):
+        R.RnnConfig(timing_lengths=())
 
 
 def test_pipeline_rows_timing_table_figure(tmp_path, one_thread):
     res = R.run(tmp_path, TINY, command="attnkit experiment rnn --quick", log=lambda s: None)
     rows = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
-    assert len(rows) == 3 * 2 * 3 and {r["x"] for r in rows} == {4, 8, 16}
+    assert len(rows) == 3 * 2 * 2 and {r["x"] for r in rows} == {4, 8}
     assert all(0 <= r["test_accuracy"] <= 1 and r["step_ms_median"] > 0 and r["steps"] == 3 for r in rows)
     timing = [json.loads(x) for x in (tmp_path / "timing.jsonl").read_text().splitlines()]
     threads = sorted({1, os.cpu_count()})
     assert len(timing) == 3 * 3 * len(threads) and all(t["step_ms"] > 0 for t in timing)
+    assert {t["x"] for t in timing} == {4, 8, 16}  # the sweep's own lengths, past the trained ones
     md = (tmp_path / "rnn.md").read_text()
     assert "| L | GRU | LSTM | self-attention |" in md and "## Time per training step" in md
     assert "forget-gate bias starts at 1" in md
