@@ -13,6 +13,7 @@ the full experiment's; with ``--quick`` the options not given take the quick val
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 import time
@@ -20,7 +21,7 @@ import typing
 from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
-from ..nn.limits import Range, ints
+from ..nn.limits import Range, floats, ints
 
 EXPERIMENTS = {
     # name: (module under attnkit.experiments, what it measures)
@@ -115,6 +116,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             "one after another in this process); the numbers do not depend on it")
         e.add_argument("--threads", type=ints(1, 1024), default=None,
                        help="torch threads of each process, an integer in [1, 1024] (default: the cores / --jobs)")
+        e.add_argument("--max-minutes", type=floats(0, 10**5, open_low=True), default=None, metavar="M",
+                       help="start no run after M minutes (those under way finish; the figure and table show what "
+                            "is done); the same command again adds the rest (default: no limit)")
         if name == "data-size":
             e.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
                            help="datasets root holding mnist/ (default: $ATTNKIT_DATA, else ../shared/data next to "
@@ -141,7 +145,8 @@ def run(args) -> int:
           f"thread(s), load average {load_average()}, writing {args.out}", flush=True)
     t0 = time.perf_counter()
     extra = {"data_dir": args.data_dir} if name == "data-size" else {}
-    res = mod.run(args.out, config, command=command, workers=args.jobs, threads=threads, **extra)
+    res = mod.run(args.out, config, command=command, workers=args.jobs, threads=threads,
+                  max_minutes=args.max_minutes, **extra)
     print()
     print(res["table"])
     print()
@@ -149,4 +154,8 @@ def run(args) -> int:
         print(line)
     print(f"\nwall time {(time.perf_counter() - t0) / 60:.1f} min; load average {load_average()}")
     print(f"wrote {res['figure']}, {res['markdown']} and {Path(args.out) / 'results.jsonl'}")
+    left = json.loads((Path(args.out) / "run.json").read_text(encoding="utf-8")).get("jobs_left")
+    if left:
+        print(f"incomplete: --max-minutes {args.max_minutes:g} passed with {left} run(s) still to make; run the same "
+              "command again to add them")
     return 0

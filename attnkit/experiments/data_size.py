@@ -231,11 +231,11 @@ def _describe(row: dict) -> str:
 
 
 def run_data_size(out, config: DataSizeConfig = DataSizeConfig(), *, data_dir=None, command: str | None = None,
-                  workers: int = 1, threads: int | None = None,
-                  log: Callable[[str], None] = print) -> tuple[list[dict], dict]:
+                  workers: int = 1, threads: int | None = None, log: Callable[[str], None] = print,
+                  max_minutes: float | None = None) -> tuple[list[dict], dict]:
     """Every model x size x seed (rows already in ``out/results.jsonl`` are kept), in ``workers`` processes of
     ``threads`` torch threads (``runner.run_jobs``); returns (rows, run.json)."""
-    folder = RunFolder(out, "data-size", config, command=command, log=log)
+    folder = RunFolder(out, "data-size", config, command=command, log=log, max_minutes=max_minutes)
     _images.cache_clear()
     _images(config.side, data_dir)  # a missing MNIST fails here, before any worker starts
     jobs = [(config, name, n, seed, data_dir) for n in sorted(config.sizes, reverse=True)
@@ -246,10 +246,11 @@ def run_data_size(out, config: DataSizeConfig = DataSizeConfig(), *, data_dir=No
 
 
 def run(out, config: DataSizeConfig = DataSizeConfig(), *, data_dir=None, command: str | None = None,
-        workers: int = 1, threads: int | None = None, log: Callable[[str], None] = print) -> dict:
+        workers: int = 1, threads: int | None = None, log: Callable[[str], None] = print,
+        max_minutes: float | None = None) -> dict:
     """``run_data_size`` then ``report``: {"figure", "markdown", "table", "verdict"}."""
     rows, meta = run_data_size(out, config, data_dir=data_dir, command=command, workers=workers, threads=threads,
-                               log=log)
+                               log=log, max_minutes=max_minutes)
     return report(out, config, rows, meta)
 
 

@@ -153,10 +153,11 @@ def _describe(row: dict) -> str:
 
 
 def run_positions(out, config: PositionsConfig = PositionsConfig(), *, command: str | None = None, workers: int = 1,
-                  threads: int | None = None, log: Callable[[str], None] = print) -> tuple[list[dict], dict]:
+                  threads: int | None = None, log: Callable[[str], None] = print,
+                  max_minutes: float | None = None) -> tuple[list[dict], dict]:
     """Every encoding x seed, scored at every test length (rows already in ``out/results.jsonl`` are kept;
     ``workers`` processes of ``threads`` torch threads, ``runner.run_jobs``). Returns (rows, run.json)."""
-    folder = RunFolder(out, "positions", config, command=command, log=log)
+    folder = RunFolder(out, "positions", config, command=command, log=log, max_minutes=max_minutes)
     done = {(r["model"], r["seed"]) for r in folder.rows}
     for encoding, seed in sorted(done):  # a model is trained once and scored at every length: all its rows or none
         if not all(folder.done(encoding, n, seed) for n in config.test_lengths):
@@ -219,7 +220,9 @@ def report(out, config: PositionsConfig, rows: list[dict], meta: dict) -> dict:
 
 
 def run(out, config: PositionsConfig = PositionsConfig(), *, command: str | None = None, workers: int = 1,
-        threads: int | None = None, log: Callable[[str], None] = print) -> dict:
+        threads: int | None = None, log: Callable[[str], None] = print,
+        max_minutes: float | None = None) -> dict:
     """``run_positions`` then ``report``: {"figure", "markdown", "table", "verdict"}."""
-    rows, meta = run_positions(out, config, command=command, workers=workers, threads=threads, log=log)
+    rows, meta = run_positions(out, config, command=command, workers=workers, threads=threads, log=log,
+                               max_minutes=max_minutes)
     return report(out, config, rows, meta)

@@ -201,16 +201,17 @@ def _describe(row: dict) -> str:
 
 
 def run_rnn(out, config: RnnConfig = RnnConfig(), *, command: str | None = None, workers: int = 1,
-            threads: int | None = None, log: Callable[[str], None] = print) -> tuple[list[dict], list[dict], dict]:
+            threads: int | None = None, log: Callable[[str], None] = print,
+            max_minutes: float | None = None) -> tuple[list[dict], list[dict], dict]:
     """Every model x length x seed (rows already in ``out/results.jsonl`` are kept; ``workers`` processes of
     ``threads`` torch threads, ``runner.run_jobs``), then the timing sweep in this process (``out/timing.jsonl``,
     at 1 thread and at one per core). Returns (rows, timing rows, run.json)."""
-    folder = RunFolder(out, "rnn", config, command=command, log=log)
+    folder = RunFolder(out, "rnn", config, command=command, log=log, max_minutes=max_minutes)
     jobs = [(config, name, n, seed) for n in sorted(config.lengths, reverse=True) for name in config.models
             for seed in range(config.seeds) if not folder.done(name, n, seed)]  # the longest jobs first
     run_jobs(folder, jobs, _work, workers=workers, threads=threads, describe=_describe)
     timing = []
-    if config.timing_steps:
+    if config.timing_steps and not folder.jobs_left:  # a run stopped by --max-minutes times on its next run
         timing = time_steps(config, tuple(sorted({1, os.cpu_count() or 1})), log)
         (folder.out / "timing.jsonl").write_text("".join(json.dumps(r) + "\n" for r in timing), encoding="utf-8")
     return folder.rows, timing, folder.finish({"workers": workers})
@@ -287,7 +288,9 @@ def report(out, config: RnnConfig, rows: list[dict], timing: list[dict], meta: d
 
 
 def run(out, config: RnnConfig = RnnConfig(), *, command: str | None = None, workers: int = 1,
-        threads: int | None = None, log: Callable[[str], None] = print) -> dict:
+        threads: int | None = None, log: Callable[[str], None] = print,
+        max_minutes: float | None = None) -> dict:
     """``run_rnn`` then ``report``: {"figure", "markdown", "table", "verdict"}."""
-    rows, timing, meta = run_rnn(out, config, command=command, workers=workers, threads=threads, log=log)
+    rows, timing, meta = run_rnn(out, config, command=command, workers=workers, threads=threads, log=log,
+                                 max_minutes=max_minutes)
     return report(out, config, rows, timing, meta)

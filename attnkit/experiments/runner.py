@@ -60,8 +60,9 @@ class RunFolder:
     refused."""
 
     def __init__(self, out: str | os.PathLike, experiment: str, config, *, command: str | None = None,
-                 log: Callable[[str], None] = print):
+                 log: Callable[[str], None] = print, max_minutes: float | None = None):
         self.out, self.log, self.t0 = Path(out), log, time.perf_counter()
+        self.max_minutes, self.jobs_left = max_minutes, 0
         self.out.mkdir(parents=True, exist_ok=True)
         self.results, self.meta_path = self.out / "results.jsonl", self.out / "run.json"
         settings = {"experiment": experiment, "config": asdict(config)}
@@ -92,6 +93,10 @@ class RunFolder:
     def done(self, model: str, x, seed: int) -> dict | None:
         return next((r for r in self.rows if (r["model"], r["x"], r["seed"]) == (model, x, seed)), None)
 
+    def out_of_time(self) -> bool:
+        """Whether ``max_minutes`` have passed since the folder was opened (never, without a limit)."""
+        return self.max_minutes is not None and time.perf_counter() - self.t0 > 60 * self.max_minutes
+
     def add(self, row: dict) -> dict:
         self.rows.append(row)
         with open(self.results, "a", encoding="utf-8") as f:
@@ -102,7 +107,7 @@ class RunFolder:
         """Record the wall time and the machine at the end (its load shows whether the timings ran on a quiet
         machine); returns the run's metadata."""
         self.meta = {**self.meta, "wall_seconds": time.perf_counter() - self.t0, "machine_at_end": machine(),
-                     **(extra or {})}
+                     "max_minutes": self.max_minutes, "jobs_left": self.jobs_left, **(extra or {})}
         self.meta_path.write_text(json.dumps(self.meta, indent=1) + "\n", encoding="utf-8")
         return self.meta
 
@@ -124,20 +129,32 @@ def run_jobs(folder: RunFolder, jobs: Sequence[tuple], work: Callable[[tuple], l
     """``work(job)`` -> rows for every job, each row appended to ``folder`` (and logged with ``describe``) as its
     job finishes. ``workers`` = 1: one after another in this process; more: that many worker processes (spawned,
     each with ``threads`` torch threads, default 1), ``work`` a module-level function. Every job seeds itself, so
-    the rows are the same whichever way they run, only their order in results.jsonl differs."""
+    the rows are the same whichever way they run, only their order in results.jsonl differs. Once
+    ``folder.out_of_time()``, no job starts (those under way finish); ``folder.jobs_left`` counts the rest."""
+    folder.jobs_left = len(jobs)
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:
+            if folder.out_of_time():
+                break
             for row in work(job):
                 folder.log(describe(folder.add(row)))
+            folder.jobs_left -= 1
         return folder.rows
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     ctx = multiprocessing.get_context("spawn")  # no fork of a process that already runs OpenMP threads
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init, initargs=(threads or 1,)) as pool:
-        for done in as_completed([pool.submit(work, job) for job in jobs]):
+        futures = [pool.submit(work, job) for job in jobs]
+        for done in as_completed(futures):
+            if done.cancelled():
+                continue
             for row in done.result():
                 folder.log(describe(folder.add(row)))
+            folder.jobs_left -= 1
+            if folder.out_of_time():
+                for f in futures:
+                    f.cancel()  # those not yet handed to a worker
     return folder.rows
 
 
@@ -200,6 +217,9 @@ def run_notes(meta: dict) -> list[str]:
         lines.append(f"- Earlier run into the same folder: `{run.get('command')}` ({run.get('seeds')} seed(s)"
                      + (f", {run['wall_seconds'] / 60:.1f} min" if run.get("wall_seconds") is not None else "")
                      + f", started {run.get('date')}, load average {run.get('load_average')}).")
+    if meta.get("jobs_left"):
+        lines.append(f"- Incomplete: stopped after --max-minutes {meta['max_minutes']:g} with {meta['jobs_left']} "
+                     "run(s) still to make; the same command again adds them.")
     if start:
         lines.append(f"- Machine: {start['cpu']}, {start['cores']} cores, {start['torch_threads']} torch thread(s), "
                      f"torch {start['torch']}; load average (1, 5, 15 min) {start['load_average']} at the start"

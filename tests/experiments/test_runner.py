@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from attnkit.experiments.runner import RunFolder, accuracy, mean_table, run_notes, summarize, train_steps
+from attnkit.experiments.runner import RunFolder, accuracy, mean_table, run_jobs, run_notes, summarize, train_steps
 
 
 @dataclass(frozen=True)
@@ -110,3 +110,17 @@ def test_run_folder_adds_seeds_one_group_at_a_time(tmp_path):
     assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 2
     with pytest.raises(ValueError, match="another experiment or config"):
         RunFolder(tmp_path, "demo", Seeded(size=4, seeds=3))
+
+
+def test_run_jobs_starts_nothing_once_out_of_time(tmp_path):
+    folder = RunFolder(tmp_path, "demo", Seeded(seeds=1), log=lambda s: None, max_minutes=5)
+    checks = iter([False, False, True])
+    folder.out_of_time = lambda: next(checks)  # the limit passes after two jobs
+    rows = run_jobs(folder, [(1,), (2,), (3,), (4,)], lambda job: [{"model": "a", "x": job[0], "seed": 0}])
+    assert [r["x"] for r in rows] == [1, 2] and folder.jobs_left == 2
+    meta = folder.finish()
+    assert meta["jobs_left"] == 2 and meta["max_minutes"] == 5
+    assert "- Incomplete: stopped after --max-minutes 5 with 2 run(s) still to make; the same command again adds " \
+           "them." in run_notes(meta)
+    assert not RunFolder(tmp_path / "b", "demo", Seeded(), max_minutes=1).out_of_time()
+    assert not RunFolder(tmp_path / "c", "demo", Seeded()).out_of_time()
