@@ -1,6 +1,7 @@
 """``attnkit translate RUN "Ein Mann fährt Fahrrad." [--beam 5] [--sample --top-p 0.9] [--file IN]
-[--attention DIR] [--dtype bfloat16]``: translations, one line per text, and optionally the cross-attention as
-PNG and HTML. Texts come from the arguments, ``--file`` (``-``: stdin), or, with neither, stdin.
+[--attention DIR] [--steps DIR [--force STEP:TOKEN]] [--dtype bfloat16]``: translations, one line per text, and
+optionally the attention as PNG and HTML (cross-attention; encoder, decoder and cross as tabs) and the decoding
+step by step. Texts come from the arguments, ``--file`` (``-``: stdin), or, with neither, stdin.
 A non-autoregressive run (``--decoder nat``): ``[--iterations 10] [--length-candidates 3]``."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from ..nn.limits import ints
 from ..train.checkpoint import CheckpointError, load_meta
 from .decoding import add_decoding_args, generate_kwargs
 from .evaluate import open_checkpoint
@@ -41,7 +43,8 @@ def _print_warnings(caught) -> None:
 
 def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path]:
     """Per layer a PNG (source x target, every head and their mean), the interactive page and the lecture page
-    of its cross-attention (q, k, scores, softmax, weighted values, W^o)."""
+    of its cross-attention (q, k, scores, softmax, weighted values, W^o), and the page of the encoder's, the
+    decoder's (masked) and the cross-attention as three tabs."""
     from ..viz import cross_attention_html
     from ..viz.alignment import cross_attention_png
 
@@ -53,7 +56,36 @@ def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path
                                          title=f"layer {layer + 1}: {al.translation}"))
     paths.append(cross_attention_html(al.weights, al.source, al.target, out_dir / f"cross_attention_{k}.html",
                                       title=f"cross-attention: {text} -> {al.translation}"))
-    return [*paths, page]
+    tabs, _ = tr.decoder_page(text, out_dir / f"attention_{k}.html", **kw)
+    return [*paths, page, tabs]
+
+
+def force_option(value: str) -> tuple[int, str]:
+    """``--force STEP:TOKEN`` -> (step from 1, token)."""
+    step, sep, token = value.partition(":")
+    if not sep or not step.strip().isdigit() or int(step) < 1 or not token:
+        raise argparse.ArgumentTypeError(f"expected STEP:TOKEN with STEP a step number from 1 (e.g. 3:dog), got "
+                                         f"{value!r}")
+    return int(step), token
+
+
+def write_steps(tr, texts: list[str], out_dir: Path, args, kw: dict) -> tuple[list[str], list[Path]]:
+    """Each text decoded step by step: the page steps_K.html and the lines to print."""
+    lines, pages = [], []
+    for k, text in enumerate(texts):
+        page, walk = tr.steps_page(text, out_dir / f"steps_{k}.html", force=args.force or [],
+                                   candidates=args.candidates, **(kw if tr_is_nat(tr) else {}))
+        lines += [f"steps of {text.strip()!r}:", *walk]
+        pages.append(page)
+    beam = kw.get("num_beams", getattr(tr, "defaults", {}).get("num_beams", 1))
+    if not tr_is_nat(tr) and (kw.get("do_sample") or beam > 1):
+        lines.append(f"(the steps are greedy decoding, one token per step; the translation above used "
+                     f"{'sampling' if kw.get('do_sample') else f'beam {beam}'})")
+    return lines, pages
+
+
+def tr_is_nat(tr) -> bool:
+    return getattr(tr, "decoding", "ar") == "nat"
 
 
 def run(args) -> int:
@@ -63,6 +95,8 @@ def run(args) -> int:
     stdin = args.file is None and not texts
     if stdin and (sys.stdin is None or sys.stdin.isatty()):
         raise ValueError("translate: give texts as arguments, --file IN, or pipe them on stdin")
+    if args.force and args.steps is None:
+        raise ValueError("translate: --force needs --steps DIR (the walk it forces is drawn there)")
     set_threads(args)
     tr, _ = open_translator(args.checkpoint, args.which, args.dtype)
     kw = generate_kwargs(args, getattr(tr, "decoding", "ar"))
@@ -77,8 +111,12 @@ def run(args) -> int:
             for k, text in enumerate(args.texts or texts[:1]):
                 if text.strip():
                     written += write_attention(tr, text, k, args.attention, kw)
+        steps = []
+        if args.steps is not None:
+            steps, pages = write_steps(tr, [t for t in (args.texts or texts[:1]) if t.strip()], args.steps, args, kw)
+            written += pages
     _print_warnings(caught)
-    for line in outputs:
+    for line in [*outputs, *steps]:
         print(line)
     for p in written:
         print(f"wrote {p}", file=sys.stderr)
@@ -94,7 +132,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="translate every line of this UTF-8 file too ('-' for stdin), empty lines stay empty "
                         "(default: none; with no texts either, the lines piped on stdin)")
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",
-                   help="write each layer's cross-attention as PNG and an interactive HTML page (default: none)")
+                   help="write each layer's cross-attention as PNG and an interactive HTML page, its lecture page, "
+                        "and attention_K.html: the encoder's, the decoder's (masked) and the cross-attention as "
+                        "tabs of one page (default: none)")
+    p.add_argument("--steps", type=Path, default=None, metavar="DIR",
+                   help="decode each text given step by step, printed after the translations and drawn as "
+                        "DIR/steps_K.html: per step the decoder's input, the most likely next tokens and the one "
+                        "written (greedy), a click on another candidate showing the continuation; a "
+                        "non-autoregressive run's length, row of start tokens and Mask-Predict passes (default: none)")
+    p.add_argument("--force", type=force_option, action="append", default=None, metavar="STEP:TOKEN",
+                   help="with --steps: also the walk that writes TOKEN at STEP (from 1; TOKEN as the page shows it, "
+                        "'dog' for the word-initial '\u2581dog'), greedy after it; repeat for more walks")
+    p.add_argument("--candidates", type=ints(1, 50), default=5, metavar="K",
+                   help="with --steps: the most likely next tokens shown per step (default 5)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a progress bar counting the texts translated (default: only when stderr is a terminal)")
     p.add_argument("--which", choices=("best", "latest"), default="best",

@@ -87,3 +87,80 @@ class TextTranslator:
             page = model_lecture_html(self.model, lambda: self._lecture_pass(ids, mask, rows), al.target, path,
                                       keys=al.source, title=f"{self.LECTURE}: {text.strip()} -> {al.translation}")
         return page, al
+
+    def decoder_page(self, text: str, path, **generate_kwargs):
+        """Translate one text, then write the page of its encoder self-attention, decoder self-attention (masked in
+        an autoregressive model) and cross-attention as three tabs (``attnkit.viz.decoder``), from the model run
+        once over its own translation. Returns (page, Alignment)."""
+        from ..viz.decoder import decoder_attention, decoder_html  # drawing: the application side's
+
+        al, ids, mask, rows = self._attend(text, generate_kwargs)
+        att = decoder_attention(self.model, lambda: self._lecture_pass(ids, mask, rows))
+        inputs = [self._piece(i) for i in rows[0].tolist()]
+        return decoder_html(att, al.source, inputs, al.target, path, title=f"{text.strip()} -> {al.translation}"), al
+
+    def _step_options(self, source_length: int) -> dict:
+        """``generate``'s options of this translator's greedy decoding (``max_new_tokens``, ``suppress_tokens``)."""
+        return {"max_new_tokens": self.config.max_positions - 1, **getattr(self, "defaults", {})}
+
+    def token_id(self, token: str) -> int:
+        """A target token as the pages show it ("▁dog"; "dog" is the word-initial "▁dog" where there is one, else the
+        piece "dog") -> its id."""
+        ids = {self._piece(i): i for i in reversed(range(self.config.tgt_vocab_size))}  # piece -> its first id
+        for form in ("\u2581" + token, token):
+            if form in ids:
+                return ids[form]
+        raise ValueError(f"{token!r} is not a token of the target vocabulary (tokens are written as the steps page "
+                         "shows them, e.g. a candidate of that step)")
+
+    def steps(self, text: str, *, force: list[tuple[int, str]] = (), candidates: int = 5, **generate_kwargs):
+        """One text decoded step by step (``attnkit.viz.steps``): greedy for an autoregressive model, each
+        ``force`` (step from 1, token) a walk of its own; a NAT model's passes (``attnkit.viz.nat_steps``)."""
+        from ..generation.protocol import token_ids
+        from ..viz.nat_steps import nat_steps
+        from ..viz.steps import autoregressive_steps
+
+        ids, mask = self._source(text)
+        if getattr(self, "decoding", "ar") == "nat":
+            if force:
+                raise ValueError("translate: --force: a non-autoregressive model writes every token at once; there "
+                                 "is no step to force")
+            opts = self.options(generate_kwargs)
+            return nat_steps(self.model, ids, mask, **opts)
+        opts = self._step_options(ids.shape[1])
+        suppress = torch.tensor(opts.get("suppress_tokens", []), dtype=torch.long)
+        kw = {"max_new_tokens": opts["max_new_tokens"], "suppress": suppress, "candidates": candidates}
+        memory = self.model.encode(ids, mask)
+        tok = token_ids(self.model, None, None, None)
+        wanted = []
+        for step, t in force:
+            try:
+                wanted.append({step - 1: self.token_id(t)})
+            except ValueError as e:
+                raise ValueError(f"translate: --force {step}:{t}: {e}") from None
+        got = autoregressive_steps(self.model, memory, mask, tok, force=wanted, **kw)
+        for step, t in force:
+            if not 1 <= step <= len(got.free):
+                raise ValueError(f"translate: --force {step}:{t}: the greedy walk has {len(got.free)} steps (1 to "
+                                 f"{len(got.free)})")
+        return got
+
+    def steps_page(self, text: str, path, *, force: list[tuple[int, str]] = (), candidates: int = 5,
+                   **generate_kwargs):
+        """``steps`` as a page (``attnkit.viz.steps_page``) and terminal lines. Returns (page, lines)."""
+        from ..viz import steps_page as sp
+
+        got = self.steps(text, force=force, candidates=candidates, **generate_kwargs)
+        ids, _ = self._source(text)
+        source = [self._piece(i) for i in ids[0].tolist()]
+        words = self._tokens_text
+        title = f"{text.strip()}: decoding step by step"
+        if getattr(self, "decoding", "ar") == "nat":
+            return (sp.nat_steps_html(got, source, self._piece, words, path, title=title),
+                    sp.nat_steps_lines(got, self._piece, words))
+        return (sp.steps_html(got, source, self._piece, words, path, title=title),
+                sp.steps_lines(got, self._piece, words))
+
+    def _tokens_text(self, tokens: list[int]) -> str:
+        """Generated token ids (no start token) -> text."""
+        return self._row_text(torch.tensor([self.config.start_token_id, *tokens]))

@@ -105,13 +105,21 @@ def _page(w: np.ndarray, queries: list[str], keys: list[str], path, *, title: st
         raise ValueError(f"{name}: `layer_names` has {len(names)} names for {n} layers")
     data = {"title": str(title), "queries": queries, "keys": keys, "layer_names": names, "sides": list(sides),
             "left": left, "pin": _first_word(queries), "weights": pack(w, decimals=4 if w.size <= SMALL else 3)}
+    return write_page(path, title=title, body=attention_body(sides), scripts=SCRIPTS, data=data)
+
+
+SCRIPTS = ["matrix.js", "attention.js", "attention_page.js"]
+
+
+def attention_body(sides: tuple[str, str] = ("query", "key")) -> str:
+    """The attention view's markup (model view, head view, matrix), its notes naming the two sides."""
     plural = {"query": "queries", "key": "keys"}
     body = _BODY
     marks = (("__QS__", plural.get(sides[0], sides[0] + "s")), ("__KS__", plural.get(sides[1], sides[1] + "s")),
              ("__Q__", sides[0]), ("__K__", sides[1]))
     for mark, word in marks:
         body = body.replace(mark, word)
-    return write_page(path, title=title, body=body, scripts=["matrix.js", "attention.js"], data=data)
+    return body
 
 
 def attention_html(weights, tokens: Sequence[str], path: str | os.PathLike, *,

@@ -134,8 +134,8 @@ def test_translate_command_reads_a_marian_folder(folder, capsys):
     torch.testing.assert_close(al.weights.sum(-1), torch.ones(al.weights.shape[:-1]))
     maps = folder / "maps"
     assert main(["translate", str(folder), "ein mann", "--attention", str(maps), "--max-new-tokens", "6"]) == 0
-    assert sorted(p.name for p in maps.iterdir()) == ["cross_attention_0.html", "cross_attention_0_layer1.png",
-                                                      "cross_attention_0_lecture.html"]
+    assert sorted(p.name for p in maps.iterdir()) == ["attention_0.html", "cross_attention_0.html",
+                                                      "cross_attention_0_layer1.png", "cross_attention_0_lecture.html"]
     from attnkit.viz import read_attention_html
 
     page = read_attention_html(maps / "cross_attention_0.html")

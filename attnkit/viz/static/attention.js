@@ -1,12 +1,16 @@
 // The attention page: the model view (every layer x head as a thumbnail), the head view (lines from
 // queries to keys, one colour per head) and the matrix of the layer and heads chosen.
 // Past LINES_ALL tokens, lines are drawn for one token at a time (point at it, or click to pin it).
+// attentionView(D) draws (or redraws, for another set of weights: the decoder page's tabs) into the page's
+// elements; D.mask (Lq, Lk; 1 = may attend), when given, marks masked cells (grey thumbnails, hatched matrix).
 const LINES_ALL = 32;
+const MASKED_RGB = [208, 208, 208];
 
-function main(D) {
+function attentionView(D) {
   const W = D.weights, Q = distinct(D.queries), K = distinct(D.keys);
   const [NL, NH, LQ, LK] = W.shape;
   const w = (n, h, i, j) => W.data[((n * NH + h) * LQ + i) * LK + j];
+  const masked = (i, j) => !!D.mask && get(D.mask, i, j) < 0.5;
   const long = Math.max(LQ, LK) > LINES_ALL;
   // long inputs start with one query's lines kept (D.pin: the first that is not a special token)
   const st = {layer: 0, on: new Array(NH).fill(true), focus: null, pinned: long ? {kind: "q", index: D.pin} : null};
@@ -14,6 +18,7 @@ function main(D) {
 
   // ---- model view: one canvas per (layer, head), 0 -> 1 (absolute, the default) or 0 -> its own largest weight
   const grid = $("thumbs"), px = 72 / Math.max(LQ, LK);  // a thumbnail is 72 px on its long side
+  grid.replaceChildren(); $("layer").replaceChildren(); $("heads").replaceChildren(); $("lines-note").textContent = "";
   st.scale = $("scale").value = "absolute";
   grid.style.gridTemplateColumns = `auto repeat(${NH}, auto)`;
   grid.appendChild(el("span"));
@@ -41,12 +46,14 @@ function main(D) {
       }
       c.dataset.top = m;
       for (let i = 0; i < LQ; i++) for (let j = 0; j < LK; j++) {
-        img.data.set([...shadeRGB(w(n, h, i, j) / (m || 1)), 255], 4 * (i * LK + j));
+        img.data.set([...(masked(i, j) ? MASKED_RGB : shadeRGB(w(n, h, i, j) / (m || 1))), 255], 4 * (i * LK + j));
       }
       ctx.putImageData(img, 0, 0);
     }));
     $("thumbs-legend").replaceChildren(st.scale === "own" ? legend("each thumbnail: weight", "0", "its largest weight")
       : legend("every thumbnail: weight", "0", "1"));
+    if (D.mask) $("thumbs-legend").appendChild(el("p", {class: "note"}, "Grey: masked (a key this query may not " +
+      "see, a future token); its weight is 0."));
   }
   paintThumbs();
   $("scale").onchange = e => { st.scale = e.target.value; paintThumbs(); drawTable(); };
@@ -133,6 +140,7 @@ function main(D) {
       rows: Q, cols: K, cell: +zoom.value, rowTitle: D.sides[0], colTitle: D.sides[1],
       vmax: st.scale === "absolute" ? 1 : undefined,
       value: (i, j) => heads.reduce((s, h) => s + w(st.layer, h, i, j), 0) / heads.length,
+      masked: D.mask ? masked : undefined,
       caption: heads.length === 1 ? `${name}, head ${heads[0] + 1}`
         : `${name}, mean of heads ${heads.map(h => h + 1).join(", ")}`,
       onRow: i => { st.focus = i < 0 ? null : {kind: "q", index: i}; drawLines(); },
@@ -146,4 +154,3 @@ function main(D) {
   }
   draw();
 }
-start(main);

@@ -1,7 +1,8 @@
 // A weight matrix as a table: rows = queries, columns = keys. Sticky labels, a zoom (cell size),
 // a colour legend, and hovering a cell highlights its query and key labels and names the weight.
 // opts: {rows, cols, value(i, j), caption, rowTitle, colTitle, cell (px), vmax (top of the colour scale;
-//        default the largest weight shown), onRow(i), onCol(j)}
+//        default the largest weight shown), masked(i, j) (true: a masked cell, hatched, "masked" on hover),
+//        onRow(i), onCol(j)}
 function drawMatrix(box, opts) {
   const {rows, cols, value} = opts;
   let vmax = 0;
@@ -20,7 +21,10 @@ function drawMatrix(box, opts) {
     cols.forEach((c, j) => {
       const x = w[i][j], td = tr.insertCell(), f = x / vmax;
       td.dataset.i = i; td.dataset.j = j; td.dataset.w = x;
-      td.title = `${r} \u2192 ${c}: ${x.toFixed(3)}`;
+      const off = opts.masked && opts.masked(i, j);
+      td.title = `${r} \u2192 ${c}: ${x.toFixed(3)}${off ? " (masked)" : ""}`;
+      if (off) td.classList.add("masked");
+      if (off) return;  // hatched by its class, no number: the masked part of the matrix stands out
       td.style.background = shade(f);
       td.style.color = ink(f);
       if (numbers) td.textContent = x.toFixed(2).replace(/^0\./, ".");

@@ -1,0 +1,2 @@
+// The attention page: one set of weights, drawn once the data is in.
+start(attentionView);
