@@ -8,18 +8,20 @@ the same weights through its own public entry points (``load_pretrained`` for fo
 
 - generation: a random Marian model of Transformer-base shape (``bench/generation.py``'s ``base_folder``: 6+6
   layers, d_model 512, 8 heads, FFN 2048, vocabulary 8000), source length 24, ``--new-tokens`` forced; batch 1
-  greedy and batch 32 with 4 beams, float32 (and batch 1 in bfloat16);
+  greedy and ``--beam-batch`` (32) with 4 beams, float32 (and batch 1 in bfloat16);
 - nat: ``bench/nat.py``'s rows on random models of the translate task's default shape (3+3 layers, d_model
   256, 4 heads, FFN 1024, vocabulary 8000, pre-LN; trained runs are not needed to time the engines): AR greedy
   and beam 5, NAT one pass with 1 length, Mask-Predict 4 and 10 iterations with 3 lengths, at batch 1 (a
-  14-token sentence) and batch 64;
+  14-token sentence) and ``--nat-batch`` (64);
 - embed: ``bench/embed.py``'s ``SentenceEncoder.encode`` of all-MiniLM-L6-v2 on ``--sentences`` random
-  sentences, batch 64, float32 and bfloat16.
+  sentences in float32 and ``--bf16-sentences`` in bfloat16, batch 64.
 
-Ratio = the revision's time / this checkout's (> 1: this checkout faster).
+Each repeat times both versions once, in turns (the revision first in even repeats, this checkout first in odd
+ones); the first calls, which compare the outputs, warm both up. Ratio = the revision's median time / this
+checkout's (> 1: this checkout faster). Each row is printed when its case is done.
 
     flock /tmp/attnkit-heavy.lock .venv/bin/python bench/engines_ab.py --base REV [--repeats 5] [--threads 2]
-        [--only generation nat embed]
+        [--only generation nat embed] [--new-tokens 32 --beam-batch 32 --nat-batch 64 --sentences 500]
 """
 
 from __future__ import annotations
@@ -28,20 +30,19 @@ import argparse
 import datetime
 import importlib
 import os
-import sys
+import statistics
 import tempfile
+import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-from _timing import interleaved_medians, machine, table  # noqa: E402
+from _timing import machine  # noqa: E402
 from attention_ab import load_base  # noqa: E402
 
 import attnkit  # noqa: E402
-
-NEW_TOKENS = 32
 
 
 def sub(m, name: str):
@@ -59,14 +60,14 @@ def _same(a, b) -> bool:
     return all(_same(x, y) for x, y in zip(a, b))
 
 
-def generation_cases(new, base, root: Path):
+def generation_cases(new, base, root: Path, new_tokens: int, beam_batch: int):
     """(name, {version: fn}) of generate on a Marian folder's engine."""
     import generation as bench_generation
 
     folder = bench_generation.base_folder(root)
     g = torch.Generator().manual_seed(0)
     cases = []
-    for dtype, runs in ((torch.float32, ((1, 1), (32, 4))), (torch.bfloat16, ((1, 1),))):
+    for dtype, runs in ((torch.float32, ((1, 1), (beam_batch, 4))), (torch.bfloat16, ((1, 1),))):
         tr = {m: sub(m, "load").load_pretrained(folder, dtype=dtype) for m in (new, base)}
         pad = tr[new].config.pad_token_id
         for batch, beams in runs:
@@ -74,7 +75,7 @@ def generation_cases(new, base, root: Path):
             ids[:, -1] = 0  # </s>
 
             def run(m, ids=ids, beams=beams, t=tr, pad=pad):
-                kw = dict(num_beams=beams, min_new_tokens=NEW_TOKENS, max_new_tokens=NEW_TOKENS, suppress_tokens=[pad])
+                kw = dict(num_beams=beams, min_new_tokens=new_tokens, max_new_tokens=new_tokens, suppress_tokens=[pad])
                 return sub(m, "generation").generate(t[m].decoder, ids, None, **kw).sequences
 
             cases.append((f"generation {str(dtype)[6:]} batch {batch} {'greedy' if beams == 1 else f'beam {beams}'}",
@@ -111,7 +112,7 @@ def _engine(m, model):
     return sub(m, "pretrained.fast_nat").FastNAT(model) if nat else sub(m, "pretrained.fast_seq2seq").FastSeq2Seq(model)
 
 
-def nat_cases(new, base):
+def nat_cases(new, base, nat_batch: int):
     """(name, fn) of bench/nat.py's rows on random models: the same state dict in each version's model class."""
     ar_new, nat_new = _random_models()
     engines = {}
@@ -124,7 +125,7 @@ def nat_cases(new, base):
         engines[m] = (_engine(m, ar.eval()), _engine(m, nat.eval()))
     g = torch.Generator().manual_seed(1)
     cases = []
-    for batch in (1, 64):
+    for batch in (1, nat_batch):
         ids = torch.randint(3, 8000, (batch, 14), generator=g)
         ids[:, -1] = 2
         rows = [("AR greedy", 0, dict(num_beams=1)), ("AR beam 5", 0, dict(num_beams=5)),
@@ -142,13 +143,25 @@ def nat_cases(new, base):
     return cases
 
 
-def embed_cases(new, base, n: int):
+def embed_cases(new, base, n: int, n_bf16: int):
     import embed as bench_embed
 
     enc = {m: sub(m, "pretrained").load_pretrained("all-MiniLM-L6-v2") for m in (new, base)}
-    texts = bench_embed.make_sentences(enc[new].tokenizer.get_vocab(), n, 0)
-    return [(f"embed {str(dt)[6:]} {n} sentences", lambda m, dt=dt: enc[m].encode(texts, batch_size=64, dtype=dt))
-            for dt in (torch.float32, torch.bfloat16)]
+    texts = bench_embed.make_sentences(enc[new].tokenizer.get_vocab(), max(n, n_bf16), 0)
+    return [(f"embed {str(dt)[6:]} {k} sentences",
+             lambda m, dt=dt, k=k: enc[m].encode(texts[:k], batch_size=64, dtype=dt))
+            for dt, k in ((torch.float32, n), (torch.bfloat16, n_bf16))]
+
+
+def medians(fns: dict[str, object], repeats: int) -> dict[str, float]:
+    """Median seconds per call of each function, timed in turns, the order reversed every other repeat."""
+    samples = {k: [] for k in fns}
+    for r in range(repeats):
+        for k in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+            t0 = time.perf_counter()
+            fns[k]()
+            samples[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def main() -> None:
@@ -156,32 +169,38 @@ def main() -> None:
     p.add_argument("--base", required=True, help="git revision to compare against")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--sentences", type=int, default=500, help="embed: texts encoded per call")
     p.add_argument("--only", nargs="+", choices=("generation", "nat", "embed"), default=("generation", "nat", "embed"))
+    p.add_argument("--match", default="", help="only the cases whose name contains this text")
+    p.add_argument("--new-tokens", type=int, default=32, help="generation: tokens generated per sentence")
+    p.add_argument("--beam-batch", type=int, default=32, help="generation: sentences of the beam-4 case")
+    p.add_argument("--nat-batch", type=int, default=64, help="nat: sentences of the large batch")
+    p.add_argument("--sentences", type=int, default=500, help="embed: texts encoded per call in float32")
+    p.add_argument("--bf16-sentences", type=int, default=None, help="embed: in bfloat16 (default --sentences)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     with tempfile.TemporaryDirectory() as tmp:
         base = load_base(a.base, Path(tmp))
-        print(f"# bench/engines_ab.py: this checkout against {a.base}, interleaved medians of {a.repeats}\n"
+        print(f"# bench/engines_ab.py: this checkout against {a.base}, medians of {a.repeats} interleaved calls\n"
               f"# {machine()}, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load average "
               f"{os.getloadavg()[0]:.2f}; native kernels: {attnkit.functional.native.unavailable() or 'yes'}",
               flush=True)
         cases = []
         if "generation" in a.only:
-            cases += generation_cases(attnkit, base, Path(tmp))
+            cases += generation_cases(attnkit, base, Path(tmp), a.new_tokens, a.beam_batch)
         if "nat" in a.only:
-            cases += nat_cases(attnkit, base)
+            cases += nat_cases(attnkit, base, a.nat_batch)
         if "embed" in a.only:
-            cases += embed_cases(attnkit, base, a.sentences)
-        rows = []
+            cases += embed_cases(attnkit, base, a.sentences, a.bf16_sentences or a.sentences)
+        print(f"| {'case':>52} | {a.base + ' ms':>12} | {'this ms':>12} | {a.base + ' / this':>14} | same outputs |\n"
+              f"|{'-' * 54}|{'-' * 14}|{'-' * 14}|{'-' * 16}|--------------|", flush=True)
         for name, fn in cases:
+            if a.match not in name:
+                continue
             with torch.inference_mode():
-                same = _same(fn(attnkit), fn(base))
-                t = interleaved_medians({"base": lambda fn=fn: fn(base), "new": lambda fn=fn: fn(attnkit)},
-                                        iters=1, repeats=a.repeats, warmup=0)  # the comparison above warmed up
-            rows.append([name, t["base"] * 1e3, t["new"] * 1e3, t["base"] / t["new"], "yes" if same else "NO"])
-            print(f"  {name}: {t['base'] / t['new']:.3f}", file=sys.stderr, flush=True)
-        print(table(["case", f"{a.base} ms", "this ms", f"{a.base} / this", "same outputs"], rows))
+                same = _same(fn(attnkit), fn(base))  # also the warm-up of both
+                t = medians({"base": lambda fn=fn: fn(base), "new": lambda fn=fn: fn(attnkit)}, a.repeats)
+            print(f"| {name:>52} | {t['base'] * 1e3:12.1f} | {t['new'] * 1e3:12.1f} | {t['base'] / t['new']:14.3f} | "
+                  f"{'yes' if same else 'NO':>12} |", flush=True)
         print(f"# load average at end {os.getloadavg()[0]:.2f}")
 
 
