@@ -74,7 +74,7 @@ def write_steps(tr, texts: list[str], out_dir: Path, args, kw: dict) -> tuple[li
     lines, pages = [], []
     for k, text in enumerate(texts):
         page, walk = tr.steps_page(text, out_dir / f"steps_{k}.html", force=args.force or [],
-                                   candidates=args.candidates, **(kw if tr_is_nat(tr) else {}))
+                                   candidates=args.candidates, **kw)
         lines += [f"steps of {text.strip()!r}:", *walk]
         pages.append(page)
     beam = kw.get("num_beams", getattr(tr, "defaults", {}).get("num_beams", 1))

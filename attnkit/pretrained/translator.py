@@ -127,7 +127,8 @@ class TextTranslator:
                                  "is no step to force")
             opts = self.options(generate_kwargs)
             return nat_steps(self.model, ids, mask, **opts)
-        opts = self._step_options(ids.shape[1])
+        opts = {**self._step_options(ids.shape[1]),  # greedy: of the decoding options, only the length applies
+                **{k: v for k, v in generate_kwargs.items() if k == "max_new_tokens"}}
         suppress = torch.tensor(opts.get("suppress_tokens", []), dtype=torch.long)
         kw = {"max_new_tokens": opts["max_new_tokens"], "suppress": suppress, "candidates": candidates}
         memory = self.model.encode(ids, mask)

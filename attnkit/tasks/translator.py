@@ -75,6 +75,9 @@ class Translator(TextTranslator):
         """``attnkit.generation.generate`` on this model (Hugging Face's argument names)."""
         return generate(self.decoder, input_ids, attention_mask, **self._defaults(input_ids.shape[1], kwargs))
 
+    def _step_options(self, source_length: int) -> dict:
+        return self._defaults(source_length, {})
+
     @property
     def decoder(self):
         """What ``generate`` (or ``mask_predict``) runs: the model's inference engine

@@ -1,0 +1,89 @@
+"""Autoregressive decoding step by step, as the lecture draws it (BOS -> 机 -> 器 -> 学 -> 习 -> END): at each step
+the decoder's input row (the start token and every token chosen so far, fed back), the most likely next tokens with
+their probabilities, and the one chosen. Forcing another token at a step shows what the rest becomes ("one wrong
+step, every step wrong").
+
+``walk(model, memory, mask, ids, ...)`` decodes greedily through the model's own public calls (``decode_step`` with
+its K/V cache; nothing kept on the model), the same rules as ``attnkit.generation.generate``'s greedy search
+(``generation.logits.constrain``: suppressed ids never chosen), so the free walk is the translation greedy decoding
+gives. ``prefix`` forces the first tokens (a forced step still shows the model's own candidates there).
+``autoregressive_steps`` makes the free walk, each listed candidate's continuation (the candidate forced at its
+step, greedy after) and the walks of ``force`` ({step: token id}).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from ..generation.logits import constrain
+from ..generation.protocol import TokenIds
+
+__all__ = ["Step", "Steps", "walk", "autoregressive_steps"]
+
+ALTERNATIVES_UP_TO = 40  # steps of the free walk whose candidates get a continuation
+
+
+@dataclass
+class Step:
+    chosen: int  # the token written at this step and fed back
+    prob: float  # the model's probability of it
+    top: list[tuple[int, float]]  # the most likely tokens (id, probability), best first; suppressed ids never
+    forced: bool = False  # chosen by the user, not by the model
+
+
+@dataclass
+class Steps:
+    start: int  # the decoder's first input (the start token)
+    free: list[Step]  # greedy decoding
+    alternatives: dict[tuple[int, int], list[Step]] = field(default_factory=dict)  # (step, token) -> that walk
+    forced: list[tuple[dict[int, int], list[Step]]] = field(default_factory=list)  # ({step: token}, the walk)
+
+    @staticmethod
+    def tokens(walk: list[Step]) -> list[int]:
+        return [s.chosen for s in walk]
+
+
+@torch.no_grad()
+def walk(model, memory: Tensor, mask: Tensor | None, ids: TokenIds, *, max_new_tokens: int,
+         suppress: Tensor | None = None, candidates: int = 5, prefix: list[int] = (),
+         force: dict[int, int] | None = None) -> list[Step]:
+    """Greedy decoding of one sentence (memory (1, S, d), mask (1, S) or None) step by step; the tokens of
+    ``prefix`` are written at steps 0, 1, ... and ``force`` {step: token} at its steps, the model's choice elsewhere.
+    Stops after END or ``max_new_tokens`` steps."""
+    force = {**{i: t for i, t in enumerate(prefix)}, **(force or {})}
+    steps: list[Step] = []
+    cache, token = None, ids.start
+    for step in range(max_new_tokens):
+        out = model.decode_step(torch.tensor([[token]], device=memory.device), memory, mask, cache, use_cache=True)
+        cache = out.cache
+        logits = out.logits[0:1]  # (1, V)
+        logp = constrain(logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1), step=step,
+                         eos_token_id=ids.eos, suppress=suppress)[0]  # (V,)
+        best = logp.topk(min(candidates, logp.shape[0]))
+        top = [(int(i), float(p)) for i, p in zip(best.indices, best.values.exp()) if p > 0]
+        forced = step in force
+        token = force[step] if forced else top[0][0]
+        steps.append(Step(token, float(logp[token].exp()), top, forced))
+        if token == ids.eos:
+            break
+    return steps
+
+
+def autoregressive_steps(model, memory: Tensor, mask: Tensor | None, ids: TokenIds, *, max_new_tokens: int,
+                         suppress: Tensor | None = None, candidates: int = 5,
+                         force: list[dict[int, int]] = ()) -> Steps:
+    """The free (greedy) walk, the continuation of every listed candidate of its first ``ALTERNATIVES_UP_TO``
+    steps, and one walk for each entry of ``force`` ({step (0 = the first token): token id})."""
+    kw = {"max_new_tokens": max_new_tokens, "suppress": suppress, "candidates": candidates}
+    free = walk(model, memory, mask, ids, **kw)
+    chosen = Steps.tokens(free)
+    alternatives = {}
+    for t, s in enumerate(free[:ALTERNATIVES_UP_TO]):
+        for tok, _ in s.top:
+            if tok != s.chosen:
+                alternatives[(t, tok)] = walk(model, memory, mask, ids, prefix=[*chosen[:t], tok], **kw)[t:]
+    forced = [(f, walk(model, memory, mask, ids, force=f, **kw)) for f in force]
+    return Steps(ids.start, free, alternatives, forced)
