@@ -12,6 +12,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from .labels import tell_apart
 from .page import as_numpy
 
@@ -161,12 +163,14 @@ def attention_grid(weights, path: str | os.PathLike, *, tokens: Sequence[str] | 
 
 
 def attention_panels(panels: Sequence[tuple], path: str | os.PathLike, *, queries: Sequence[str],
-                     keys: Sequence[str] | None = None, title: str = "", queries_as: str = "columns") -> Path:
+                     keys: Sequence[str] | None = None, title: str = "", queries_as: str = "columns",
+                     mask=None) -> Path:
     """Weights (Lq, Lk) side by side, one panel each (``panels``: (weights, panel title) pairs), on one absolute
     colour scale (0 to 1) with one colour bar and the numbers in the cells: the lecture's figure of A'.
 
     ``queries_as="columns"`` (default, the lecture's A'): a column per query q^i, a row per key k^j;
-    "rows": batch-first. Ticks read q^1 (label), k^1 (label) so they match the printed matrices."""
+    "rows": batch-first. Ticks read q^1 (label), k^1 (label) so they match the printed matrices. ``mask`` (Lq, Lk)
+    bool, True = may attend: the masked cells are hatched and read "masked"."""
     plt = _pyplot()
     if queries_as not in ("rows", "columns"):
         raise ValueError(f"attention_panels: `queries_as` must be 'rows' or 'columns', got {queries_as!r}")
@@ -186,6 +190,8 @@ def attention_panels(panels: Sequence[tuple], path: str | os.PathLike, *, querie
     fig, axes = plt.subplots(1, len(mats), figsize=(len(mats) * (1.2 + cell * nc) + 1.6, 1.9 + cell * nr),
                              squeeze=False, layout="constrained")
     im = None
+    hidden = None if mask is None else ~np.asarray(as_numpy(mask), dtype=bool)
+    hidden = None if hidden is None else (hidden.T if columns else hidden)
     for ax, m, (_, name) in zip(axes[0], mats, panels):
         m = m.T if columns else m
         im = ax.imshow(m, cmap=CMAP, vmin=0.0, vmax=1.0, aspect="equal", interpolation="nearest")
@@ -197,8 +203,13 @@ def attention_panels(panels: Sequence[tuple], path: str | os.PathLike, *, querie
         if max(nr, nc) <= 12:
             for i in range(nr):
                 for j in range(nc):
-                    ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                            color="white" if m[i, j] > 0.55 else "#222")
+                    off = hidden is not None and hidden[i, j]
+                    ax.text(j, i, "masked" if off else f"{m[i, j]:.2f}", ha="center", va="center",
+                            fontsize=6 if off else 7, color="white" if m[i, j] > 0.55 else "#222")
+        if hidden is not None:
+            for i, j in zip(*np.nonzero(hidden)):
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="#bbb",
+                                           linewidth=0))
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.9, aspect=25,
                  label="attention weight \u03b1' (0 to 1)" + (": each column sums to 1" if columns else ""))
     if title:

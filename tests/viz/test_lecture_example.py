@@ -58,3 +58,39 @@ def test_lecture_example_page_in_chromium_equals_explain(tmp_path, open_page):
                                 "e.textContent))")) == ["q^3 a3"]
 
 
+
+
+def test_causal_lecture_in_terminal_page_and_png(tmp_path, open_page):
+    """`attnkit lecture --causal`: the same examples masked as a decoder's self-attention; a later key reads
+    "masked" in the printed A and "0 masked" in A', the page's matrices equal explain with the causal mask."""
+    import contextlib
+    import io
+
+    from attnkit.cli import lecture
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        paths = lecture.run(tmp_path, seed=1, causal=True)
+    text = buf.getvalue()
+    assert "query q^i may look at keys k^1..k^i only" in text and "alpha'_ij = 0" in text
+    a = text.split("A = K^T Q (4 x 4)")[1].splitlines()[2:6]  # rows k^1..k^4 of example 1's A
+    assert [row.split()[1:].count("masked") for row in a] == [0, 1, 2, 3]
+    ap = text.split("A' = softmax of each column of A (4 x 4)")[1].splitlines()[2:6]
+    assert [row.count("0 masked") for row in ap] == [0, 1, 2, 3]
+    assert paths["page"].name == "lecture_causal.html" and paths["attention"].name == "lecture_causal_attention.png"
+    assert paths["attention"].read_bytes()[:4] == b"\x89PNG"
+    d = read_lecture_html(paths["page"])
+    causal = torch.ones(4, 4).tril().bool()
+    assert all(np.array_equal(x["mask"], causal.numpy()) for x in d["layers"])
+    page = open_page(paths["page"], width=1300)
+    assert "masked (causal)" in page.eval("document.getElementById('title').textContent")
+    one = d["layers"][0]
+    ex = explain(*(torch.tensor(one[x][0]) for x in ("q", "k", "v")), causal, score="dot")
+    got = page.eval("[...document.querySelectorAll('#m-Ap tbody tr:not(.sum)')].map(r => "
+                    "[...r.querySelectorAll('td')].map(c => +c.textContent))")
+    assert np.abs(np.array(got) - ex.weights.T.numpy()).max() <= 5e-4 + 1e-6
+    assert page.eval("document.querySelectorAll('#m-Ap td.masked').length") == 6
+    page.click("#tokens button[data-i='1']")  # q^2: keys 3 and 4 are its future
+    assert "2 of the 4 keys are masked for q^2" in page.eval("document.getElementById('masked-note').textContent")
+    printed = [float(x) for x in text.split("A' = softmax of each column of A (4 x 4)")[1].splitlines()[2].split()[1:]]
+    assert np.abs(np.array(printed) - ex.weights[:, 0].numpy()).max() <= 5e-4  # the terminal's row k^1 of A'
