@@ -38,7 +38,7 @@ from ..train.state import seed_everything
 from .runner import RunFolder, accuracy, mean_table, param_count, run_jobs, run_notes, summarize, train_steps
 
 __all__ = ["DataSizeConfig", "MODELS", "CNN", "WindowAttention", "build_model", "steps_for", "run_data_size",
-           "load_images"]
+           "load_images", "leads"]
 
 MODELS = ("cnn", "vit", "window")
 NAMES = {"cnn": "CNN", "vit": "ViT", "window": "self-attention in a 3x3 window"}
@@ -254,20 +254,31 @@ def run(out, config: DataSizeConfig = DataSizeConfig(), *, data_dir=None, comman
     return report(out, config, rows, meta)
 
 
-def verdict(summary: list[dict], models: tuple[str, ...]) -> list[str]:
-    """Sentences from the means: the CNN's lead at the smallest and the largest size, and where (if anywhere)
-    an attention model passes it."""
-    cell = {(s["model"], s["x"]): s["mean"] for s in summary if s["mean"] is not None}
-    sizes = sorted({s["x"] for s in summary})
+def leads(rows: list[dict], models: tuple[str, ...], reference: str = "cnn") -> list[dict]:
+    """The reference model's lead in test accuracy over each other model at each size, paired by seed (the same
+    subset and order): ``summarize`` rows ``{"model", "x", "mean", "std", "n", ...}`` of the differences."""
+    acc = {(r["model"], r["x"], r["seed"]): r["test_accuracy"] for r in rows}
+    diffs = [{"model": m, "x": n, "seed": seed, "lead": acc[(reference, n, seed)] - a}
+             for (m, n, seed), a in sorted(acc.items()) if m != reference and m in models
+             and (reference, n, seed) in acc]
+    return summarize(diffs, "lead")
+
+
+def verdict(lead: list[dict], models: tuple[str, ...]) -> list[str]:
+    """Sentences from the CNN's paired leads (``leads``): its lead at the smallest and the largest size, where it
+    is smallest, and where (if anywhere) an attention model passes it."""
     out = []
     for m in (m for m in models if m != "cnn"):
-        gaps = [(n, 100 * (cell[("cnn", n)] - cell[(m, n)])) for n in sizes if ("cnn", n) in cell and (m, n) in cell]
+        gaps = sorted((s["x"], 100 * s["mean"], 100 * s["std"]) for s in lead
+                      if s["model"] == m and s["mean"] is not None)
         if not gaps:
             continue
-        (n0, g0), (n1, g1) = gaps[0], gaps[-1]
-        passed = [n for n, g in gaps if g < 0]
+        (n0, g0, s0), (n1, g1, s1) = gaps[0], gaps[-1]
+        least = min(gaps, key=lambda g: abs(g[1]))
+        passed = [n for n, g, _ in gaps if g < 0]
         trend = "narrows" if abs(g1) < abs(g0) else "does not narrow"
-        out.append(f"- CNN minus {NAMES[m]}: {g0:+.1f} points at {n0:,} images, {g1:+.1f} at {n1:,}: the gap {trend}"
+        out.append(f"- CNN minus {NAMES[m]}: {g0:+.1f} ± {s0:.1f} points at {n0:,} images, {g1:+.1f} ± {s1:.1f} at "
+                   f"{n1:,} (smallest, {least[1]:+.1f}, at {least[0]:,}): the gap {trend}"
                    + (f"; the {NAMES[m]} is ahead at {', '.join(f'{n:,}' for n in passed)} images." if passed
                       else f"; no crossover up to {n1:,} images."))
     return out
@@ -280,7 +291,8 @@ def report(out, config: DataSizeConfig, rows: list[dict], meta: dict) -> dict:
     out = Path(out)
     test, dev = summarize(rows, "test_accuracy"), summarize(rows, "dev_accuracy")
     models = tuple(m for m in config.models if any(r["model"] == m for r in rows))
-    figure = data_size_figure(test, out / "data_size.png", NAMES, seeds=config.seeds,
+    lead = leads(rows, models)
+    figure = data_size_figure(test, out / "data_size.png", NAMES, seeds=config.seeds, leads=lead,
                               note=f"; MNIST at {config.side} x {config.side}")
     params = {m: next(r["params"] for r in rows if r["model"] == m) for m in models}
     budget = ", ".join(f"{n:,}: {steps_for(config, n)}" for n in config.sizes)
@@ -293,11 +305,13 @@ def report(out, config: DataSizeConfig, rows: list[dict], meta: dict) -> dict:
              f"{config.max_steps}]): {budget}.", "",
              f"## Test accuracy (%), mean ± standard deviation over {config.seeds} seeds", "",
              mean_table(test, models, "training images", names=NAMES, digits=2), "",
-             *verdict(test, models), "",
+             "## The CNN's lead (accuracy points), mean ± standard deviation of the per-seed difference", "",
+             mean_table(lead, tuple(m for m in models if m != "cnn"), "training images", names=NAMES, digits=2), "",
+             *verdict(lead, models), "",
              f"## Dev accuracy (%): {config.dev_images:,} of the 5,000 held-out training images, for choosing learning "
              "rates", "",
              mean_table(dev, models, "training images", names=NAMES, digits=2), ""]
     md = out / "data_size.md"
     md.write_text("\n".join(lines), encoding="utf-8")
-    return {"figure": figure, "markdown": md, "verdict": verdict(test, models), "table": mean_table(
+    return {"figure": figure, "markdown": md, "verdict": verdict(lead, models), "table": mean_table(
         test, models, "training images", names=NAMES, digits=2)}

@@ -248,10 +248,10 @@ def summarize(rows: Sequence[dict], value: str) -> list[dict]:
 
 def mean_table(summary: Sequence[dict], models: Sequence[str], x_label: str, *, scale: float = 100.0,
                digits: int = 1, names: dict[str, str] | None = None) -> str:
-    """A Markdown table, one row per x and one column per model: ``mean ± std`` (times ``scale``);
+    """A Markdown table, one row per x (ascending) and one column per model: ``mean ± std`` (times ``scale``);
     ``n/a`` where no run gave a number."""
     names = names or {}
-    xs = list(dict.fromkeys(s["x"] for s in summary))
+    xs = sorted(dict.fromkeys(s["x"] for s in summary))
     cell = {(s["model"], s["x"]): s for s in summary}
     lines = [f"| {x_label} | " + " | ".join(names.get(m, m) for m in models) + " |",
              "| ---: |" + " ---: |" * len(models)]

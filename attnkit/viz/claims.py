@@ -52,9 +52,11 @@ def _log2_axis(ax, xs: Sequence[int], label: str) -> None:
 
 
 def data_size_figure(summary: Sequence[dict], path: str | os.PathLike, names: dict[str, str], *,
-                     reference: str = "cnn", seeds: int = 3, note: str = "") -> Path:
+                     reference: str = "cnn", seeds: int = 3, note: str = "",
+                     leads: Sequence[dict] | None = None) -> Path:
     """Left: test accuracy against training-set size (log x). Right: the reference model's lead over each
-    other model in accuracy points (the gap the lecture predicts shrinks with more data)."""
+    other model in accuracy points (the gap the lecture predicts shrinks with more data): ``leads``, summaries
+    of the per-seed differences, where given; else the difference of the means, bars their stds combined."""
     plt = _pyplot()
     with plt.rc_context(FONT):
         fig, (a, b) = plt.subplots(1, 2, figsize=(9.2, 3.9), layout="constrained")
@@ -69,7 +71,14 @@ def data_size_figure(summary: Sequence[dict], path: str | os.PathLike, names: di
         a.grid(True, color="#eee")
         a.legend(loc="lower right")
         c = curves(summary)
-        if reference in c:
+        if leads is not None:
+            lc = curves(leads)
+            for i, model in enumerate(names):
+                if model in lc:
+                    x, m, s = lc[model]
+                    b.errorbar(x, m * 100, yerr=s * 100, marker=MARKERS[i % len(MARKERS)], ms=6 - i % 3,
+                               mfc="none" if i % 2 else f"C{i}", capsize=3, lw=1.5, color=f"C{i}", label=names[model])
+        elif reference in c:
             rx, rm, rs = c[reference]
             for i, model in enumerate(names):
                 if model == reference or model not in c:

@@ -74,7 +74,8 @@ def test_pipeline_rows_table_figure_resume(tmp_path, monkeypatch, one_thread):
     md = (tmp_path / "data_size.md").read_text()
     assert "| training images | CNN | ViT | self-attention in a 3x3 window |" in md
     assert "`attnkit experiment data-size --quick`" in md and "20: 2, 40: 3" in md
-    assert res["verdict"][0].startswith("- CNN minus ViT: ")
+    assert res["verdict"][0].startswith("- CNN minus ViT: ") and " points at 20 images, " in res["verdict"][0]
+    assert "## The CNN's lead (accuracy points), mean ± standard deviation of the per-seed difference" in md
     assert (tmp_path / "data_size.png").stat().st_size > 20_000
     before = (tmp_path / "results.jsonl").read_text()
     D.run(tmp_path, TINY, log=lambda s: None)
@@ -99,3 +100,18 @@ def test_mnist_at_14_pixels():
     assert {k: tuple(v[0].shape) for k, v in images.items()} == {
         "train": (55000, 1, 14, 14), "dev": (5000, 1, 14, 14), "test": (10000, 1, 14, 14)}
     assert images["test"][1][:5].tolist() == [7, 2, 1, 0, 4]
+
+
+def test_leads_pair_seeds_and_the_verdict_reads_them():
+    acc = {("cnn", 300): (0.90, 0.92), ("vit", 300): (0.70, 0.76), ("cnn", 3000): (0.95, 0.97),
+           ("vit", 3000): (0.96, 0.99)}
+    rows = [{"model": m, "x": n, "seed": s, "test_accuracy": a[s]} for (m, n), a in acc.items() for s in (0, 1)]
+    rows.append({"model": "vit", "x": 300, "seed": 2, "test_accuracy": 0.1})  # no CNN of seed 2: left out
+    lead = {(s["model"], s["x"]): s for s in D.leads(rows, ("cnn", "vit"))}
+    assert set(lead) == {("vit", 300), ("vit", 3000)}
+    assert lead[("vit", 300)]["mean"] == pytest.approx(0.18) and lead[("vit", 300)]["n"] == 2
+    assert lead[("vit", 300)]["std"] == pytest.approx(0.02 * 2 ** 0.5)  # differences 0.20 and 0.16
+    assert lead[("vit", 3000)]["mean"] == pytest.approx(-0.015)
+    assert D.verdict(list(lead.values()), ("cnn", "vit")) == [
+        "- CNN minus ViT: +18.0 ± 2.8 points at 300 images, -1.5 ± 0.7 at 3,000 (smallest, -1.5, at 3,000): the gap "
+        "narrows; the ViT is ahead at 3,000 images."]

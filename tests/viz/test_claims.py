@@ -20,6 +20,8 @@ def test_the_three_figures(tmp_path):
     names = {"cnn": "CNN", "vit": "ViT", "window": "window"}
     s = summary(names, [300, 3000, 30000], lambda i, x: 0.9 - 0.1 * i / np.log10(x))
     assert data_size_figure(s, tmp_path / "a.png", names).stat().st_size > 30_000
+    lead = summary(["vit", "window"], [300, 3000, 30000], lambda i, x: 0.1 / np.log10(x))
+    assert data_size_figure(s, tmp_path / "a2.png", names, leads=lead).stat().st_size > 30_000
     rnn_names = {"gru": "GRU", "self-attention": "self-attention"}
     timing = [{"model": m, "x": x, "threads": t, "step_ms": x * (1 + i) / t} for i, m in enumerate(rnn_names)
               for x in (16, 64, 256) for t in (1, 2)]
