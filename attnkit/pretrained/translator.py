@@ -155,7 +155,7 @@ class TextTranslator:
         ids, _ = self._source(text)
         source = [self._piece(i) for i in ids[0].tolist()]
         words = self._tokens_text
-        title = f"{text.strip()}: decoding step by step"
+        title = f"decoding step by step: {text.strip()}"
         if getattr(self, "decoding", "ar") == "nat":
             return (sp.nat_steps_html(got, source, self._piece, words, path, title=title),
                     sp.nat_steps_lines(got, self._piece, words))

@@ -39,7 +39,8 @@ class Candidate:
 @dataclass
 class NATSteps:
     mask_id: int  # the decoder's input at a position to predict (the start token unless the model has its own)
-    lengths: list[tuple[int, float]]  # the length classifier's most likely lengths (T, probability); [] for END-cut
+    lengths: list[tuple[int, int, float]]  # the length classifier's most likely classes: (S + offset, that length
+    # clamped to [1, the longest row] as decoded, probability); [] for a model that cuts at END
     candidates: list[Candidate]  # the lengths tried, in the classifier's order
     chosen: int  # the index of the candidate kept
     tokens: list[int]  # the translation's tokens (mask_predict's output, END not included)
@@ -115,5 +116,6 @@ def nat_steps(model, input_ids: Tensor, attention_mask: Tensor | None = None, *,
         p = model.length_logits(memory, attention_mask).float().softmax(-1)[0]  # (2m + 1,) over T - S
         src = int(model.source_lengths(attention_mask, memory)[0])
         best = p.topk(min(top_lengths, p.shape[0]))
-        shown = [(max(1, src + int(i) - cfg.max_length_offset), float(v)) for i, v in zip(best.indices, best.values)]
+        raw = [src + int(i) - cfg.max_length_offset for i in best.indices]
+        shown = [(t, min(max(t, 1), cfg.max_target_length), float(v)) for t, v in zip(raw, best.values)]
     return NATSteps(cfg.mask_id, shown, cands, chosen, final)

@@ -110,7 +110,7 @@ def nat_steps_html(ns: NATSteps, source: Sequence[str], piece: Piece, text: Text
     """Write the NAT page (the lengths, then each candidate's passes). Returns the path."""
     seen = {ns.mask_id} | {t for c in ns.candidates for p in c.passes for t in p.tokens}
     data = {"kind": "nat", "title": str(title), "notes": str(notes), "source": [str(t) for t in source],
-            "mask": ns.mask_id, "lengths": [[t, p] for t, p in ns.lengths], "chosen": ns.chosen,
+            "mask": ns.mask_id, "lengths": [[t, c, p] for t, c, p in ns.lengths], "chosen": ns.chosen,
             "text": text(ns.tokens),
             "candidates": [{"length": c.length, "score": c.score, "text": text(c.passes[-1].tokens),
                             "passes": [{"masked": p.masked, "tokens": p.tokens, "probs": p.probs} for p in c.passes]}
@@ -123,7 +123,8 @@ def nat_steps_lines(ns: NATSteps, piece: Piece, text: Text) -> list[str]:
     """The NAT decoding as terminal lines: lengths, then each pass of the kept candidate."""
     out = []
     if ns.lengths:
-        out.append("length classifier: " + "  ".join(f"{t} tokens {p:.3f}" for t, p in ns.lengths))
+        out.append("length classifier: " + "  ".join(f"{t}{'' if t == c else f' (-> {c})'} tokens {p:.3f}"
+                                                     for t, c, p in ns.lengths))
     tried = ", ".join(str(c.length) for c in ns.candidates)
     kept = ns.candidates[ns.chosen]
     out.append(f"lengths tried: {tried}; kept: {kept.length} (best mean log-probability {kept.score:.3f})")

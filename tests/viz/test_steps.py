@@ -84,6 +84,11 @@ def test_nat_passes_and_the_page(tmp_path, open_page):
     assert [c["length"] for c in d["candidates"]] == res.candidate_lengths[0].tolist()
     assert d["text"] == tr.translate([TEXT], iterations=3)[0] and lines[-1].endswith(d["text"])
     model, cfg = tr.model, tr.model.config
+    with torch.no_grad():  # the lengths shown: the classifier's 5 most likely classes, S + offset
+        p = model.length_logits(model.encode(ids, mask), mask).softmax(-1)[0].topk(5)
+    assert [x[0] for x in d["lengths"]] == (p.indices + ids.shape[1] - cfg.max_length_offset).tolist()
+    assert np.allclose([x[2] for x in d["lengths"]], p.values.numpy(), atol=1e-6)
+    assert [x[1] for x in d["lengths"][:3]] == res.candidate_lengths[0].tolist()  # the 3 tried, clamped as decoded
     never = [cfg.pad_token_id, cfg.mask_id, cfg.eos_token_id, 3]  # pad, mask, END (length given), <unk>
     for c in d["candidates"]:
         first, n = c["passes"][0], c["length"]

@@ -76,14 +76,14 @@ function natPage(D) {
   if (D.lengths.length) {
     const tbl = el("table", {class: "chain", id: "length-table"}), head = tbl.createTHead().insertRow();
     ["length", "probability (length classifier)", ""].forEach(h => head.appendChild(el("th", {}, h)));
-    const body = tbl.createTBody(), tried = D.candidates.map(c => c.length);
-    D.lengths.forEach(([t, p]) => {
+    const body = tbl.createTBody();
+    // the classes in the classifier's order: the first D.candidates.length of them were each decoded
+    D.lengths.forEach(([t, clamped, p], k) => {  // S + the class's offset, and the length decoded (clamped)
       const tr = body.insertRow(), bar = el("span", {class: "wbar"});
       bar.style.width = `${Math.round(120 * p)}px`;
-      tr.insertCell().textContent = t;
+      tr.insertCell().textContent = t === clamped ? t : `${t} \u2192 ${clamped} (clamped)`;
       const c = tr.insertCell(); c.append(el("span", {class: "num"}, pct(p)), " ", bar);
-      const k = tried.indexOf(t);
-      tr.insertCell().textContent = k < 0 ? "" : (k === D.chosen ? "tried, kept" : "tried");
+      tr.insertCell().textContent = k >= D.candidates.length ? "" : (k === D.chosen ? "tried, kept" : "tried");
       if (k === D.chosen) tr.classList.add("sel");
     });
     lengths.append(el("p", {class: "note"}, "The length classifier reads the encoder's output and gives each " +
