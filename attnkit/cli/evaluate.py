@@ -54,11 +54,16 @@ def run(args) -> int:
         return 0
     data = mod.evaluation_data(meta, args.data, args)
     res = evaluate(mod.task_for(model, meta, args), model, data, batch_size=args.batch_size,
-                   progress=sys.stderr.isatty())  # a bar on a terminal, nothing in a piped log
+                   progress=show_progress(args))  # a bar on a terminal, nothing in a piped log
     print(f"checkpoint: {folder} (task {meta['task']}, step {meta.get('step')})")
     print(f"examples scored: {res['count']}  loss: {res['loss']:.4f}")
     print(f"accuracy: {floor(res['accuracy'])}")
     return 0
+
+
+def show_progress(args) -> bool:
+    """--progress / --no-progress, else a bar only when stderr is a terminal."""
+    return sys.stderr.isatty() if getattr(args, "progress", None) is None else args.progress
 
 
 def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
@@ -85,6 +90,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                    help="translation: the weights' dtype (bfloat16: faster on CPUs with AVX512-BF16; default "
                         "float32, as trained)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a progress bar counting the examples (translation: the texts translated) scored (default: "
+                        "only when stderr is a terminal)")
     add_decoding_args(p, beam=5)
     add_threads_option(p)
     p.set_defaults(func=run)

@@ -146,8 +146,9 @@ def score(translator: Translator, meta: dict, args, generate_kwargs: dict) -> li
         name = f"multi30k {split} {meta['src_lang']}->{meta['tgt_lang']}"
     if corpus.skipped:
         print(f"warning: {corpus.source}: skipped {corpus.skipped} pairs with an empty side", file=sys.stderr)
-    # a progress bar on a terminal, nothing in a piped log
-    return bleu_report(translator, corpus.src, corpus.tgt, name=name, progress=sys.stderr.isatty(), **generate_kwargs)
+    # a progress bar on a terminal (or as --progress / --no-progress say), nothing in a piped log
+    progress = sys.stderr.isatty() if getattr(args, "progress", None) is None else args.progress
+    return bleu_report(translator, corpus.src, corpus.tgt, name=name, progress=progress, **generate_kwargs)
 
 
 def predict(translator: Translator, meta: dict, inputs: list[str], out_dir: Path | None, args=None) -> list[str]:
