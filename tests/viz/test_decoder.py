@@ -51,7 +51,9 @@ def check_page(page, tr, text, nat=False, **kw):
     assert d["causal"] == (not nat)
     if nat:
         assert d["tabs"][1]["mask"] is None and d["tabs"][1]["name"] == "decoder self-attention (not masked)"
-    else:  # position i sees inputs 1..i: the masked triangle has weight 0
+    else:  # the cross tab equals the attention recorded while decoding step by step (generate, K/V cache)
+        assert np.abs(cross - al.weights.numpy()).max() <= 5e-5
+        # position i sees inputs 1..i: the masked triangle has weight 0
         assert np.array_equal(d["tabs"][1]["mask"], np.tril(np.ones((t, t))))
         assert (dec[..., np.triu_indices(t, 1)[0], np.triu_indices(t, 1)[1]] == 0).all()
         assert d["tabs"][1]["name"] == "decoder self-attention (masked)"

@@ -3,6 +3,7 @@ the model's own (its teacher-forced logits), a forced token changes the rest as 
 a NAT run's passes are mask_predict's; the pages show these numbers and their controls work in Chromium."""
 
 import numpy as np
+import pytest
 import torch
 
 import attnkit
@@ -70,11 +71,24 @@ def test_autoregressive_steps_forcing_and_the_page(tmp_path, capsys, open_page):
     page.select("#walk", 1)  # the walk forced on the command line
     assert page.eval("document.querySelectorAll('#steps tbody tr.forced').length") == 1
     assert page.eval("document.querySelector('#steps tbody tr.forced td').textContent") == "2"
+    # wrong uses: one line each, naming the option
+    steps = ["--steps", str(tmp_path / "st2"), "--max-new-tokens", "8"]
+    for argv, words in ((["--force", "2:not-a-piece", *steps], "--force 2:not-a-piece: 'not-a-piece' is not a token"),
+                        (["--force", f"{n + 1}:{pieces[second]}", *steps], f"the greedy walk has {n} steps"),
+                        (["--force", f"2:{pieces[second]}"], "--force needs --steps DIR")):
+        assert main(["translate", str(run), TEXT, *argv]) == 1
+        err = capsys.readouterr().err.strip()
+        assert words in err and len(err.splitlines()) == 1, err
+    with pytest.raises(SystemExit):
+        main(["translate", str(run), TEXT, *steps, "--force", "2"])
+    assert "expected STEP:TOKEN" in capsys.readouterr().err
 
 
 def test_nat_passes_and_the_page(tmp_path, open_page):
     tr = attnkit.load_pretrained(nat_run(tmp_path))
     path, lines = tr.steps_page(TEXT, tmp_path / "steps.html", iterations=3)
+    with pytest.raises(ValueError, match="writes every token at once; there is no step to force"):
+        tr.steps(TEXT, force=[(1, "a")], iterations=3)
     ids, mask = tr.batch([tr.source_ids(TEXT)])
     res = tr.generate(ids, mask, iterations=3)
     d = read_steps_html(path)
