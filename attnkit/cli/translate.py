@@ -57,7 +57,8 @@ def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path
     paths.append(cross_attention_html(al.weights, al.source, al.target, out_dir / f"cross_attention_{k}.html",
                                       title=f"cross-attention: {text} -> {al.translation}"))
     tabs, _ = tr.decoder_page(text, out_dir / f"attention_{k}.html", **kw)
-    return [*paths, page, tabs]
+    masked, _ = tr.decoder_lecture(text, out_dir / f"decoder_self_attention_{k}_lecture.html", **kw)
+    return [*paths, page, tabs, masked]
 
 
 def force_option(value: str) -> tuple[int, str]:
@@ -133,8 +134,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(default: none; with no texts either, the lines piped on stdin)")
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",
                    help="write each layer's cross-attention as PNG and an interactive HTML page, its lecture page, "
-                        "and attention_K.html: the encoder's, the decoder's (masked) and the cross-attention as "
-                        "tabs of one page (default: none)")
+                        "attention_K.html: the encoder's, the decoder's (masked) and the cross-attention as "
+                        "tabs of one page, and the lecture page of the decoder's self-attention (default: none)")
     p.add_argument("--steps", type=Path, default=None, metavar="DIR",
                    help="decode each text given step by step, printed after the translations and drawn as "
                         "DIR/steps_K.html: per step the decoder's input, the most likely next tokens and the one "

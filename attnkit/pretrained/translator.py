@@ -99,6 +99,17 @@ class TextTranslator:
         inputs = [self._piece(i) for i in rows[0].tolist()]
         return decoder_html(att, al.source, inputs, al.target, path, title=f"{text.strip()} -> {al.translation}"), al
 
+    def decoder_lecture(self, text: str, path, **generate_kwargs):
+        """Translate one text, then write the lecture page of the decoder's self-attention over it (masked in an
+        autoregressive model: a query's later keys get alpha' = 0). Returns (page, Alignment)."""
+        from ..viz.decoder import decoder_lecture_html
+
+        al, ids, mask, rows = self._attend(text, generate_kwargs)
+        inputs = [self._piece(i) for i in rows[0].tolist()]
+        return decoder_lecture_html(self.model, lambda: self._lecture_pass(ids, mask, rows), inputs, path,
+                                    title=f"the decoder's self-attention, step by step: {text.strip()} -> "
+                                          f"{al.translation}"), al
+
     def _step_options(self, source_length: int) -> dict:
         """``generate``'s options of this translator's greedy decoding (``max_new_tokens``, ``suppress_tokens``)."""
         return {"max_new_tokens": self.config.max_positions - 1, **getattr(self, "defaults", {})}

@@ -27,9 +27,10 @@ from torch import Tensor, nn
 
 from .heads import capture_attention, explain_layer, head_parts
 from .html import SCRIPTS, SMALL, _first_word, _weights, attention_body
+from .lecture import lecture_html
 from .page import pack, read_page_data, unpack, write_page
 
-__all__ = ["DecoderAttention", "decoder_attention", "decoder_html", "read_decoder_html"]
+__all__ = ["DecoderAttention", "decoder_attention", "decoder_html", "decoder_lecture_html", "read_decoder_html"]
 
 KINDS = ("encoder", "decoder", "cross")
 
@@ -112,6 +113,26 @@ def decoder_html(att: DecoderAttention, source: Sequence[str], inputs: Sequence[
     data = {"title": str(title), "tabs": tabs, "first": KINDS.index(first), "causal": causal}
     return write_page(path, title=title, body='<h2 id="title"></h2>' + _TABS + attention_body().split("\n", 1)[1],
                       scripts=[*SCRIPTS[:-1], "decoder.js"], data=data)
+
+
+@torch.no_grad()
+def decoder_lecture_html(model: nn.Module, run: Callable[[], object], inputs: Sequence[str], path: str | os.PathLike,
+                         *, title: str = "the decoder's self-attention, step by step") -> Path:
+    """The lecture page (``viz.lecture``) of the decoder's self-attention layers while ``run()`` runs ``model`` once
+    (``inputs``: the decoder's input tokens): in an autoregressive model a query's later keys read "masked" and
+    get alpha' = 0, and the page says so."""
+    calls = capture_attention(model, run)
+    in_decoder = {id(m) for m in model.decoder.modules()}
+    parts = [head_parts(c) for c in calls if id(c.module) in in_decoder and c.key is c.query]
+    if not parts:
+        raise ValueError("decoder_lecture_html: no decoder self-attention call while running the model")
+    masked = parts[0].mask is not None
+    notes = ("The decoder's self-attention: q^i is the decoder at position i, whose input is token i (the start "
+             "token, then each token written and fed back). " + (
+                 "It is masked: q^i sees k^1..k^i only, a later key is a token not written yet (alpha' = 0)."
+                 if masked else "It is not masked: a NAT model writes every position at once."))
+    return lecture_html(parts, inputs, path, title=title, notes=notes,
+                        layer_names=[f"decoder self-attention layer {i + 1}" for i in range(len(parts))])
 
 
 def read_decoder_html(path: str | os.PathLike) -> dict:

@@ -135,7 +135,8 @@ def test_translate_command_reads_a_marian_folder(folder, capsys):
     maps = folder / "maps"
     assert main(["translate", str(folder), "ein mann", "--attention", str(maps), "--max-new-tokens", "6"]) == 0
     assert sorted(p.name for p in maps.iterdir()) == ["attention_0.html", "cross_attention_0.html",
-                                                      "cross_attention_0_layer1.png", "cross_attention_0_lecture.html"]
+                                                      "cross_attention_0_layer1.png", "cross_attention_0_lecture.html",
+                                                      "decoder_self_attention_0_lecture.html"]
     from attnkit.viz import read_attention_html
 
     page = read_attention_html(maps / "cross_attention_0.html")

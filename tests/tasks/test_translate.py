@@ -139,7 +139,8 @@ def test_cli_translate_evaluate_and_attention(run, capsys, tmp_path, monkeypatch
     att = tmp_path / "att"
     assert main(["translate", str(out), "Ein frau hat ein auto.", "--attention", str(att)]) == 0
     assert sorted(p.name for p in att.iterdir()) == ["attention_0.html", "cross_attention_0.html",
-                                                     "cross_attention_0_layer1.png", "cross_attention_0_lecture.html"]
+                                                     "cross_attention_0_layer1.png", "cross_attention_0_lecture.html",
+                                                     "decoder_self_attention_0_lecture.html"]
     from attnkit.viz import read_attention_html
 
     page = read_attention_html(att / "cross_attention_0.html")

@@ -132,7 +132,8 @@ def test_cli_distillation_training_translation_and_clear_errors(tmp_path, capsys
     capsys.readouterr()
     layers = [f"cross_attention_0_layer{i + 1}.png" for i in range(cfg.num_decoder_layers)]
     assert sorted(p.name for p in att.iterdir()) == sorted(["attention_0.html", "cross_attention_0.html",
-                                                           "cross_attention_0_lecture.html", *layers])
+                                                           "cross_attention_0_lecture.html",
+                                                           "decoder_self_attention_0_lecture.html", *layers])
     from attnkit.viz.lecture import read_lecture_html
 
     page = read_lecture_html(att / "cross_attention_0_lecture.html")

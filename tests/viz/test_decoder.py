@@ -7,8 +7,10 @@ import pytest
 import torch
 
 import attnkit
+from attnkit import explain
 from attnkit.cli.main import main
 from attnkit.viz.decoder import read_decoder_html
+from attnkit.viz.lecture import read_lecture_html
 from tests.pretrained.translation_run import make_run
 from tests.tasks.corpus import write_corpus
 
@@ -91,6 +93,17 @@ def test_tabs_of_a_trained_run_in_chromium(tmp_path, open_page):
     want = d["tabs"][2]["weights"][0].mean(0)  # layer 1, the mean of the heads ticked (all)
     assert np.abs(np.array(mean).reshape(t, s) - want).max() < 1e-9
     assert page.eval("document.querySelectorAll('#lines-head text.side')[0].textContent") == "source token"
+    # the lecture page of the decoder's masked self-attention: q^2 sees k^1, k^2; its later keys read "masked"
+    lec = read_lecture_html(tmp_path / "att" / "decoder_self_attention_0_lecture.html")
+    assert lec["queries"] == d["tabs"][1]["queries"] and np.array_equal(lec["masks"][0], np.tril(np.ones((t, t))))
+    ex = explain(torch.tensor(lec["q"][1, 0]), torch.tensor(lec["k"][1, 0]), torch.tensor(lec["v"][1, 0]),
+                 torch.tensor(lec["masks"][1]).bool())
+    assert np.abs(ex.weights.numpy() - d["tabs"][1]["weights"][1, 0]).max() <= 5e-5  # the tab's layer 2, head 1
+    page = open_page(tmp_path / "att" / "decoder_self_attention_0_lecture.html", width=1300)
+    page.click("#tokens button[data-i='1']")
+    assert f"{t - 2} of the {t} keys are masked for q^2" in page.eval("document.getElementById('masked-note')"
+                                                                       ".textContent")
+    assert "a later key is a token not written yet" in page.eval("document.getElementById('notes').textContent")
 
 
 def test_tabs_of_a_nat_run_and_a_marian_folder(tmp_path, open_page):
