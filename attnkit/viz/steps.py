@@ -76,14 +76,16 @@ def autoregressive_steps(model, memory: Tensor, mask: Tensor | None, ids: TokenI
                          suppress: Tensor | None = None, candidates: int = 5,
                          force: list[dict[int, int]] = ()) -> Steps:
     """The free (greedy) walk, the continuation of every listed candidate of its first ``ALTERNATIVES_UP_TO``
-    steps, and one walk for each entry of ``force`` ({step (0 = the first token): token id})."""
+    steps (at most 2 x the free walk's length + 10 steps in all), and one walk for each entry of ``force``
+    ({step (0 = the first token): token id})."""
     kw = {"max_new_tokens": max_new_tokens, "suppress": suppress, "candidates": candidates}
     free = walk(model, memory, mask, ids, **kw)
     chosen = Steps.tokens(free)
     alternatives = {}
+    short = {**kw, "max_new_tokens": min(max_new_tokens, 2 * len(free) + 10)}
     for t, s in enumerate(free[:ALTERNATIVES_UP_TO]):
         for tok, _ in s.top:
             if tok != s.chosen:
-                alternatives[(t, tok)] = walk(model, memory, mask, ids, prefix=[*chosen[:t], tok], **kw)[t:]
+                alternatives[(t, tok)] = walk(model, memory, mask, ids, prefix=[*chosen[:t], tok], **short)[t:]
     forced = [(f, walk(model, memory, mask, ids, force=f, **kw)) for f in force]
     return Steps(ids.start, free, alternatives, forced)
