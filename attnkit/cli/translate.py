@@ -143,7 +143,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "non-autoregressive run's length, row of start tokens and Mask-Predict passes (default: none)")
     p.add_argument("--force", type=force_option, action="append", default=None, metavar="STEP:TOKEN",
                    help="with --steps: also the walk that writes TOKEN at STEP (from 1; TOKEN as the page shows it, "
-                        "'dog' for the word-initial '\u2581dog'), greedy after it; repeat for more walks")
+                        "'dog' for the word-initial '\u2581dog'), greedy after it; repeat for more walks "
+                        "(default: none)")
     p.add_argument("--candidates", type=ints(1, 50), default=5, metavar="K",
                    help="with --steps: the most likely next tokens shown per step (default 5)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
