@@ -238,9 +238,10 @@ def run_data_size(out, config: DataSizeConfig = DataSizeConfig(), *, data_dir=No
     folder = RunFolder(out, "data-size", config, command=command, log=log, max_minutes=max_minutes)
     _images.cache_clear()
     _images(config.side, data_dir)  # a missing MNIST fails here, before any worker starts
-    jobs = [(config, name, n, seed, data_dir) for n in sorted(config.sizes, reverse=True)
-            for name in sorted(config.models, key=lambda m: m != "window") for seed in range(config.seeds)
-            if not folder.done(name, n, seed)]  # the longest jobs first: two workers end together
+    # seed by seed (a run stopped by --max-minutes leaves whole seeds), in each the longest jobs first
+    jobs = [(config, name, n, seed, data_dir) for seed in range(config.seeds)
+            for n in sorted(config.sizes, reverse=True) for name in sorted(config.models, key=lambda m: m != "window")
+            if not folder.done(name, n, seed)]
     run_jobs(folder, jobs, _work, workers=workers, threads=threads, describe=_describe)
     return folder.rows, folder.finish({"workers": workers})
 

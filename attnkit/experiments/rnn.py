@@ -207,8 +207,8 @@ def run_rnn(out, config: RnnConfig = RnnConfig(), *, command: str | None = None,
     ``threads`` torch threads, ``runner.run_jobs``), then the timing sweep in this process (``out/timing.jsonl``,
     at 1 thread and at one per core). Returns (rows, timing rows, run.json)."""
     folder = RunFolder(out, "rnn", config, command=command, log=log, max_minutes=max_minutes)
-    jobs = [(config, name, n, seed) for n in sorted(config.lengths, reverse=True) for name in config.models
-            for seed in range(config.seeds) if not folder.done(name, n, seed)]  # the longest jobs first
+    jobs = [(config, name, n, seed) for seed in range(config.seeds) for n in sorted(config.lengths, reverse=True)
+            for name in config.models if not folder.done(name, n, seed)]  # seed by seed, the longest jobs first
     run_jobs(folder, jobs, _work, workers=workers, threads=threads, describe=_describe)
     timing = []
     if config.timing_steps and not folder.jobs_left:  # a run stopped by --max-minutes times on its next run
