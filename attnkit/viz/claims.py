@@ -17,12 +17,13 @@ from .heatmap import _pyplot, _save
 __all__ = ["data_size_figure", "rnn_figure", "positions_figure", "curves"]
 
 MARKERS = ("o", "s", "^", "D", "v", "P")  # lines that lie on each other stay told apart by their markers
+DODGE = 0.06  # sideways nudge between models, in octaves of the log x axis (the points' x is in the tables)
 FONT = {"font.size": 10, "axes.titlesize": 10.5, "axes.labelsize": 10, "legend.fontsize": 8.5,
         "xtick.labelsize": 9, "ytick.labelsize": 9}
 
 
 def _seeds(n: int) -> str:
-    return f"mean of {n} seeds, bars: one standard deviation" if n > 1 else "one seed"
+    return (f"mean of {n} seeds, bars: one standard deviation" if n > 1 else "one seed") + "; models nudged sideways"
 
 
 def curves(summary: Sequence[dict]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -34,12 +35,14 @@ def curves(summary: Sequence[dict]) -> dict[str, tuple[np.ndarray, np.ndarray, n
     return {m: tuple(np.array(v, dtype=float).T) for m, v in ((m, sorted(p)) for m, p in out.items())}
 
 
-def _errorbars(ax, summary, names: dict[str, str], *, scale: float = 100.0) -> None:
-    """One line with error bars per model, in the order and colours of ``names`` (C0, C1, ...)."""
+def _errorbars(ax, summary, names: dict[str, str], *, scale: float = 100.0, dodge: float = DODGE) -> None:
+    """One line with error bars per model, in the order and colours of ``names`` (C0, C1, ...); on a log x axis,
+    model i of k drawn at x * 2^(dodge * (i - (k - 1) / 2)), so lines lying on each other stay visible."""
     c = curves(summary)
     for i, model in enumerate(names):
         if model in c:
             x, mean, std = c[model]
+            x = x * 2.0 ** (dodge * (i - (len(names) - 1) / 2))
             ax.errorbar(x, mean * scale, yerr=std * scale, marker=MARKERS[i % len(MARKERS)], ms=7 - i % 3,
                         mfc="none" if i % 2 else f"C{i}", capsize=3, lw=1.5, color=f"C{i}", label=names[model])
 
@@ -76,6 +79,7 @@ def data_size_figure(summary: Sequence[dict], path: str | os.PathLike, names: di
             for i, model in enumerate(names):
                 if model in lc:
                     x, m, s = lc[model]
+                    x = x * 2.0 ** (DODGE * (i - (len(names) - 1) / 2))
                     b.errorbar(x, m * 100, yerr=s * 100, marker=MARKERS[i % len(MARKERS)], ms=6 - i % 3,
                                mfc="none" if i % 2 else f"C{i}", capsize=3, lw=1.5, color=f"C{i}", label=names[model])
         elif reference in c:
