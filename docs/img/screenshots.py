@@ -58,7 +58,7 @@ def decoder_pictures(b: Browser, tmp: Path, ar: str | None, nat: str | None, tex
     if ar:
         tr = attnkit.load_pretrained(ar)
         tabs, _ = tr.decoder_page(text, tmp / "tabs.html")
-        p = b.open(tabs, width=1150, height=1200)
+        p = b.open(tabs, width=1150, height=700)
         p.click("#thumbs canvas[data-layer='1'][data-head='0']")  # decoder layer 2, head 1
         p.screenshot(tmp / "tabs.png")  # the whole page: title, tabs, model view, head view and matrix
         out.append((tmp / "tabs.png", HERE / "decoder_tabs.png"))

@@ -93,6 +93,9 @@ def test_tabs_of_a_trained_run_in_chromium(tmp_path, open_page):
     want = d["tabs"][2]["weights"][0].mean(0)  # layer 1, the mean of the heads ticked (all)
     assert np.abs(np.array(mean).reshape(t, s) - want).max() < 1e-9
     assert page.eval("document.querySelectorAll('#lines-head text.side')[0].textContent") == "source token"
+    end, width = page.eval("(() => { const t = document.querySelectorAll('#lines-head text.side')[1].getBBox(); "
+                           "return [t.x + t.width, +document.getElementById('lines-head').getAttribute('width')]; })()")
+    assert end <= width  # "target token" whole, not clipped
     # the lecture page of the decoder's masked self-attention: q^2 sees k^1, k^2; its later keys read "masked"
     lec = read_lecture_html(tmp_path / "att" / "decoder_self_attention_0_lecture.html")
     assert lec["queries"] == d["tabs"][1]["queries"] and np.array_equal(lec["masks"][0], np.tril(np.ones((t, t))))

@@ -90,7 +90,8 @@ function attentionView(D) {
     const row = Math.max(LQ, LK) > 40 ? 16 : 22, chars = a => Math.max(...a.map(t => t.length));
     const L = keysLeft ? K : Q, R = keysLeft ? Q : K;
     const left = 14 + 7.8 * Math.max(chars(L), D.sides[keysLeft ? 1 : 0].length / 1.4);
-    const right = left + 200, top = 4, width = right + 16 + 7.8 * chars(R);
+    // the side names (12 px sans) sit above the labels: each side as wide as its longest label or its name
+    const right = left + 200, top = 4, width = right + 16 + 7.8 * Math.max(chars(R), D.sides[keysLeft ? 0 : 1].length / 1.3);
     svg.setAttribute("width", width);
     svg.setAttribute("height", top + row * Math.max(LQ, LK) + 6);
     // the side names sit above the scrolling lines, so they stay in view however long the input
