@@ -127,20 +127,8 @@ def _hf_config(model: Seq2SeqModel, pad: int, eos: int, suppress: list[int], n_p
     return config, generation
 
 
-def export_marian(model: Seq2SeqModel, tokenizer, folder: str | Path, *, suppress: tuple[str, ...] = ("<s>", "<unk>"),
-                  overwrite: bool = False, keep: Iterable[tuple[str, Path]] = ()) -> Path:
-    """Write ``model`` (any dtype; saved as float32) and its ``tokenizers.Tokenizer`` as a Marian folder.
-
-    ``suppress``: tokens never to generate besides ``<pad>`` (written as ``bad_words_ids``). The folder is
-    written to a temporary sibling and renamed into place (``attnkit.outputs.write_folder``), so it is never
-    half-written. ``folder`` must be new, empty, or (with ``overwrite``) an earlier export that holds only
-    its own files; anything else, ``/``, the home and current folders and the folders in ``keep``
-    ((description, path) pairs, e.g. the run exported) are refused with a ValueError before anything is done.
-    """
-    keep = list(keep)
-    check_replaceable(folder, overwrite=overwrite, keep=keep, what="export")  # before the work, and again at the end
-    check_exportable(model)
-    cfg, tc = model.config, model.config.transformer
+def _tokenizer_vocab(tokenizer, cfg) -> dict[str, int]:
+    """The tokenizer's vocabulary (added tokens included), once checked against the model's ids and size."""
     vocab = tokenizer.get_vocab(with_added_tokens=True)
     missing = [t for t in SPECIALS.values() if t not in vocab]
     if missing:
@@ -150,11 +138,13 @@ def export_marian(model: Seq2SeqModel, tokenizer, folder: str | Path, *, suppres
     if tokenizer.get_vocab_size(with_added_tokens=True) != cfg.tgt_vocab_size:
         raise ValueError(f"export --format marian: the tokenizer has {tokenizer.get_vocab_size()} tokens, the model "
                          f"{cfg.tgt_vocab_size}")
-    order = _new_ids(cfg.tgt_vocab_size, cfg.pad_token_id)
-    new_of_old = torch.empty_like(order)
-    new_of_old[order] = torch.arange(len(order))
-    pad, eos = cfg.tgt_vocab_size - 1, int(new_of_old[cfg.eos_token_id])
+    return vocab
 
+
+def _hf_tensors(model: Seq2SeqModel, order: Tensor, pad: int) -> tuple[dict[str, Tensor], int]:
+    """Marian's tensors of ``model`` (float32; vocabulary rows in ``order``, the pad row ``pad``) and the
+    position table's length. Shared / tied tables are one tensor under each of their names."""
+    cfg, tc = model.config, model.config.transformer
     spec = spec_tensors(model, torch.float32)  # the model's tensors by the weight spec's names
     hf = spec_to_hf(spec, cfg)
     d, scale = tc.d_model, (tc.d_model ** 0.5 if cfg.scale_embedding else 1.0)
@@ -181,10 +171,34 @@ def export_marian(model: Seq2SeqModel, tokenizer, folder: str | Path, *, suppres
     hf["lm_head.weight"] = out
     hf["final_logits_bias"] = bias[None]
     hf["model.encoder.embed_positions.weight"], hf["model.decoder.embed_positions.weight"] = positions, dec_positions
+    return hf, n_pos
+
+
+def export_marian(model: Seq2SeqModel, tokenizer, folder: str | Path, *, suppress: tuple[str, ...] = ("<s>", "<unk>"),
+                  overwrite: bool = False, keep: Iterable[tuple[str, Path]] = ()) -> Path:
+    """Write ``model`` (any dtype; saved as float32) and its ``tokenizers.Tokenizer`` as a Marian folder.
+
+    ``suppress``: tokens never to generate besides ``<pad>`` (written as ``bad_words_ids``). The folder is
+    written to a temporary sibling and renamed into place (``attnkit.outputs.write_folder``), so it is never
+    half-written. ``folder`` must be new, empty, or (with ``overwrite``) an earlier export that holds only
+    its own files; anything else, ``/``, the home and current folders and the folders in ``keep``
+    ((description, path) pairs, e.g. the run exported) are refused with a ValueError before anything is done.
+    """
+    keep = list(keep)
+    check_replaceable(folder, overwrite=overwrite, keep=keep, what="export")  # before the work, and again at the end
+    check_exportable(model)
+    cfg = model.config
+    vocab = _tokenizer_vocab(tokenizer, cfg)
+    order = _new_ids(cfg.tgt_vocab_size, cfg.pad_token_id)
+    new_of_old = torch.empty_like(order)
+    new_of_old[order] = torch.arange(len(order))
+    pad, eos = cfg.tgt_vocab_size - 1, int(new_of_old[cfg.eos_token_id])
+    hf, n_pos = _hf_tensors(model, order, pad)
     suppress_ids = [pad] + [int(new_of_old[vocab[t]]) for t in suppress if t in vocab]
     config, generation = _hf_config(model, pad, eos, suppress_ids, n_pos)
-    config["tie_word_embeddings"] = out is tgt
-    config["share_encoder_decoder_embeddings"] = src is tgt
+    tgt = hf["model.decoder.embed_tokens.weight"]
+    config["tie_word_embeddings"] = hf["lm_head.weight"] is tgt
+    config["share_encoder_decoder_embeddings"] = hf["model.encoder.embed_tokens.weight"] is tgt
 
     files = {"config.json": config, "generation_config.json": generation,
              "tokenizer.json": _tokenizer_json(tokenizer, order, cfg.max_positions),
