@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from .heads import capture_attention, explain_layer, head_parts
+from .heads import AttentionCall, call_mask, capture_attention, explain_layer, head_parts
 from .html import SCRIPTS, SMALL, _first_word, _weights, attention_body
 from .lecture import lecture_html
 from .page import pack, read_page_data, unpack, write_page
@@ -53,13 +53,23 @@ def decoder_attention(model: nn.Module, run: Callable[[], object]) -> DecoderAtt
     masks: dict[str, Tensor | None] = {}
     for c in calls:
         kind = "encoder" if id(c.module) in in_encoder else ("decoder" if c.key is c.query else "cross")
-        parts = head_parts(c)
-        found[kind].append(explain_layer(parts)[0].weights)  # (H, Lq, Lk)
-        masks.setdefault(kind, parts.mask)
+        found[kind].append(_weights_of(c))  # (H, Lq, Lk)
+        masks.setdefault(kind, call_mask(c))
     missing = [k for k in KINDS if not found[k]]
     if missing:
         raise ValueError(f"decoder_attention: no {' or '.join(missing)} attention call while running the model")
     return DecoderAttention(*(torch.stack(found[k]) for k in KINDS), masks["decoder"])
+
+
+def _weights_of(c: AttentionCall) -> Tensor:
+    """One call's weights (H, Lq, Lk) of batch row 0: attnkit.explain on its own q, k, v and mask; for positions
+    that add a bias to the scores (ALiBi, relative), which the lecture's q . k chain leaves out, the module's own
+    ``need_weights`` call on the same inputs."""
+    try:
+        return explain_layer(head_parts(c))[0].weights
+    except ValueError:
+        key = None if c.key is c.query else c.key
+        return c.module(c.query, key, None if key is None else c.value, mask=c.mask, need_weights=True).weights[0]
 
 
 _TABS = """<div class="tabs" id="tabs"></div><p class="note" id="tab-note"></p>"""

@@ -22,7 +22,7 @@ from ..functional import Intermediates, explain
 from ..functional.masks import Mask, for_heads
 from ..nn.attention import MultiHeadAttention
 
-__all__ = ["AttentionCall", "LayerParts", "capture_attention", "head_parts", "explain_layer"]
+__all__ = ["AttentionCall", "LayerParts", "capture_attention", "head_parts", "call_mask", "explain_layer"]
 
 
 class AttentionCall(NamedTuple):
@@ -88,7 +88,7 @@ def head_parts(call: AttentionCall, example: int = 0) -> LayerParts:
     """The call's q, k, v per head for batch row ``example``, recomputed from its inputs."""
     m = call.module
     q, k, v = _projections(m, call.query, call.key, call.value)
-    b, lq, lk, h, dh = q.shape[0], q.shape[1], k.shape[1], m.num_heads, m.head_dim
+    b, h, dh = q.shape[0], m.num_heads, m.head_dim
     q, k, v = (t.view(b, t.shape[1], h, dh).transpose(1, 2) for t in (q, k, v))  # (B, L, d) -> (B, H, L, dh)
     if m.position is not None:
         if m.position.needs_weights:
@@ -98,17 +98,21 @@ def head_parts(call: AttentionCall, example: int = 0) -> LayerParts:
         if bias is not None:
             raise ValueError(f"head_parts: {type(m.position).__name__} adds a bias to the scores; the lecture "
                              "view draws plain q . k / sqrt(d) scores only")
-    mask = None
-    if call.mask is not None:
-        from ..functional.masks import as_mask
-
-        dense = for_heads(as_mask(call.mask)).materialize(lq, lk, 4, q.device)  # (B or 1, 1, Lq or 1, Lk)
-        mask = dense[example if dense.shape[0] > 1 else 0, 0].expand(lq, lk).clone()
-        if bool(mask.all()):
-            mask = None
     out = m.out_proj
     return LayerParts(q[example].float(), k[example].float(), v[example].float(), out.weight.detach().float(),
-                      None if out.bias is None else out.bias.detach().float(), mask)
+                      None if out.bias is None else out.bias.detach().float(), call_mask(call, example))
+
+
+def call_mask(call: AttentionCall, example: int = 0) -> Tensor | None:
+    """The call's mask for batch row ``example`` as (Lq, Lk) bool, True = may attend; None when every key is seen."""
+    if call.mask is None:
+        return None
+    from ..functional.masks import as_mask
+
+    lq, lk = call.query.shape[1], call.key.shape[1]
+    dense = for_heads(as_mask(call.mask)).materialize(lq, lk, 4, call.query.device)  # (B or 1, 1, Lq or 1, Lk)
+    mask = dense[example if dense.shape[0] > 1 else 0, 0].expand(lq, lk).clone()
+    return None if bool(mask.all()) else mask
 
 
 @torch.no_grad()

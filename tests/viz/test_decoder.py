@@ -134,3 +134,23 @@ def test_tabs_of_a_nat_run_and_a_marian_folder(tmp_path, open_page):
     page = open_page(path)
     t = len(d["tabs"][1]["queries"])
     assert page.eval("document.querySelectorAll('#matrix td.masked').length") == t * (t - 1) // 2
+
+
+@pytest.mark.parametrize("positional", ["alibi", "rope"])
+def test_positions_inside_attention_keep_the_models_own_weights(positional):
+    """RoPE rotates q and k (attnkit.explain on the rotated ones); ALiBi adds a bias to the scores, so its weights
+    come from the module's own need_weights call: either way the tabs hold the model's weights, and the decoder's
+    self-attention mask is the causal one."""
+    from attnkit.models.seq2seq import Seq2SeqConfig, Seq2SeqModel
+    from attnkit.nn import TransformerConfig
+    from attnkit.viz.decoder import decoder_attention
+
+    torch.manual_seed(0)
+    tc = TransformerConfig(d_model=16, num_heads=2, d_ff=32, num_encoder_layers=1, num_decoder_layers=2, dropout=0.0,
+                           positional=positional)
+    model = Seq2SeqModel(Seq2SeqConfig(20, 20, tc)).eval()
+    ids, rows = torch.tensor([[5, 6, 7, 8, 2]]), torch.tensor([[1, 9, 10, 11]])
+    att = decoder_attention(model, lambda: model(ids, None, rows))
+    for got, want in zip((att.encoder, att.decoder, att.cross), own_weights(model, ids, None, rows)):
+        assert np.abs(got.numpy() - want).max() <= 1e-5
+    assert torch.equal(att.decoder_mask, torch.ones(4, 4).tril().bool())
