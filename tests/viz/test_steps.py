@@ -135,3 +135,18 @@ def test_nat_passes_and_the_page(tmp_path, open_page):
         f"{d['candidates'][other]['length']} tokens")
     assert page.eval("document.querySelectorAll('#passes tr:first-child th').length") == \
         d["candidates"][other]["length"] + 1
+
+
+def test_a_marian_folders_steps_are_its_greedy_translation(tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("sentencepiece")
+    from tests.pretrained.marian_folders import hf_marian, marian_folder
+
+    folder = marian_folder(tmp_path / "m", hf_marian(vocab=30, d=16, enc=1, dec=1, heads=2, ffn=32, seed=5,
+                                                     eos_bias=0.0))
+    tr = attnkit.load_pretrained(folder)
+    got = tr.steps("ein mann fährt fahrrad .", max_new_tokens=8)
+    assert got.start == tr.config.start_token_id  # Marian's decoder starts from the pad token
+    ids, mask = tr.batch([tr.source_ids("ein mann fährt fahrrad .")])
+    out = tr.generate(ids, mask, num_beams=1, max_new_tokens=8)
+    assert [s.chosen for s in got.free] == out.sequences[0, 1:1 + int(out.lengths[0])].tolist()
