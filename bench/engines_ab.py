@@ -30,6 +30,7 @@ import argparse
 import datetime
 import importlib
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -170,7 +171,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--only", nargs="+", choices=("generation", "nat", "embed"), default=("generation", "nat", "embed"))
-    p.add_argument("--match", default="", help="only the cases whose name contains this text")
+    p.add_argument("--match", default="", help="only the cases whose name this regular expression matches")
     p.add_argument("--new-tokens", type=int, default=32, help="generation: tokens generated per sentence")
     p.add_argument("--beam-batch", type=int, default=32, help="generation: sentences of the beam-4 case")
     p.add_argument("--nat-batch", type=int, default=64, help="nat: sentences of the large batch")
@@ -194,7 +195,7 @@ def main() -> None:
         print(f"| {'case':>52} | {a.base + ' ms':>12} | {'this ms':>12} | {a.base + ' / this':>14} | same outputs |\n"
               f"|{'-' * 54}|{'-' * 14}|{'-' * 14}|{'-' * 16}|--------------|", flush=True)
         for name, fn in cases:
-            if a.match not in name:
+            if not re.search(a.match, name):
                 continue
             with torch.inference_mode():
                 same = _same(fn(attnkit), fn(base))  # also the warm-up of both
