@@ -35,7 +35,17 @@ from ..models.vision import VisionConfig, VisionTransformer, image_to_vectors
 from ..nn import Encoder, TransformerConfig
 from ..nn.limits import check_fields, floats, ints
 from ..train.state import seed_everything
-from .runner import RunFolder, accuracy, mean_table, param_count, run_jobs, run_notes, summarize, train_steps
+from .runner import (
+    RunFolder,
+    accuracy,
+    mean_table,
+    param_count,
+    run_jobs,
+    run_notes,
+    seeds_text,
+    summarize,
+    train_steps,
+)
 
 __all__ = ["DataSizeConfig", "MODELS", "CNN", "WindowAttention", "build_model", "steps_for", "run_data_size",
            "load_images", "leads"]
@@ -304,7 +314,7 @@ def report(out, config: DataSizeConfig, rows: list[dict], meta: dict) -> dict:
              f"in the attention models.", "",
              f"Budget (steps at each size: {config.epochs:g} epochs clamped to [{config.min_steps}, "
              f"{config.max_steps}]): {budget}.", "",
-             f"## Test accuracy (%), mean ± standard deviation over {config.seeds} seeds", "",
+             f"## Test accuracy (%), mean ± standard deviation over {seeds_text(config.seeds)}", "",
              mean_table(test, models, "training images", names=NAMES, digits=2), "",
              "## The CNN's lead (accuracy points), mean ± standard deviation of the per-seed difference", "",
              mean_table(lead, tuple(m for m in models if m != "cnn"), "training images", names=NAMES, digits=2), "",

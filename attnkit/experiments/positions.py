@@ -28,7 +28,17 @@ from ..functional.masks import causal
 from ..nn import Encoder, TransformerConfig
 from ..nn.limits import check_fields, floats, ints
 from ..train.state import seed_everything
-from .runner import RunFolder, accuracy, mean_table, param_count, run_jobs, run_notes, summarize, train_steps
+from .runner import (
+    RunFolder,
+    accuracy,
+    mean_table,
+    param_count,
+    run_jobs,
+    run_notes,
+    seeds_text,
+    summarize,
+    train_steps,
+)
 
 __all__ = ["PositionsConfig", "ENCODINGS", "PositionModel", "build_model", "previous_token_batch", "run_positions"]
 
@@ -211,7 +221,8 @@ def report(out, config: PositionsConfig, rows: list[dict], meta: dict) -> dict:
              f"The learned table has {max(config.train_length, *config.test_lengths)} rows; its rows past "
              f"{config.train_length} never receive a gradient. A table of exactly {config.train_length} rows "
              f"refuses a longer input: \"{meta.get('learned_table_of_train_length', '')}\"", "",
-             f"## Token accuracy (%) at each test length, mean ± standard deviation over {config.seeds} seeds", "",
+             f"## Token accuracy (%) at each test length, mean ± standard deviation over {seeds_text(config.seeds)}",
+             "",
              table, "", *verdict(test, config), "", "## Dev accuracy (%), for choosing settings", "",
              mean_table(dev, encodings, "test length", names=NAMES, digits=1), ""]
     md = out / "positions.md"

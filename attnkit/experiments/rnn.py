@@ -30,7 +30,17 @@ from ..nn import Encoder, TransformerConfig
 from ..nn.limits import check_fields, floats, ints
 from ..train.state import seed_everything
 from ..viz.complexity import fit_exponent
-from .runner import RunFolder, accuracy, mean_table, param_count, run_jobs, run_notes, summarize, train_steps
+from .runner import (
+    RunFolder,
+    accuracy,
+    mean_table,
+    param_count,
+    run_jobs,
+    run_notes,
+    seeds_text,
+    summarize,
+    train_steps,
+)
 
 __all__ = ["RnnConfig", "MODELS", "Recurrent", "Attention", "build_model", "recall_batch", "run_rnn", "time_steps"]
 
@@ -269,7 +279,8 @@ def report(out, config: RnnConfig, rows: list[dict], timing: list[dict], meta: d
              f"{config.attention_lr:g} (self-attention), each chosen on dev sequences (seed 0). "
              "The LSTM's forget-gate bias starts at 1 (Jozefowicz et al. 2015).", "",
              f"## Test accuracy (%) of recalling the marked first token, mean ± standard deviation over "
-             f"{config.seeds} seeds (chance {100 / config.vocab:.1f}%)", "", table, "", *verdict(test, timing, config),
+             f"{seeds_text(config.seeds)} (chance {100 / config.vocab:.1f}%)", "", table, "",
+             *verdict(test, timing, config),
              "", "## Dev accuracy (%), for choosing learning rates", "",
              mean_table(dev, models, "L", names=NAMES, digits=1), ""]
     if timing:

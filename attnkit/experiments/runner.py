@@ -29,7 +29,7 @@ from ..train.schedule import lr_factor
 from ..train.state import seed_everything
 
 __all__ = ["RunFolder", "run_jobs", "machine", "load_average", "train_steps", "accuracy", "summarize", "mean_table",
-           "param_count"]
+           "seeds_text", "param_count"]
 
 
 def load_average() -> str:
@@ -228,6 +228,11 @@ def run_notes(meta: dict) -> list[str]:
             lines.append(f"- attnkit's native kernels do not run here ({start['native_kernels']}): every attention "
                          "ran on its PyTorch path.")
     return lines
+
+
+def seeds_text(n: int) -> str:
+    """'1 seed', '3 seeds'."""
+    return f"{n} seed" + ("s" if n != 1 else "")
 
 
 def summarize(rows: Sequence[dict], value: str) -> list[dict]:
