@@ -38,7 +38,7 @@ _CHUNK = 1024  # sequences drawn at once (bounds the memory of the draws)
 class MQARConfig:
     """Generator settings; the defaults are the suite's "mqar" task."""
 
-    seq_len: int = field(default=256, metadata={"help": "tokens per sequence: pairs, then queries among blanks",
+    seq_len: int = field(default=128, metadata={"help": "tokens per sequence: pairs, then queries among blanks",
                                                 "range": ints(3, 65_536)})
     num_pairs: int = field(default=16, metadata={
         "help": "key-value pairs at the start of each sequence; every key is asked once later on",

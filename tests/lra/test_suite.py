@@ -162,3 +162,11 @@ def test_common_tasks_are_those_every_variant_ran():
     rows += [{"task": "listops-short", "variant": v, "seed": s} for v in ("full", "linear", "local") for s in (0, 1)]
     assert common_tasks(rows) == ["listops-short", "mqar"]  # the suites' order; image lacks local
     assert common_tasks(rows[3:5]) == ["image"]
+
+
+def test_generate_mqar_defaults_are_the_suites_data():
+    from attnkit.data.mqar import MQARConfig
+    from attnkit.lra.tasks import mqar_config
+
+    for task in ("mqar", "mqar-d128"):  # `attnkit lra generate mqar --seed 0` writes the cells' data
+        assert mqar_config(suite_settings("full", task), 0) == MQARConfig(seed=0)
