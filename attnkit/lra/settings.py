@@ -2,9 +2,9 @@
 
 Every variant of a task trains the same model (only the attention differs) for the same number of
 steps on the same data, as in LRA. A suite's tasks are named (``SUITES[suite]``'s keys: "listops",
-"mqar-d32", ...); each names its data family in ``task`` (``FAMILIES``). The full suite, three seeds
-per cell, is sized to finish in under 3 hours on 2 CPU cores; "quick" in a few minutes (the tests run
-a part of it).
+"mqar-d128", ...); each names its data family in ``task`` (``FAMILIES``). Three seeds per cell; on 2 CPU
+cores MQAR, ListOps and the image take minutes per cell, a Pathfinder cell about half an hour (BENCHMARKS.md
+has the measured figures); "quick" runs every cell in tiny sizes in a few minutes (the tests run a part of it).
 """
 
 from __future__ import annotations
