@@ -124,7 +124,7 @@ def rnn_figure(summary: Sequence[dict], timing: Sequence[dict], path: str | os.P
         a.set_ylabel("test accuracy (%)")
         a.set_title("recall of the marked first token")
         a.grid(True, color="#eee")
-        a.legend(loc="center left")
+        a.legend(loc="center right")  # the lines lie at the top and the bottom; chance at 1 / vocab
         threads = sorted({t["threads"] for t in timing})
         for model in names:
             for th in threads:
