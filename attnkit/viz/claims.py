@@ -47,6 +47,11 @@ def _errorbars(ax, summary, names: dict[str, str], *, scale: float = 100.0, dodg
                         mfc="none" if i % 2 else f"C{i}", capsize=3, lw=1.5, color=f"C{i}", label=names[model])
 
 
+def _count(x: int) -> str:
+    """A tick label short enough for neighbours on a log axis: 300, 1k, 55k."""
+    return str(x) if x < 1000 else f"{x / 1000:g}k"
+
+
 def _log2_axis(ax, xs: Sequence[int], label: str) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(xs), labels=[str(x) for x in xs])
@@ -66,7 +71,7 @@ def data_size_figure(summary: Sequence[dict], path: str | os.PathLike, names: di
         _errorbars(a, summary, names)
         xs = sorted({s["x"] for s in summary})
         a.set_xscale("log")
-        a.set_xticks(xs, labels=[f"{x:,}" for x in xs])
+        a.set_xticks(xs, labels=[_count(x) for x in xs])
         a.minorticks_off()
         a.set_xlabel("training images (log scale)")
         a.set_ylabel("test accuracy (%)")
@@ -95,7 +100,7 @@ def data_size_figure(summary: Sequence[dict], path: str | os.PathLike, names: di
                            label=names[model])
         b.axhline(0, color="#888", lw=1)
         b.set_xscale("log")
-        b.set_xticks(xs, labels=[f"{x:,}" for x in xs])
+        b.set_xticks(xs, labels=[_count(x) for x in xs])
         b.minorticks_off()
         b.set_xlabel("training images (log scale)")
         b.set_ylabel(f"{names.get(reference, reference)} minus model (points)")
