@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import textwrap
 from pathlib import Path
 
 from ..nn import TransformerConfig
 from ..outputs import writing
 from ..tasks import TASKS, task_module
 from ..tasks.options import add_config_args, config_from_args
+from ..tasks.timing import help_text as training_time
 from ..train import TrainConfig, Trainer
 from ..train import distributed as dist
 from ..train.engine import refuse_existing_run
@@ -56,10 +58,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     tsub.required = True
     for name in TASKS:
         mod = task_module(name)
-        tp = tsub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        tp = tsub.add_parser(name, help=mod.HELP, description=description(name, mod))
         mod.add_arguments(tp)
         add_common(tp, mod)
         tp.set_defaults(func=run, task_name=name)
+
+
+def description(name: str, mod) -> str:
+    """``train TASK --help``'s description: the task's ``HELP``, then how long its defaults train
+    (``attnkit.tasks.timing``), each wrapped (the help keeps a description's line breaks)."""
+    return f"{textwrap.fill(mod.HELP, 78)}\n\n{training_time(name, mod.TRAIN_DEFAULTS['epochs'])}"
 
 
 def run(args: argparse.Namespace) -> int:
