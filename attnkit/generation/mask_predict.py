@@ -49,6 +49,9 @@ def _check(model, input_ids, attention_mask, iterations, length_candidates) -> N
     if not (callable(getattr(model, "decode_parallel", None)) and hasattr(getattr(model, "config", None), "mask_id")):
         raise ValueError(f"mask_predict: {type(model).__name__} is not a non-autoregressive model (no parallel "
                          "decoder or length prediction); decode autoregressive models with attnkit.generation.generate")
+    if getattr(model.config, "nat_loss", None) == "ctc":
+        raise ValueError("mask_predict: this model was trained with CTC (nat_loss='ctc'): it decodes in one pass, "
+                         "the length from the alignment; use attnkit.generation.ctc_nat.ctc_decode")
     if not isinstance(input_ids, Tensor) or input_ids.dim() != 2 or input_ids.dtype not in (torch.int64, torch.int32):
         got = f"{input_ids.dtype} {tuple(input_ids.shape)}" if isinstance(input_ids, Tensor) else type(input_ids)
         raise ValueError(f"mask_predict: `input_ids` must be a (B, S) integer tensor, got {got}")

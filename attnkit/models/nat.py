@@ -11,6 +11,14 @@ output length is decided in one of two ways (``NATConfig.length``):
 - ``"end"``: the decoder gets a long row (``ceil(row_ratio * S) + row_extra`` positions) and the
   output is cut at the first END; in training, the positions after END are labelled END too.
 
+How it is trained (``NATConfig.nat_loss``; the losses are in ``models.nat_losses``):
+
+- ``"mask-predict"`` (below);
+- ``"glat"``: glancing training (Qian et al. 2021): a first pass over a row of mask tokens, then as many
+  reference tokens revealed as ``glat_ratio`` x the positions it got wrong, the loss on the others;
+- ``"ctc"``: the decoder's input is ``ctc_upsample`` x S mask tokens, the loss CTC over the target (the
+  blank is the pad id, never a target token); the length comes out of the alignment, no classifier.
+
 Training follows Mask-Predict (Ghazvininejad et al. 2019, a conditional masked language model):
 a random number n ~ U{1..T} of target positions are replaced by the mask token (the start token by
 default: with n = T the input is the lecture's row of start tokens) and predicted from the rest;
@@ -31,7 +39,7 @@ but has no step-by-step decoding: ``attnkit.generation.generate`` is for autoreg
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -40,12 +48,16 @@ from torch import Tensor, nn
 from ..functional.masks import keep_positions, padding
 from ..functional.pooling import masked_mean
 from ..nn import LayerCache
+from ..nn.limits import check_fields, floats, ints
 from .seq2seq import EncoderDecoderModel, Seq2SeqConfig, memory_mask_from
 
-__all__ = ["NATConfig", "NATModel", "random_mask", "length_classes", "row_lengths_for", "is_nat"]
+__all__ = ["NATConfig", "NATModel", "random_mask", "choose_positions", "length_classes", "row_lengths_for",
+           "ctc_row_lengths", "is_nat", "NAT_LOSSES"]
 
 LengthStrategy = Literal["classifier", "end"]
 LENGTH_STRATEGIES = ("classifier", "end")
+NATLoss = Literal["mask-predict", "glat", "ctc"]
+NAT_LOSSES = ("mask-predict", "glat", "ctc")
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,8 @@ class NATConfig(Seq2SeqConfig):
     T - S = -m .. m (clamped). ``row_ratio``, ``row_extra``: the row length for "end".
     ``mask_token_id``: the decoder's input at positions to predict (None: the start token).
     ``length_loss_weight``: weight of the length classifier's loss in training.
+    ``nat_loss``, ``glat_ratio``, ``ctc_upsample``: how the model is trained (see their help; a run saved
+    before they existed reads as "mask-predict").
     """
 
     length: LengthStrategy = "classifier"
@@ -64,9 +78,22 @@ class NATConfig(Seq2SeqConfig):
     row_extra: int = 8
     mask_token_id: int | None = None
     length_loss_weight: float = 0.1
+    nat_loss: NATLoss = field(default="mask-predict", metadata={"help": (
+        "nat: how the parallel decoder is trained: mask-predict (default; a random number of target tokens "
+        "masked, predicted from the others), glat (glancing training: a first pass, then reference tokens "
+        "revealed in proportion to its errors, one-pass decoding), ctc (an upsampled row of mask tokens, CTC "
+        "loss, the length from the alignment, no length classifier)")})
+    glat_ratio: float = field(default=0.5, metadata={"help": (
+        "nat, --nat-loss glat: reference tokens revealed per position the first pass got wrong (default 0.5; "
+        "0: none revealed, plain one-pass training)"), "range": floats(0, 1)})
+    ctc_upsample: int = field(default=2, metadata={"help": (
+        "nat, --nat-loss ctc: the decoder writes this many positions per source token (default 2); a target "
+        "longer than the row can align (its tokens plus one blank between repeats) adds no loss"),
+        "range": ints(1, 16)})
 
     def __post_init__(self):
         super().__post_init__()
+        check_fields(self)
 
         def fail(name, msg):
             raise ValueError(f"NATConfig: `{name}` {msg}, got {getattr(self, name)!r}")
@@ -87,10 +114,24 @@ class NATConfig(Seq2SeqConfig):
             fail("mask_token_id", "must differ from the pad and END ids")
         if not self.length_loss_weight >= 0:
             fail("length_loss_weight", "must be >= 0")
+        if self.nat_loss not in NAT_LOSSES:
+            fail("nat_loss", f"must be one of {NAT_LOSSES}")
+        if self.nat_loss == "ctc" and self.length != "classifier":
+            fail("length", "must be left at 'classifier' with nat_loss='ctc' (CTC's alignment decides the length)")
 
     @property
     def mask_id(self) -> int:
         return self.start_token_id if self.mask_token_id is None else self.mask_token_id
+
+    @property
+    def has_length_head(self) -> bool:
+        """A length classifier: "classifier", unless CTC decides the length."""
+        return self.length == "classifier" and self.nat_loss != "ctc"
+
+    @property
+    def blank_id(self) -> int:
+        """CTC's blank: the pad id, which is never a target token."""
+        return self.pad_token_id
 
     @property
     def max_target_length(self) -> int:
@@ -115,12 +156,22 @@ def row_lengths_for(source_lengths: Tensor, config: NATConfig) -> Tensor:
     return rows.clamp(1, config.max_target_length)
 
 
+def ctc_row_lengths(source_lengths: Tensor, config: NATConfig) -> Tensor:
+    """CTC: the row written for a source of S tokens, ``ctc_upsample`` x S, in [1, max_target_length] -> (B,)."""
+    return (source_lengths.long() * config.ctc_upsample).clamp(1, config.max_target_length)
+
+
 def random_mask(lengths: Tensor, width: int, generator: torch.Generator | None = None) -> Tensor:
     """Mask-Predict's training mask: per row b, n ~ U{1..lengths[b]} of its first ``lengths[b]``
     positions, chosen uniformly -> bool (B, width), True = masked (to predict). Rows of length 0 get none."""
-    b, dev = lengths.shape[0], lengths.device
-    u = torch.rand(b, generator=generator, device=dev)
+    u = torch.rand(lengths.shape[0], generator=generator, device=lengths.device)
     n = (u * lengths).floor().long() + 1  # (B,) uniform in 1..length
+    return choose_positions(n, lengths, width, generator)
+
+
+def choose_positions(n: Tensor, lengths: Tensor, width: int, generator: torch.Generator | None = None) -> Tensor:
+    """Per row b, min(n[b], lengths[b]) of its first ``lengths[b]`` positions, chosen uniformly -> bool (B, width)."""
+    b, dev = lengths.shape[0], lengths.device
     scores = torch.rand(b, width, generator=generator, device=dev)  # (B, W) random order of positions
     scores = scores.masked_fill(~keep_positions(lengths, width), 2.0)  # padding ranks last
     rank = scores.argsort(dim=1).argsort(dim=1)  # (B, W) rank of each position in that order
@@ -138,7 +189,7 @@ class NATModel(EncoderDecoderModel):
         super().__init__(config, device=device, dtype=dtype)
         classes = 2 * config.max_length_offset + 1
         self.length_head = nn.Linear(config.transformer.d_model, classes, device=device, dtype=dtype) \
-            if config.length == "classifier" else None
+            if config.has_length_head else None
 
     # -- length ---------------------------------------------------------------------------------
     @staticmethod
@@ -151,7 +202,8 @@ class NATModel(EncoderDecoderModel):
     def length_logits(self, memory: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """memory (B, S, d) -> logits (B, 2m + 1) over T - S = -m .. m."""
         if self.length_head is None:
-            raise ValueError("NATModel: this model cuts its output at END (length='end'); it has no length classifier")
+            raise ValueError("NATModel: this model has no length classifier (it cuts its output at END, "
+                             "length='end', or CTC's alignment decides it, nat_loss='ctc')")
         pooled = masked_mean(memory, self.source_lengths(attention_mask, memory))  # (B, d)
         return self.length_head(pooled)
 
@@ -166,6 +218,10 @@ class NATModel(EncoderDecoderModel):
     def row_lengths(self, attention_mask: Tensor | None, memory: Tensor) -> Tensor:
         """"end": the row to write for each source (``row_lengths_for``) -> (B,)."""
         return row_lengths_for(self.source_lengths(attention_mask, memory), self.config)
+
+    def ctc_rows(self, attention_mask: Tensor | None, memory: Tensor) -> Tensor:
+        """CTC: the row to write for each source (``ctc_row_lengths``) -> (B,)."""
+        return ctc_row_lengths(self.source_lengths(attention_mask, memory), self.config)
 
     # -- decoding -------------------------------------------------------------------------------
     def decode_parallel(self, tokens: Tensor, memory: Tensor, memory_mask: Tensor | None = None,

@@ -3,9 +3,10 @@
 Builds ``models.nat.NATModel`` (same vocabulary, embeddings and stacks as the autoregressive model,
 decoder self-attention unmasked, plus a length classifier or a row cut at END), trains it as
 Mask-Predict does (a random number of target tokens masked, predicted from the rest, + the length
-loss), optionally on the teacher's beam-search outputs (``distill.py``). A NAT run loads as
-``NATTranslator``: the same ``translate`` / ``generate`` calls, decoded by
-``attnkit.generation.mask_predict`` (``iterations``, ``length_candidates``). ``NAT`` is this side's
+loss), by glancing training or by CTC (``--nat-loss``, ``models.nat_losses``), optionally on the teacher's
+beam-search outputs (``distill.py``). A NAT run loads as ``NATTranslator``: the same ``translate`` /
+``generate`` calls, decoded by ``attnkit.generation.mask_predict`` (``iterations``, ``length_candidates``)
+or, for a CTC run, ``attnkit.generation.ctc_nat.ctc_decode`` (one pass). ``NAT`` is this side's
 ``translation.Decoding``, a sibling of the autoregressive one (``translate_ar.AR``).
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from functools import partial
 from pathlib import Path
 
@@ -21,9 +23,20 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..data.bpe import EOS_ID, PAD_ID, UNK_ID
+from ..generation.ctc_nat import ctc_decode
 from ..generation.mask_predict import RANGES as NAT_RANGES
 from ..generation.mask_predict import NATOutput, mask_predict
-from ..models.nat import LENGTH_STRATEGIES, NATConfig, NATModel, length_classes, random_mask, row_lengths_for
+from ..models.nat import (
+    LENGTH_STRATEGIES,
+    NAT_LOSSES,
+    NATConfig,
+    NATModel,
+    ctc_row_lengths,
+    length_classes,
+    random_mask,
+    row_lengths_for,
+)
+from ..models.nat_losses import IGNORE, best_path, ctc_feasible, ctc_logits, ctc_loss, glat_logits
 from ..nn.limits import floats, ints
 from ..train import Task
 from ..train.checkpoint import CheckpointError, load_meta, load_weights
@@ -32,6 +45,15 @@ from .translation import Decoding, subwords_for
 from .translator import Alignment, Translator
 
 NAT_OPTIONS = ("iterations", "length_candidates", "suppress_tokens")
+_FIELDS = {f.name: f for f in fields(NATConfig)}
+
+
+def _config_option(g, name: str, **kw) -> None:
+    """The option of NATConfig's field ``name``: its help, and its range as the type."""
+    f = _FIELDS[name]
+    rng = f.metadata.get("range")
+    g.add_argument(f"--{name.replace('_', '-')}", default=f.default, help=f.metadata["help"],
+                   **({"type": rng} if rng is not None else {}), **kw)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,6 +75,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "end: a long row, cut at the first END")
     g.add_argument("--length-loss-weight", type=floats(0, 1000), default=0.1,
                    help="nat: weight of the length classifier's loss (default 0.1)")
+    _config_option(g, "nat_loss", choices=NAT_LOSSES)
+    _config_option(g, "glat_ratio")
+    _config_option(g, "ctc_upsample")
     g.add_argument("--iterations", type=NAT_RANGES["iterations"], default=10,
                    help="nat: Mask-Predict iterations the run decodes with by default (default 10; 1: one pass)")
     g.add_argument("--length-candidates", type=NAT_RANGES["length_candidates"], default=3,
@@ -103,7 +128,11 @@ def initialise(model: NATModel, run: Path) -> dict:
 
 
 def config(args, seq2seq_fields: dict) -> NATConfig:
-    return NATConfig(**seq2seq_fields, length=args.length, length_loss_weight=args.length_loss_weight)
+    if args.nat_loss == "ctc" and args.length != "classifier":
+        raise ValueError("train translate: --length end does not go with --nat-loss ctc (CTC's alignment decides "
+                         "the length)")
+    return NATConfig(**seq2seq_fields, length=args.length, length_loss_weight=args.length_loss_weight,
+                     nat_loss=args.nat_loss, glat_ratio=args.glat_ratio, ctc_upsample=args.ctc_upsample)
 
 
 def encode_row(subwords, src: str, tgt: str, max_length: int, cfg: NATConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,16 +162,50 @@ def collate(examples, cfg: NATConfig):
 
 
 def forward(model, batch, cfg: NATConfig):
-    """Mask-Predict's loss: mask n ~ U{1..T} target tokens, predict them; + weight x the length loss."""
+    """The training loss of ``cfg.nat_loss`` on one batch: (logits (M, V), targets (M,)[, extra loss])."""
+    if cfg.nat_loss == "ctc":
+        return ctc_forward(model, batch, cfg)
     src, mask, rows, lengths = batch
     gen = None if model.training else torch.Generator(device=rows.device).manual_seed(0)  # dev: fixed masks
-    masked = random_mask(lengths, rows.shape[1], gen)  # (B, W)
-    logits, length_logits = model(src, mask, rows.masked_fill(masked, cfg.mask_id), lengths, masked)  # (M, V)
+    if cfg.nat_loss == "glat":
+        logits, masked, memory = glat_logits(model, src, mask, rows, lengths, cfg.glat_ratio, gen)
+        length_logits = model.length_logits(memory, mask) if model.length_head is not None else None
+    else:  # Mask-Predict: mask n ~ U{1..T} target tokens, predict them
+        masked = random_mask(lengths, rows.shape[1], gen)  # (B, W)
+        logits, length_logits = model(src, mask, rows.masked_fill(masked, cfg.mask_id), lengths, masked)  # (M, V)
     out = (logits, rows[masked])  # the masked positions only
     if length_logits is None or cfg.length_loss_weight == 0:
         return out
     classes = length_classes(lengths, mask.sum(1), cfg.max_length_offset)  # (B,)
     return (*out, cfg.length_loss_weight * F.cross_entropy(length_logits.float(), classes))
+
+
+def ctc_forward(model, batch, cfg: NATConfig):
+    """CTC: in training, the loss as the engine's extra term, after a (N, 1) row of zeros per target token as
+    the logits (the cross-entropy of one class is 0; N counts the tokens for the logged mean). In evaluation,
+    the row positions' log-probabilities and their labels on the most likely alignment (``best_path``): the dev
+    loss and accuracy are those of each position's label on that alignment."""
+    src, mask, rows, lengths = batch
+    logp, frames = ctc_logits(model, src, mask)  # (B, W, V), (B,)
+    if model.training:
+        n = int(lengths.sum())
+        loss = ctc_loss(logp, frames, rows, lengths, cfg.blank_id)
+        return logp.new_zeros(n, 1), torch.zeros(n, dtype=torch.long, device=rows.device), loss
+    labels = best_path(logp, frames, rows, lengths, cfg.blank_id)  # (B, W)
+    keep = labels != IGNORE
+    return logp[keep], labels[keep]  # (M, V), (M,)
+
+
+def warn_unaligned(train_x: list, cfg: NATConfig) -> None:
+    """CTC: say how many training targets their row cannot align (they add no loss)."""
+    src_len = torch.tensor([len(s) for s, _ in train_x])
+    rows = ctc_row_lengths(src_len, cfg)
+    bad = sum(int((~ctc_feasible(t[None], torch.tensor([len(t)]), rows[i:i + 1])).sum())
+              for i, (_, t) in enumerate(train_x))
+    if bad:
+        print(f"warning: --nat-loss ctc: {bad} of {len(train_x)} training targets are longer than their row "
+              f"({cfg.ctc_upsample} x the source) can align; they add no loss (raise --ctc-upsample)",
+              file=sys.stderr, flush=True)
 
 
 def make_task(name: str, cfg: NATConfig, subwords, train_pairs, dev_pairs, max_length: int, meta: dict,
@@ -154,14 +217,17 @@ def make_task(name: str, cfg: NATConfig, subwords, train_pairs, dev_pairs, max_l
     if dropped:
         print(f"warning: {dropped} training pairs with an empty target dropped", file=sys.stderr)
     dev_x = [encode_row(subwords, s, t, max_length, cfg) for s, t in dev_pairs] if dev_pairs else None
+    if cfg.nat_loss == "ctc":
+        warn_unaligned(train_x, cfg)
     return Task(name, model, train_x, partial(collate, cfg=cfg), partial(forward, cfg=cfg), dev=dev_x, meta=meta,
                 lengths=[max(len(s), len(t)) for s, t in train_x])
 
 
 def nat_meta(args, note: dict | None) -> dict:
-    candidates = args.length_candidates if args.length == "classifier" else 1
+    ctc = getattr(args, "nat_loss", "mask-predict") == "ctc"  # one pass, the length from the alignment
+    candidates = args.length_candidates if args.length == "classifier" and not ctc else 1
     return {"decoder": "nat", "teacher": note, "init": None if getattr(args, "init", None) is None else str(args.init),
-            "nat_decoding": {"iterations": args.iterations, "length_candidates": candidates}}
+            "nat_decoding": {"iterations": 1 if ctc else args.iterations, "length_candidates": candidates}}
 
 
 def task_for(model, meta: dict, name: str) -> Task:
@@ -181,9 +247,12 @@ class NATTranslator(Translator):
     def __init__(self, model: NATModel, subwords, meta: dict, *, batch_size: int = 64):
         super().__init__(model, subwords, meta, batch_size=batch_size)
         d = meta.get("nat_decoding", {})
+        self.ctc = model.config.nat_loss == "ctc"
         self.defaults = {"iterations": int(d.get("iterations", 10)),
                          "length_candidates": int(d.get("length_candidates",
                                                         3 if model.config.length == "classifier" else 1))}
+        if self.ctc:
+            self.defaults = {"iterations": 1, "length_candidates": 1}
 
     def options(self, kwargs: dict) -> dict:
         wrong = sorted(set(kwargs) - set(NAT_OPTIONS))
@@ -191,14 +260,27 @@ class NATTranslator(Translator):
             raise ValueError(f"translate: {', '.join(wrong)} {'is an option' if len(wrong) == 1 else 'are options'} of "
                              "autoregressive decoding; this run is non-autoregressive (trained with --decoder nat): "
                              "use iterations= and length_candidates=")
-        return {**self.defaults, "suppress_tokens": [UNK_ID], **kwargs}
+        kw = {**self.defaults, "suppress_tokens": [UNK_ID], **kwargs}
+        if self.ctc:
+            for name in ("iterations", "length_candidates"):
+                if kw[name] != 1:
+                    raise ValueError(f"translate: {name} (--{name.replace('_', '-')}) must be 1 for this run, got "
+                                     f"{kw[name]}: it was trained with CTC (--nat-loss ctc), which decodes in one pass "
+                                     "and takes the length from the alignment")
+        return kw
 
     def generate(self, input_ids, attention_mask=None, **kwargs) -> NATOutput:
-        """``attnkit.generation.mask_predict`` on this model (its inference copy, ``decoder``)."""
-        return mask_predict(self.decoder, input_ids, attention_mask, **self.options(kwargs))
+        """``attnkit.generation.mask_predict`` on this model (its inference copy, ``decoder``), or for a CTC run
+        ``attnkit.generation.ctc_nat.ctc_decode``."""
+        kw = self.options(kwargs)
+        if self.ctc:
+            return ctc_decode(self.decoder, input_ids, attention_mask, suppress_tokens=kw["suppress_tokens"])
+        return mask_predict(self.decoder, input_ids, attention_mask, **kw)
 
     def describe(self, kwargs: dict) -> str:
         kw = self.options(kwargs)
+        if self.ctc:
+            return f"NAT CTC one pass (a row of {self.model.config.ctc_upsample} x the source)"
         how = "one pass" if kw["iterations"] == 1 else f"mask-predict {kw['iterations']} iterations"
         return f"NAT {how}, {kw['length_candidates']} length candidate{'s' * (kw['length_candidates'] > 1)}"
 

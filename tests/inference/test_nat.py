@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from attnkit.generation import mask_predict
+from attnkit.generation.ctc_nat import ctc_decode
 from attnkit.inference import LAYER_ROWS, NATEngine, engine_for, onednn_available, refusal
 from attnkit.inference.seq2seq import Seq2SeqEngine
 from attnkit.models.nat import NATConfig, NATModel
@@ -19,11 +20,12 @@ pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built wit
 
 
 def model(norm_first: bool, length="classifier", activation="relu", positional="sinusoidal", seed=0, d_model=32,
-          vocab=30, decoder_layers=2):
+          vocab=30, decoder_layers=2, nat_loss="mask-predict"):
     tc = TransformerConfig(d_model=d_model, num_heads=2, d_ff=48, num_encoder_layers=2,
                            num_decoder_layers=decoder_layers, dropout=0.0, norm_first=norm_first,
                            activation=activation, positional=positional, max_len=64)
-    cfg = NATConfig(vocab, vocab, tc, share_embeddings=True, max_positions=64, length=length, max_length_offset=4)
+    cfg = NATConfig(vocab, vocab, tc, share_embeddings=True, max_positions=64, length=length, max_length_offset=4,
+                    nat_loss=nat_loss)
     torch.manual_seed(seed)
     return spread(NATModel(cfg).eval())
 
@@ -144,6 +146,32 @@ def test_mask_predict_gives_the_reference_translation(length, iterations, k):
     out = mask_predict(nat_engine(m), ids, mask, iterations=iterations, length_candidates=k)
     assert torch.equal(out.sequences, ref.sequences) and torch.equal(out.lengths, ref.lengths)
     torch.testing.assert_close(out.sequences_scores, ref.sequences_scores, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_ctc_decoding_gives_the_reference_translation(norm_first):
+    """A CTC-trained model (no length classifier, a row of 2 x S mask tokens): the engine's one pass gives the
+    model's tokens, padded batch and single sentences alike."""
+    m = model(norm_first, nat_loss="ctc")
+    fast = engine_for(m)
+    assert isinstance(fast, NATEngine) and fast.length is None
+    torch.manual_seed(0)
+    ids, mask = source()
+    ref = ctc_decode(m, ids, mask)
+    out = ctc_decode(fast, ids, mask)
+    rows = ref.candidate_lengths[:, 0]  # (B,) 2 x S
+    tokens = torch.ones(3, 14, dtype=torch.long).masked_fill(torch.arange(14) >= rows[:, None], 0)
+    with torch.no_grad():  # every position's logits before the collapse
+        logits = [e.output_logits(e.decode_parallel(tokens, e.encode(ids, mask), mask, rows).last_hidden_state)
+                  for e in (m, fast)]
+    real = torch.arange(14) < rows[:, None]
+    torch.testing.assert_close(logits[1][real], logits[0][real], atol=1e-4, rtol=1e-4)
+    assert torch.equal(out.sequences, ref.sequences) and torch.equal(out.lengths, ref.lengths)
+    assert out.candidate_lengths.tolist() == [[14], [8], [4]]
+    torch.testing.assert_close(out.sequences_scores, ref.sequences_scores, atol=1e-5, rtol=1e-5)
+    for i in range(3):
+        one = ids[i:i + 1, :int(mask[i].sum())]
+        assert torch.equal(ctc_decode(fast, one).sequences, ctc_decode(m, one).sequences)
 
 
 @pytest.mark.parametrize("iterations", [1, 4])

@@ -206,3 +206,47 @@ def test_init_starts_from_the_autoregressive_run(tmp_path, capsys):
         assert main(argv) == 1
         err = capsys.readouterr().err
         assert re.search(match, err) and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+def test_glat_and_ctc_runs_train_save_their_loss_and_decode(tmp_path, capsys):
+    """--nat-loss glat / ctc: a tiny run each; meta.json keeps the loss and its setting, the run loads back with
+    it and decodes (a CTC run in one pass, the length from the alignment); bad values are one line naming the
+    option."""
+    c = write_corpus(tmp_path / "corpus", n_train=60, n_dev=6)
+    data = ["--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]), "--dev-src", str(c["dev_src"]),
+            "--dev-tgt", str(c["dev_tgt"]), "--decoder", "nat", *TINY, "--max-steps", "4"]
+    for loss, extra in (("glat", ["--glat-ratio", "0.3", "--iterations", "1"]), ("ctc", ["--ctc-upsample", "3"])):
+        out = tmp_path / loss
+        assert main(["train", "translate", *data, "--nat-loss", loss, *extra, "--out", str(out)]) == 0
+        cap = capsys.readouterr()
+        assert "NAT CTC one pass" in cap.out if loss == "ctc" else "NAT one pass, 3 length candidates" in cap.out
+        meta = json.loads((out / "ckpt-00000004" / "meta.json").read_text())
+        assert meta["model"]["nat_loss"] == loss and meta["nat_decoding"]["iterations"] == 1
+        tr = attnkit.load_pretrained(out)
+        assert tr.model.config == NATConfig.from_dict(meta["model"])
+        assert tr.model.config.glat_ratio == (0.3 if loss == "glat" else 0.5)
+        assert tr.model.config.ctc_upsample == (3 if loss == "ctc" else 2)
+        res = tr.generate(*tr.batch([tr.source_ids("Ein hund hat ein ball.")]))
+        assert res.sequences[0, 0] == 1 and int(res.lengths[0]) >= 1
+        assert len(tr.translate(["Ein hund hat ein ball.", "Ein mann."])) == 2
+    assert (tmp_path / "ctc" / "ckpt-00000004" / "model.safetensors").exists()
+    assert main(["evaluate", str(tmp_path / "ctc"), "--data", str(c["dev_src"]), "--ref", str(c["dev_tgt"])]) == 0
+    assert "BLEU" in capsys.readouterr().out
+    ctc = attnkit.load_pretrained(tmp_path / "ctc")
+    with pytest.raises(ValueError, match=r"iterations \(--iterations\) must be 1 for this run.*CTC"):
+        ctc.translate(["Ein hund."], iterations=4)
+    for argv, match in (
+            ([*data, "--nat-loss", "ctcx"], "argument --nat-loss: invalid choice: 'ctcx'"),
+            ([*data, "--nat-loss", "glat", "--glat-ratio", "1.5"], "argument --glat-ratio: .*1.5"),
+            ([*data, "--nat-loss", "ctc", "--ctc-upsample", "0"], "argument --ctc-upsample: .*0"),
+            ([*data, "--nat-loss", "ctc", "--length", "end"], "--length end does not go with --nat-loss ctc"),
+            (["translate", str(tmp_path / "ctc"), "Ein hund.", "--length-candidates", "3"],
+             "length_candidates \\(--length-candidates\\) must be 1")):
+        argv = argv if argv[0] == "translate" else ["train", "translate", *argv, "--out", str(tmp_path / "bad")]
+        try:
+            code = main(argv)
+        except SystemExit as e:  # refused while parsing
+            code = e.code
+        assert code in (1, 2)
+        err = capsys.readouterr().err
+        assert re.search(match, err) and len(err.strip().splitlines()) == 1, (argv, err)

@@ -1,0 +1,77 @@
+"""ctc_decode: the one-pass decoding of a CTC-trained NAT model collapses each row (repeats merged, blanks
+dropped) into generate's layout; the row is ctc_upsample x the source; wrong models and arguments are refused."""
+
+import pytest
+import torch
+from torch import Tensor
+
+from attnkit.generation import mask_predict
+from attnkit.generation.ctc_nat import ctc_decode
+from attnkit.models.nat import NATConfig, NATModel
+from attnkit.nn import TransformerConfig
+from attnkit.nn.transformer import DecoderOutput
+
+TC = TransformerConfig(d_model=8, num_heads=2, d_ff=16, num_encoder_layers=1, num_decoder_layers=1, dropout=0.0)
+V = 12
+
+
+class Scripted:
+    """The decoding protocol with fixed outputs: position t of row b writes ``labels[b][t]`` (pad past the row)."""
+
+    def __init__(self, labels: list[list[int]], **kw):
+        self.config = NATConfig(V, V, TC, nat_loss="ctc", **kw)
+        self.labels, self.rows_seen = labels, None
+
+    def encode(self, input_ids: Tensor, attention_mask=None) -> Tensor:
+        return torch.zeros(*input_ids.shape, 8)
+
+    def decode_parallel(self, tokens, memory, memory_mask=None, lengths=None, **kw) -> DecoderOutput:
+        self.rows_seen = (tokens.clone(), lengths)
+        b, w = tokens.shape
+        hidden = torch.zeros(b, w, V)  # the "hidden state" is the logits here
+        for i, row in enumerate(self.labels):
+            for t, c in enumerate(row[:w]):
+                hidden[i, t, c] = 5.0
+        return DecoderOutput(hidden, None, None, None)
+
+    def output_logits(self, hidden: Tensor) -> Tensor:
+        return hidden
+
+
+def test_rows_collapse_into_generate_layout():
+    # row 0: 5 5 _ 5 6 6 _ _ -> 5 5 6; row 1 (a source of 2 tokens, a row of 4): 7 _ 7 7 -> 7 7
+    m = Scripted([[5, 5, 0, 5, 6, 6, 0, 0], [7, 0, 7, 7, 9, 9, 9, 9]])
+    ids = torch.tensor([[4, 5, 6, 2], [4, 2, 0, 0]])
+    out = ctc_decode(m, ids, (ids != 0).long())
+    assert out.sequences.tolist() == [[1, 5, 5, 6, 2], [1, 7, 7, 2, 0]]
+    assert out.lengths.tolist() == [4, 3] and out.candidate_lengths.tolist() == [[8], [4]]
+    tokens, lengths = m.rows_seen
+    assert tokens.tolist() == [[1] * 8, [1] * 4 + [0] * 4] and lengths.tolist() == [8, 4]  # mask tokens, padding
+    # every position's best label has the same log-probability here: the mean is that
+    want = 5.0 - torch.logsumexp(torch.tensor([5.0] + [0.0] * (V - 1)), 0)
+    torch.testing.assert_close(out.sequences_scores, torch.full((2,), float(want)))
+
+
+def test_an_unpadded_batch_takes_no_lengths_and_suppressed_tokens_are_not_written():
+    m = Scripted([[3, 3, 0, 8, 8, 8]], ctc_upsample=3)
+    out = ctc_decode(m, torch.tensor([[4, 2]]), torch.ones(1, 2, dtype=torch.long))
+    assert m.rows_seen[1] is None and out.sequences.tolist() == [[1, 3, 8, 2]]
+    out = ctc_decode(m, torch.tensor([[4, 2]]), suppress_tokens=[3])  # 3 suppressed: the next best, 0 (blank)
+    assert out.sequences.tolist() == [[1, 8, 2]]
+    empty = ctc_decode(Scripted([[0, 0, 0, 0]]), torch.tensor([[4, 2]]))
+    assert empty.sequences.tolist() == [[1, 2]] and empty.lengths.tolist() == [1]
+
+
+def test_wrong_models_and_arguments_are_refused():
+    ctc = NATModel(NATConfig(V, V, TC, nat_loss="ctc")).eval()
+    ids = torch.tensor([[4, 5, 2]])
+    with pytest.raises(ValueError, match="trained with CTC .*ctc_decode"):
+        mask_predict(ctc, ids)
+    with pytest.raises(ValueError, match="not a NAT model trained with CTC"):
+        ctc_decode(NATModel(NATConfig(V, V, TC)).eval(), ids)
+    with pytest.raises(ValueError, match="`suppress_tokens`"):
+        ctc_decode(ctc, ids, suppress_tokens=[0])  # the blank
+    with pytest.raises(ValueError, match="`input_ids`"):
+        ctc_decode(ctc, ids.float())
+    with pytest.raises(ValueError, match="`attention_mask`"):
+        ctc_decode(ctc, ids, torch.ones(1, 2))
