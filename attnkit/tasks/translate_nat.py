@@ -45,6 +45,7 @@ from .translation import Decoding, subwords_for
 from .translator import Alignment, Translator
 
 NAT_OPTIONS = ("iterations", "length_candidates", "suppress_tokens")
+CTC_BLANK = "_"  # how a CTC run's attention map labels a position that wrote the blank
 _FIELDS = {f.name: f for f in fields(NATConfig)}
 
 
@@ -287,7 +288,8 @@ class NATTranslator(Translator):
     # -- attention -------------------------------------------------------------------------------
     # A NAT translation has no step that wrote each token, so its map is the decoder run once over the
     # translation itself, every position visible (as a Mask-Predict pass sees the tokens it keeps):
-    # per layer and head, where each target position looks in the source.
+    # per layer and head, where each target position looks in the source. A CTC run's map is its own one
+    # pass: each position of the row of mask tokens, labelled with what it wrote (a token or the blank).
 
     LECTURE = "cross-attention of the parallel decoder"
 
@@ -298,11 +300,15 @@ class NATTranslator(Translator):
         res = self.generate(ids, mask, **kwargs)
         n = int(res.lengths[0]) - 1  # the tokens before END
         tokens = res.sequences[:, 1:1 + n]  # (1, T)
+        if self.ctc:  # the pass that wrote it: a row of upsample x S mask tokens
+            tokens = torch.full((1, int(res.candidate_lengths[0, 0])), self.model.config.mask_id, dtype=torch.long)
         with torch.no_grad():
             out = self._lecture_pass(ids, mask, tokens)
         weights = torch.stack([a[0] for a in out.cross_attentions])  # L x (H, T, S) -> (L, H, T, S)
-        al = Alignment([self._piece(i) for i in ids[0].tolist()], [self._piece(i) for i in tokens[0].tolist()],
-                       weights, self._row_text(res.sequences[0]))
+        written = tokens[0] if not self.ctc else self.model.output_logits(out.last_hidden_state[0]).argmax(-1)
+        blank = self.model.config.blank_id if self.ctc else None
+        pieces = [CTC_BLANK if i == blank else self._piece(i) for i in written.tolist()]
+        al = Alignment([self._piece(i) for i in ids[0].tolist()], pieces, weights, self._row_text(res.sequences[0]))
         return al, ids, mask, tokens
 
     def _lecture_pass(self, ids: Tensor, mask: Tensor, rows: Tensor):

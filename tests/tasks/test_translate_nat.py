@@ -233,6 +233,12 @@ def test_glat_and_ctc_runs_train_save_their_loss_and_decode(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "ctc"), "--data", str(c["dev_src"]), "--ref", str(c["dev_tgt"])]) == 0
     assert "BLEU" in capsys.readouterr().out
     ctc = attnkit.load_pretrained(tmp_path / "ctc")
+    al = ctc.attend("Ein hund hat ein ball.")  # the one pass over 3 x S mask tokens, each position's label
+    s = len(ctc.source_ids("Ein hund hat ein ball."))
+    assert len(al.target) == 3 * s and al.weights.shape[2:] == (3 * s, s)
+    row = ctc.model.output_logits(ctc.model.decode_parallel(torch.ones(1, 3 * s, dtype=torch.long), ctc.model.encode(
+        torch.tensor([ctc.source_ids("Ein hund hat ein ball.")]))).last_hidden_state[0]).argmax(-1)
+    assert al.target == ["_" if i == 0 else ctc._piece(i) for i in row.tolist()]
     with pytest.raises(ValueError, match=r"iterations \(--iterations\) must be 1 for this run.*CTC"):
         ctc.translate(["Ein hund."], iterations=4)
     for argv, match in (
