@@ -55,6 +55,8 @@ class TrainingTime:
 TIMES: dict[str, tuple[TrainingTime, ...]] = {
     "tagger": (TrainingTime(minutes=(7840 / 13.65 + 27.5) / 60, steps="7,840 steps", date="2026-11-26",
                             basis="estimated from a 3-minute run at 13.65 steps/s with its dev evaluations"),),
+    "classifier": (TrainingTime(minutes=(4212 / 17.70 + 8.1) / 60, steps="4,212 steps", date="2026-11-26",
+                                basis="estimated from a 3-minute run at 17.70 steps/s with its dev evaluations"),),
     "image": (TrainingTime(minutes=55.9 / 60, steps="1,260 steps, on digits", basis="measured", date="2026-11-26"),),
     "speech": (TrainingTime(minutes=(2550 / 7.72 + 11) / 60, steps="2,550 steps", date="2026-11-26",
                             basis="estimated from a 3-minute run at 7.72 steps/s"),),
