@@ -3,9 +3,10 @@
 ``TIMES`` is the one source of these figures: for each task, the run with its defaults first, then any other
 setting worth a line (``--dataset mnist``). ``minutes`` is the wall clock of the whole command (data
 preparation, training, dev evaluations, the closing test or BLEU), either measured by running it or estimated
-from a shorter run's measured rate (``basis`` says which, and from what). Each figure was measured with the
-command alone on the machine (under the team's heavy-work lock). Measure again when a task's defaults, model
-or data change.
+from a shorter run of the same settings (``basis`` says which, and from what): the settings' steps at that
+run's steps/s, plus that run's wall clock outside its training loop (data preparation, the closing
+evaluation). Each figure was measured with the command alone on the machine (under the team's heavy-work
+lock). Measure again when a task's defaults, model or data change.
 """
 
 from __future__ import annotations
