@@ -27,6 +27,7 @@ checkout's (> 1: this checkout faster). Each row is printed when its case is don
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import importlib
 import os
@@ -113,15 +114,27 @@ def _engine(m, model):
     return sub(m, "pretrained.fast_nat").FastNAT(model) if nat else sub(m, "pretrained.fast_seq2seq").FastSeq2Seq(model)
 
 
+def _known(cls, config) -> dict:
+    """``config.to_dict()`` without the keys an older revision's ``cls`` does not have: a field added later (e.g.
+    ``nat_loss``) only at its default, which is what the older revision does anyway."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    d = config.to_dict()
+    extra = {k: d.pop(k) for k in sorted(set(d) - known)}
+    defaults = {f.name: f.default for f in dataclasses.fields(type(config)) if f.name in extra}
+    if extra != defaults:
+        raise ValueError(f"engines_ab: {cls.__name__} of the older revision lacks the settings {extra}")
+    return d
+
+
 def nat_cases(new, base, nat_batch: int):
     """(name, fn) of bench/nat.py's rows on random models: the same state dict in each version's model class."""
     ar_new, nat_new = _random_models()
     engines = {}
     for m in (new, base):
         s2s, nats = sub(m, "models.seq2seq"), sub(m, "models.nat")
-        ar = s2s.Seq2SeqModel(s2s.Seq2SeqConfig.from_dict(ar_new.config.to_dict()))
+        ar = s2s.Seq2SeqModel(s2s.Seq2SeqConfig.from_dict(_known(s2s.Seq2SeqConfig, ar_new.config)))
         ar.load_state_dict(ar_new.state_dict())
-        nat = nats.NATModel(nats.NATConfig.from_dict(nat_new.config.to_dict()))
+        nat = nats.NATModel(nats.NATConfig.from_dict(_known(nats.NATConfig, nat_new.config)))
         nat.load_state_dict(nat_new.state_dict())
         engines[m] = (_engine(m, ar.eval()), _engine(m, nat.eval()))
     g = torch.Generator().manual_seed(1)
