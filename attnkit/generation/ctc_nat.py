@@ -19,7 +19,7 @@ from ..functional.masks import keep_positions
 from ..functional.tokens import best_tokens
 from ..models.nat import ctc_row_lengths
 from .ctc import collapse
-from .mask_predict import NATOutput
+from .mask_predict import NATOutput, check_sources
 
 __all__ = ["ctc_decode"]
 
@@ -29,12 +29,7 @@ def _check(model, input_ids, attention_mask, suppress_tokens) -> list[int]:
     if getattr(cfg, "nat_loss", None) != "ctc" or not callable(getattr(model, "decode_parallel", None)):
         raise ValueError(f"ctc_decode: {type(model).__name__} is not a NAT model trained with CTC "
                          "(nat_loss='ctc'); decode other NAT models with attnkit.generation.mask_predict")
-    if not isinstance(input_ids, Tensor) or input_ids.dim() != 2 or input_ids.dtype not in (torch.int64, torch.int32):
-        got = f"{input_ids.dtype} {tuple(input_ids.shape)}" if isinstance(input_ids, Tensor) else type(input_ids)
-        raise ValueError(f"ctc_decode: `input_ids` must be a (B, S) integer tensor, got {got}")
-    if attention_mask is not None and (not isinstance(attention_mask, Tensor)
-                                       or attention_mask.shape != input_ids.shape):
-        raise ValueError(f"ctc_decode: `attention_mask` must have the shape of input_ids {tuple(input_ids.shape)}")
+    check_sources("ctc_decode", input_ids, attention_mask)
     extra = list(suppress_tokens or ())
     if not all(isinstance(i, int) and 0 <= i < cfg.tgt_vocab_size and i != cfg.blank_id for i in extra):
         raise ValueError(f"ctc_decode: `suppress_tokens` must be token ids in [0, {cfg.tgt_vocab_size}) other than "

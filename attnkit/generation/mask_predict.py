@@ -45,6 +45,17 @@ class NATOutput:
     candidate_lengths: Tensor  # (B, k) the lengths tried, best first by the classifier (k = 1 for "end")
 
 
+def check_sources(who: str, input_ids, attention_mask) -> None:
+    """A NAT decoder's sources: input_ids a (B, S) integer tensor, attention_mask None or of its shape; else a
+    one-line ValueError naming ``who`` and the argument."""
+    if not isinstance(input_ids, Tensor) or input_ids.dim() != 2 or input_ids.dtype not in (torch.int64, torch.int32):
+        got = f"{input_ids.dtype} {tuple(input_ids.shape)}" if isinstance(input_ids, Tensor) else type(input_ids)
+        raise ValueError(f"{who}: `input_ids` must be a (B, S) integer tensor, got {got}")
+    if attention_mask is not None and (not isinstance(attention_mask, Tensor)
+                                       or attention_mask.shape != input_ids.shape):
+        raise ValueError(f"{who}: `attention_mask` must have the shape of input_ids {tuple(input_ids.shape)}")
+
+
 def _check(model, input_ids, attention_mask, iterations, length_candidates) -> None:
     if not (callable(getattr(model, "decode_parallel", None)) and hasattr(getattr(model, "config", None), "mask_id")):
         raise ValueError(f"mask_predict: {type(model).__name__} is not a non-autoregressive model (no parallel "
@@ -52,12 +63,7 @@ def _check(model, input_ids, attention_mask, iterations, length_candidates) -> N
     if getattr(model.config, "nat_loss", None) == "ctc":
         raise ValueError("mask_predict: this model was trained with CTC (nat_loss='ctc'): it decodes in one pass, "
                          "the length from the alignment; use attnkit.generation.ctc_nat.ctc_decode")
-    if not isinstance(input_ids, Tensor) or input_ids.dim() != 2 or input_ids.dtype not in (torch.int64, torch.int32):
-        got = f"{input_ids.dtype} {tuple(input_ids.shape)}" if isinstance(input_ids, Tensor) else type(input_ids)
-        raise ValueError(f"mask_predict: `input_ids` must be a (B, S) integer tensor, got {got}")
-    if attention_mask is not None and (not isinstance(attention_mask, Tensor)
-                                       or attention_mask.shape != input_ids.shape):
-        raise ValueError(f"mask_predict: `attention_mask` must have the shape of input_ids {tuple(input_ids.shape)}")
+    check_sources("mask_predict", input_ids, attention_mask)
     for name, v in (("iterations", iterations), ("length_candidates", length_candidates)):
         RANGES[name].check(v, f"mask_predict: `{name}`")
     if length_candidates > 1 and model.config.length != "classifier":
