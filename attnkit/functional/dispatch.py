@@ -84,13 +84,13 @@ RULES: tuple[Rule, ...] = (
          lambda c: graph_of(c.mask) is not None and (c.bias is None or isinstance(c.bias, EdgeBias))),
     Rule("local", f"a `window` mask (& `causal`, `padding`), no bias, Lk >= {LOCAL_MIN_LEN} and the window "
                   "(left + right + 1) at most Lk / 3",
-         "O(L * window) time and memory: 67x SDPA with the dense mask at L = 16384 and 2.0-2.8x compiled "
-         "FlexAttention's forward (window 128, 8 heads of 64); below 512 keys or for wider windows SDPA with "
+         "O(L * window) time and memory: 67x SDPA with the dense mask at L = 16384 and 2.05-2.67x compiled "
+         "FlexAttention's forward (window 128, 8 heads of 64, 1-2 threads); below 512 keys or for wider windows SDPA with "
          "the mask was as fast (one core)", _local),
     Rule("chunked", "a structured bias (`ALiBiBias`, `RelativeBias`) with no mask or causal / window / padding, "
                     "Lq * Lk >= 2048 * 2048",
          "the bias is computed per tile, so memory stays linear in L (39 MB against SDPA's 1.2 GB plus its "
-         "537 MB bias at L = 4096, 8 heads), and 1.5-2.9x faster than SDPA with the dense bias", _chunked),
+         "537 MB bias at L = 4096, 8 heads), and 1.46-2.92x faster than SDPA with the dense bias", _chunked),
     Rule("short", f"inference on CPU, float32 / bfloat16, no mask, `padding` or `segments`, no bias, Lk (for "
                   f"segments: the longest) <= {SHORT_MAX_LEN}, where the native kernel runs",
          "one (sequence, head) whole per job, AVX512-BF16 products in bfloat16: 1.7-9.5x faster than SDPA in "
@@ -100,9 +100,9 @@ RULES: tuple[Rule, ...] = (
                   f"{TILED_MAX_LEN[torch.float32]} in float32 or <= {TILED_MAX_LEN[torch.bfloat16]} in bfloat16, "
                   "where the native kernel runs",
          "tiles of 16 queries over their windows' keys: ahead of SDPA at every length from 6 to 63 keys in "
-         "float32 inside all-MiniLM-L6-v2 (1.05-1.10 s against 1.45 s); in bfloat16 only below 16 keys", _tiled),
+         "float32 inside all-MiniLM-L6-v2; in bfloat16 only below 16 keys", _tiled),
     Rule("math_grouped", f"inference on CPU, bfloat16 / float16, Lq and Lk <= {GROUPED_MAX_LEN}, no bias",
-         "the math path a few sequences at a time, scores kept in cache: 1.02-1.50x SDPA from 24 to 256 keys "
+         "the math path a few sequences at a time, scores kept in cache: ahead of SDPA from 24 to 256 keys "
          "in bfloat16 (12 heads of 32); in float32 SDPA was faster at every length", _grouped),
     Rule("sdpa", "everything else", "torch's fused kernel (flash attention on CPU), with its backward",
          lambda c: True),
