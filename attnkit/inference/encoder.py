@@ -25,8 +25,9 @@ from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import Mask, for_heads
 from ..models.bert import BertOutput, key_mask
 from . import native
-from .layer import PackedLayer, kernel_lengths, self_attention, short_kernel
+from .layer import kernel_lengths, self_attention, short_kernel
 from .packed import LAYER_ROWS, PackedLinear
+from .quant_linear import packed_layer
 from .spec import ModelSpec, Settings, Stack
 
 __all__ = ["EncoderStack", "BertEngine"]
@@ -37,8 +38,9 @@ class EncoderStack:
 
     def __init__(self, stack: Stack, settings: Settings):
         self.settings, self.positions, self.norm = settings, stack.positions, stack.norm
-        self.layers = [PackedLayer(layer, settings) for layer in stack.layers]
+        self.layers = [packed_layer(layer, settings) for layer in stack.layers]  # int8 weights: ``QuantLayer``
         dtype = stack.layers[0].qkv.weight.dtype if stack.layers else torch.float32
+        dtype = torch.float32 if dtype == torch.int8 else dtype  # the activations' (int8 weights: float32)
         # each layer in one native call where the short kernel runs for these heads (else None)
         runs = short_kernel(dtype, settings.head_dim) is not None
         self.native = [native.layer_weights(m, panels=True) if runs else None for m in self.layers]

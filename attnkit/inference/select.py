@@ -21,13 +21,14 @@ from .architectures import Unsupported, architecture_of, spec_of
 from .encoder import BertEngine
 from .nat import NATEngine
 from .packed import onednn_available
+from .quant import quantize_spec
 from .seq2seq import Seq2SeqEngine
 
 __all__ = ["engine_for", "refusal", "ENGINES"]
 
 log = logging.getLogger("attnkit")
 ENGINES = {"seq2seq": Seq2SeqEngine, "nat": NATEngine, "bert": BertEngine}
-DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int8)  # torch.int8: int8 weights (``quant.py``)
 
 
 def _dtype_of(model) -> torch.dtype:
@@ -54,13 +55,24 @@ def engine_for(model, *, dtype: torch.dtype | None = None):
     model.eval()
     same = dtype is None or dtype == _dtype_of(model)
     why = refusal(model, dtype)
+    int8 = dtype == torch.int8  # int8 weights from the float32 model's spec; the reference stays float32
+    if why is not None and int8:
+        log.warning("attnkit: %s runs in float32 on its reference modules, not int8: %s", type(model).__name__, why)
+        return model if _dtype_of(model) == torch.float32 else copy.deepcopy(model).float().eval()
     if why is not None:
         log.info("attnkit: %s runs on its reference modules: %s", type(model).__name__, why)
         return model if same else copy.deepcopy(model).to(dtype).eval()
     arch = architecture_of(model).name
-    if isinstance(model, BertModel):
+    if isinstance(model, BertModel) and not int8:
         return BertEngine(spec_of(model, dtype))
-    reference = model if same else copy.deepcopy(model).to(dtype).eval()
+    if int8:
+        reference = model if _dtype_of(model) == torch.float32 else copy.deepcopy(model).float().eval()
+        spec = quantize_spec(spec_of(reference))
+    else:
+        reference = model if same else copy.deepcopy(model).to(dtype).eval()
+        spec = spec_of(reference)
+    if isinstance(model, BertModel):
+        return BertEngine(spec)
     engine = NATEngine if isinstance(model, NATModel) else Seq2SeqEngine
     assert ENGINES[arch] is engine
-    return engine(spec_of(reference), reference)
+    return engine(spec, reference)

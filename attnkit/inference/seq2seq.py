@@ -33,9 +33,11 @@ from ..models.seq2seq import StepOutput, memory_mask_from
 from . import native
 from .cache import Buffers, StepCache, reorder
 from .encoder import EncoderStack
-from .layer import PackedLayer, ShortAttention, kernel_lengths, memory_attention
+from .layer import ShortAttention, kernel_lengths, memory_attention
 from .packed import LAYER_ROWS, SMALL_ROWS, PackedLinear
-from .spec import Linear, ModelSpec
+from .quant import cat_rows
+from .quant_linear import linear_for, packed_layer
+from .spec import ModelSpec
 
 __all__ = ["Seq2SeqEngine", "StepCache"]
 
@@ -55,13 +57,12 @@ class Seq2SeqEngine:
         self.target_table = spec.target_embedding * s.embed_scale  # scaled once
         self.src_table = (self.target_table if spec.shares_tables else spec.source_embedding * s.embed_scale)
         self.positions = spec.decoder.positions
-        self.layers = [PackedLayer(layer, s) for layer in spec.decoder.layers]
+        self.layers = [packed_layer(layer, s) for layer in spec.decoder.layers]  # int8 weights: ``QuantLayer``
         self.final_norm = spec.decoder.norm
         self.output = PackedLinear(spec.output)  # (V, d), final_logits_bias as its bias
         # every layer's cross-attention K, V projection in one matrix: the memory is projected in one call
         kv = [layer.cross_kv for layer in self.layers]
-        self.cross_kv = PackedLinear(Linear(torch.cat([m.weight for m in kv]),
-                                            None if kv[0].bias is None else torch.cat([m.bias for m in kv])))
+        self.cross_kv = linear_for(cat_rows(kv))
         for lin in [self.output] + [m for layer in self.layers for m in layer.linears()]:
             lin.prepare_small()  # the steps' weights in the small kernel's layout now, not on the first step
         # one native call per layer and step where every layer fits it (else the packed program of each)

@@ -41,10 +41,12 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 
 @dataclass(frozen=True)
 class Linear:
-    """x W^T + b: weight (out, in), bias (out,) or None."""
+    """x W^T + b: weight (out, in), bias (out,) or None. int8 weights (``quant.py``) carry ``scale`` (out,):
+    W = weight * scale[:, None]."""
 
     weight: Tensor
     bias: Tensor | None = None
+    scale: Tensor | None = None
 
     @property
     def out_features(self) -> int:
@@ -52,7 +54,8 @@ class Linear:
 
     def rows(self, start: int, stop: int) -> Linear:
         """Outputs [start, stop) of this layer (e.g. the queries of a packed Q, K, V projection)."""
-        return Linear(self.weight[start:stop], None if self.bias is None else self.bias[start:stop])
+        return Linear(self.weight[start:stop], None if self.bias is None else self.bias[start:stop],
+                      None if self.scale is None else self.scale[start:stop])
 
 
 @dataclass(frozen=True)

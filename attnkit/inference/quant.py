@@ -1,0 +1,132 @@
+"""int8 as one more dtype of the weight spec: quantised when loaded, no calibration data.
+
+``quantize_spec(spec)`` gives the same ``ModelSpec`` with every layer's linear layers (``qkv``, ``self_out``,
+``cross_qkv``, ``cross_out``, ``ff1``, ``ff2``) in int8: a spec ``Linear`` whose ``weight`` is int8 (N, K) and whose
+``scale`` (N,) float32 gives W ~= weight * scale[:, None] (symmetric, one scale per output channel: the largest
+|W| of the row maps to 127). Everything else stays float32: the token tables, positions, LayerNorms, the output
+layer (the logits' final choice), a NAT model's length classifier and BERT's pooler.
+
+At run time each input row (token) x is quantised on its own, symmetric: a = round(x / s), s = max|x| / ACT_MAX,
+and the product is the integers' sum in int32, the scales applied in the epilogue with the bias:
+
+    y[i, j] = s[i] * scale[j] * sum_k a[i, k] q[j, k] + b[j]
+
+``ACT_MAX`` is 63 (7 bits of the int8): on CPUs without AVX512-VNNI the int8 products run through
+``vpmaddubsw``, which adds pairs of u8 x s8 products into 16 bits and saturates beyond; with activations in
+[-63, 63] (shifted to [1, 127]) no pair can, so the int32 sums are exact (``quant_linear.py``).
+``int8_product_reference`` is the exact sum (float64 holds every such sum exactly), the reference of every
+faster path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .spec import CrossAttention, Layer, Linear, ModelSpec, Stack
+
+__all__ = ["ACT_MAX", "WEIGHT_MAX", "quantize_weight", "quantize_rows", "dequantize", "quantize_linear",
+           "quantize_spec", "int8_product_reference", "int8_linear_reference", "is_int8", "cat_rows",
+           "ENGINE_DTYPES", "engine_dtype"]
+
+ACT_MAX = 63  # activations in [-63, 63]: exact int32 sums on AVX2's pairwise 16-bit products (module doc)
+WEIGHT_MAX = 127
+# the engines' dtypes by name: torch.int8 stands for "int8 weights, float32 activations"
+ENGINE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.int8}
+
+
+def engine_dtype(value, where: str = "dtype") -> torch.dtype:
+    """A dtype given by name ("float32", "bfloat16", "float16", "int8") or as a torch dtype -> the torch dtype
+    (``torch.int8``: int8 weights); ValueError naming ``where`` and the choices for anything else."""
+    if isinstance(value, torch.dtype) and value in ENGINE_DTYPES.values():
+        return value
+    if isinstance(value, str) and value in ENGINE_DTYPES:
+        return ENGINE_DTYPES[value]
+    raise ValueError(f"{where} must be one of {', '.join(ENGINE_DTYPES)} (or the torch dtype), got {value!r}")
+
+
+def is_int8(linear: Linear | None) -> bool:
+    """Whether a spec ``Linear`` holds int8 weights (with their per-row ``scale``)."""
+    return linear is not None and linear.weight.dtype == torch.int8
+
+
+def _scales(amax: Tensor, top: int) -> Tensor:
+    """max |row| -> the scale mapping it to ``top``; 1 for a zero row (its integers are all 0)."""
+    return torch.where(amax > 0, amax / top, torch.ones_like(amax))
+
+
+def quantize_weight(weight: Tensor) -> tuple[Tensor, Tensor]:
+    """W (N, K) float -> (q int8 (N, K), scale float32 (N,)), W ~= q * scale[:, None], |q| <= 127, symmetric per
+    output channel; |W - q * scale| <= scale / 2 elementwise. A zero row has scale 1 and q 0."""
+    w = weight.detach().float()
+    scale = _scales(w.abs().amax(1), WEIGHT_MAX)  # (N,)
+    q = torch.round(w / scale[:, None]).clamp_(-WEIGHT_MAX, WEIGHT_MAX).to(torch.int8)
+    return q, scale
+
+
+def quantize_rows(x: Tensor, act_max: int = ACT_MAX) -> tuple[Tensor, Tensor]:
+    """x (M, K) float -> (a (M, K) float32 holding integers in [-act_max, act_max], s (M, 1) float32), each row
+    symmetric on its own: x ~= a * s. A zero row gives a = 0; a row with NaN or inf gives s NaN or inf (its
+    outputs are NaN, as the float product's would be)."""
+    x = x.float()
+    amax = x.abs().amax(1, keepdim=True)  # (M, 1)
+    finite = torch.isfinite(amax)
+    a = torch.round(x / torch.where(finite, _scales(amax, act_max), torch.ones_like(amax)))
+    a = torch.where(finite, a, torch.zeros_like(a)).clamp_(-act_max, act_max)
+    return a, amax / act_max  # s: 0 for a zero row (a = 0), NaN / inf carried into the epilogue
+
+
+def dequantize(q: Tensor, scale: Tensor) -> Tensor:
+    """q (N, K) int8, scale (N,) -> q * scale[:, None] float32 (N, K)."""
+    return q.float() * scale[:, None]
+
+
+def int8_product_reference(a: Tensor, q: Tensor) -> Tensor:
+    """The exact integer sums sum_k a[i, k] q[j, k]: a (M, K) integers (any dtype), q (N, K) int8 -> (M, N)
+    float64 (|sum| < 2^53: exact, as int32 accumulation gives for |sum| < 2^31)."""
+    return F.linear(a.double(), q.double())
+
+
+def int8_linear_reference(x: Tensor, linear: Linear, act_max: int = ACT_MAX) -> Tensor:
+    """x (M, K) -> y (M, N) float32 through the exact integer sums: s[i] scale[j] sum_k a[i, k] q[j, k] + b[j]."""
+    a, s = quantize_rows(x, act_max)
+    y = int8_product_reference(a, linear.weight) * (s.double() * linear.scale.double())  # (M, N)
+    return (y if linear.bias is None else y + linear.bias.double()).float()
+
+
+def quantize_linear(linear: Linear | None) -> Linear | None:
+    """A float spec ``Linear`` -> the same in int8 (weight int8, ``scale`` (N,), bias float32)."""
+    if linear is None or is_int8(linear):
+        return linear
+    q, scale = quantize_weight(linear.weight)
+    return Linear(q, None if linear.bias is None else linear.bias.detach().float(), scale)
+
+
+def cat_rows(linears: list[Linear]) -> Linear:
+    """Linear layers of the same inputs stacked by rows (one product for all: e.g. every layer's cross-attention
+    keys and values), int8 scales included."""
+    bias = None if linears[0].bias is None else torch.cat([m.bias for m in linears])
+    scale = torch.cat([m.scale for m in linears]) if all(is_int8(m) for m in linears) else None
+    return Linear(torch.cat([m.weight for m in linears]), bias, scale)
+
+
+def _layer(layer: Layer) -> Layer:
+    cross = layer.cross
+    if cross is not None:
+        cross = CrossAttention(quantize_linear(cross.qkv), quantize_linear(cross.out), cross.norm)
+    return dataclasses.replace(layer, qkv=quantize_linear(layer.qkv), self_out=quantize_linear(layer.self_out),
+                               ff1=quantize_linear(layer.ff1), ff2=quantize_linear(layer.ff2), cross=cross)
+
+
+def _stack(stack: Stack | None) -> Stack | None:
+    return None if stack is None else dataclasses.replace(stack, layers=tuple(_layer(m) for m in stack.layers))
+
+
+def quantize_spec(spec: ModelSpec) -> ModelSpec:
+    """``spec`` (float32) with every layer's linear layers in int8 (see the module doc); the rest unchanged."""
+    if spec.source_embedding.dtype != torch.float32:
+        raise ValueError(f"quantize_spec: needs a float32 spec, got {spec.source_embedding.dtype}")
+    return dataclasses.replace(spec, encoder=_stack(spec.encoder), decoder=_stack(spec.decoder))

@@ -1,0 +1,173 @@
+"""int8 as a dtype of the weight spec: the quantisation (round trip bound, per-channel scales, zero rows), the
+int8 linear layer against the exact integer reference (each path), and a spec in int8 through the engines."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnkit.inference import BertEngine, Seq2SeqEngine, engine_for, onednn_available
+from attnkit.inference.quant import (
+    ACT_MAX,
+    cat_rows,
+    dequantize,
+    engine_dtype,
+    int8_linear_reference,
+    int8_product_reference,
+    quantize_linear,
+    quantize_rows,
+    quantize_spec,
+    quantize_weight,
+)
+from attnkit.inference.quant_linear import QuantLayer, QuantLinear, _fbgemm_sums, _pack, fbgemm_runs
+from attnkit.inference.spec import Linear
+from tests.inference.test_encoder import _bert
+from tests.inference.test_seq2seq import model as seq2seq_model
+from tests.inference.test_seq2seq import source
+
+pytestmark = pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops")
+needs_fbgemm = pytest.mark.skipif(not fbgemm_runs(), reason="torch's fbgemm int8 GEMM does not run here")
+
+
+def _linear(n=24, k=40, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return Linear(torch.randn(n, k, generator=g), torch.randn(n, generator=g))
+
+
+def test_weights_round_trip_within_half_a_step_per_channel():
+    w = torch.randn(6, 50) * torch.tensor([1e-3, 0.1, 1.0, 10.0, 100.0, 1.0])[:, None]  # rows of every size
+    q, scale = quantize_weight(w)
+    assert q.dtype == torch.int8 and scale.shape == (6,)
+    torch.testing.assert_close(scale, w.abs().amax(1) / 127)  # one scale per output channel
+    assert (q.abs().amax(1) == 127).all()  # each row's largest |w| maps to 127
+    err = (dequantize(q, scale) - w).abs()
+    assert (err <= scale[:, None] / 2 * (1 + 1e-6)).all()
+
+
+def test_zero_rows_quantise_to_zero_with_scale_one():
+    w = torch.randn(3, 8)
+    w[1] = 0
+    q, scale = quantize_weight(w)
+    assert scale[1] == 1 and (q[1] == 0).all()
+    x = torch.randn(4, 8)
+    x[2] = 0
+    a, s = quantize_rows(x)
+    assert s[2, 0] == 0 and (a[2] == 0).all() and a.abs().max() == ACT_MAX
+    y = int8_linear_reference(x, quantize_linear(Linear(w, torch.arange(3.0))))
+    torch.testing.assert_close(y[2], torch.arange(3.0))  # a zero row gives the bias
+    assert (y[:, 1] == 1).all()  # a zero weight row gives its bias
+
+
+def test_activations_are_quantised_per_row():
+    x = torch.randn(5, 30) * torch.tensor([1e-4, 1.0, 1e4, 3.0, 0.5])[:, None]
+    a, s = quantize_rows(x)
+    assert (a.abs().amax(1) == ACT_MAX).all() and torch.equal(a, a.round())
+    assert ((a * s - x).abs() <= s / 2 * (1 + 1e-6)).all()
+
+
+def test_a_nan_row_stays_nan():
+    x = torch.randn(3, 16)
+    x[1, 4] = float("nan")
+    y = QuantLinear(quantize_linear(_linear(8, 16)))(x)
+    assert y[1].isnan().all() and not y[[0, 2]].isnan().any()
+
+
+def test_the_reference_is_the_exact_integer_sum():
+    lin = quantize_linear(_linear())
+    x = torch.randn(7, 40)
+    a, s = quantize_rows(x)
+    exact = torch.tensor([[sum(int(a[i, k]) * int(lin.weight[j, k]) for k in range(40)) for j in range(24)]
+                          for i in range(7)], dtype=torch.float64)  # Python integers
+    assert torch.equal(int8_product_reference(a, lin.weight), exact)
+    want = (exact * s.double() * lin.scale.double() + lin.bias.double()).float()
+    torch.testing.assert_close(int8_linear_reference(x, lin), want, rtol=1e-6, atol=1e-6)
+    # off the float product by at most the rounding bound: |a s - x| <= s / 2, |q scale - w| <= scale / 2
+    w = _linear()
+    bound = 0.5 * (s * w.weight.abs().sum(1) + lin.scale * x.abs().sum(1, keepdim=True)) + 40 * s * lin.scale / 4
+    assert ((int8_linear_reference(x, lin) - F.linear(x, w.weight, w.bias)).abs() <= bound * (1 + 1e-5)).all()
+
+
+@needs_fbgemm
+def test_fbgemm_gives_the_exact_integer_sums_at_the_extremes():
+    g = torch.Generator().manual_seed(1)
+    q = torch.randint(-127, 128, (48, 2048), generator=g, dtype=torch.int8)
+    q[:8] = 127
+    q[8:16] = -127
+    a = torch.randint(-ACT_MAX, ACT_MAX + 1, (9, 2048), generator=g).float()
+    a[0], a[1] = ACT_MAX, -ACT_MAX
+    got = _fbgemm_sums(a, _pack(q, torch.ones(48)))
+    assert torch.equal(got.double(), int8_product_reference(a, q))  # |sums| up to 63 * 127 * 2048 < 2^24
+
+
+@pytest.mark.parametrize("path", ["reference", pytest.param("fbgemm", marks=needs_fbgemm)])
+@pytest.mark.parametrize("activation", ["none", "gelu", "relu"])
+def test_the_int8_linear_gives_the_reference(path, activation):
+    lin = quantize_linear(_linear(32, 64))
+    layer = QuantLinear(lin, activation, reference=path == "reference")
+    x = torch.randn(2, 5, 64)  # (..., in)
+    want = int8_linear_reference(x.reshape(10, 64), lin)
+    want = {"none": want, "gelu": F.gelu(want), "relu": F.relu(want)}[activation]
+    torch.testing.assert_close(layer(x), want.view(2, 5, 32), rtol=1e-6, atol=1e-6)
+    other = torch.randn(10, 32)
+    if activation == "none":
+        torch.testing.assert_close(layer.add(x.reshape(10, 64), other), want + other, rtol=1e-6, atol=1e-6)
+
+
+def test_a_float_spec_linear_is_refused():
+    with pytest.raises(ValueError, match="int8 spec Linear"):
+        QuantLinear(_linear())
+
+
+def test_stacked_rows_keep_their_scales():
+    a, b = quantize_linear(_linear(8, 16, 0)), quantize_linear(_linear(4, 16, 1))
+    both = cat_rows([a, b])
+    assert both.weight.shape == (12, 16) and torch.equal(both.scale, torch.cat([a.scale, b.scale]))
+    x = torch.randn(3, 16)
+    torch.testing.assert_close(int8_linear_reference(x, both),
+                               torch.cat([int8_linear_reference(x, a), int8_linear_reference(x, b)], 1))
+    assert torch.equal(both.rows(8, 12).scale, b.scale)
+
+
+def test_a_spec_in_int8_keeps_the_rest_float():
+    from attnkit.inference import spec_of
+
+    spec = quantize_spec(spec_of(_bert()))
+    layer = spec.encoder.layers[0]
+    assert all(m.weight.dtype == torch.int8 for m in (layer.qkv, layer.self_out, layer.ff1, layer.ff2))
+    assert spec.source_embedding.dtype == torch.float32 and spec.pooler.weight.dtype == torch.float32
+    assert layer.self_norm.weight.dtype == torch.float32
+
+
+def test_a_bert_model_in_int8_keeps_its_embeddings():
+    torch.manual_seed(0)
+    model = _bert()
+    fast, int8 = engine_for(model), engine_for(model, dtype=torch.int8)
+    assert isinstance(int8, BertEngine) and isinstance(int8.encoder.layers[0], QuantLayer)
+    assert next(model.parameters()).dtype == torch.float32  # the model is not changed
+    ids, lengths = torch.randint(1, 40, (4, 10)), torch.tensor([10, 7, 3, 1])
+    with torch.no_grad():
+        a, b = fast(ids, lengths=lengths), int8(ids, lengths=lengths)
+    keep = torch.arange(10)[None] < lengths[:, None]
+    cos = F.cosine_similarity(a.last_hidden_state[keep], b.last_hidden_state[keep], dim=-1)
+    assert cos.min() >= 0.99, cos.min()
+    assert not torch.equal(a.last_hidden_state, b.last_hidden_state)  # int8 did run
+
+
+def test_a_seq2seq_model_in_int8_decodes_close_to_float32():
+    model = seq2seq_model(True)
+    fast, int8 = engine_for(model), engine_for(model, dtype=torch.int8)
+    assert isinstance(int8, Seq2SeqEngine) and isinstance(int8.layers[0], QuantLayer)
+    assert isinstance(int8.cross_kv, QuantLinear)
+    ids, mask = source()
+    with torch.no_grad():
+        a, b = fast.encode(ids, mask), int8.encode(ids, mask)
+        cos = F.cosine_similarity(a, b, dim=-1)[mask.bool()]
+        assert cos.min() >= 0.99, cos.min()
+        la, lb = fast.decode_step(ids[:, :3], a, mask).logits, int8.decode_step(ids[:, :3], b, mask).logits
+    assert F.cosine_similarity(la, lb, dim=-1).min() >= 0.99
+
+
+@pytest.mark.parametrize("bad", ["int4", "fp8", torch.int32, 8])
+def test_an_unknown_dtype_is_one_error_listing_the_choices(bad):
+    with pytest.raises(ValueError, match=r"dtype must be one of float32, bfloat16, float16, int8"):
+        engine_dtype(bad)
+    assert engine_dtype("int8") is torch.int8 and engine_dtype(torch.bfloat16) is torch.bfloat16
