@@ -9,7 +9,13 @@ layer (the logits' final choice), a NAT model's length classifier and BERT's poo
 At run time each input row (token) x is quantised on its own, symmetric: a = round(x / s), s = max|x| / ACT_MAX,
 and the product is the integers' sum in int32, the scales applied in the epilogue with the bias:
 
-    y[i, j] = s[i] * scale[j] * sum_k a[i, k] q[j, k] + b[j]
+    y[i, j] = s[i] * scale[j] * sum_k a[i, k] q[j, k] + sum_{k in O} x[i, k] W~[j, k] + b[j]
+
+except for a few outlier channels O: the ``outliers(K)`` input channels (8 of MiniLM's 384) with the largest |x| in
+the call are taken out of the rows before they are quantised and multiplied in float32 against their dequantised
+weight columns W~ = q * scale (LLM.int8()'s decomposition, chosen per call: no calibration). A few channels of a
+Transformer's activations run tens of times larger than the rest (after LayerNorm and in the feed-forward's
+hidden layer); left in, they set every row's scale and the other channels get a few levels each.
 
 ``ACT_MAX`` is 63 (7 bits of the int8): on CPUs without AVX512-VNNI the int8 products run through
 ``vpmaddubsw``, which adds pairs of u8 x s8 products into 16 bits and saturates beyond; with activations in
@@ -30,10 +36,11 @@ from .spec import CrossAttention, Layer, Linear, ModelSpec, Stack
 
 __all__ = ["ACT_MAX", "WEIGHT_MAX", "quantize_weight", "quantize_rows", "dequantize", "quantize_linear",
            "quantize_spec", "int8_product_reference", "int8_linear_reference", "is_int8", "cat_rows",
-           "ENGINE_DTYPES", "engine_dtype"]
+           "ENGINE_DTYPES", "engine_dtype", "outliers", "split_outliers", "outlier_product"]
 
 ACT_MAX = 63  # activations in [-63, 63]: exact int32 sums on AVX2's pairwise 16-bit products (module doc)
 WEIGHT_MAX = 127
+OUTLIERS = 8  # input channels kept in float32 per call (at most K / 8: ``outliers``)
 # the engines' dtypes by name: torch.int8 stands for "int8 weights, float32 activations"
 ENGINE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.int8}
 
@@ -79,6 +86,27 @@ def quantize_rows(x: Tensor, act_max: int = ACT_MAX) -> tuple[Tensor, Tensor]:
     return a, amax / act_max  # s: 0 for a zero row (a = 0), NaN / inf carried into the epilogue
 
 
+def outliers(in_features: int) -> int:
+    """How many input channels a call keeps in float32: 8, at most in_features / 8."""
+    return min(OUTLIERS, in_features // 8)
+
+
+def split_outliers(x: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
+    """x (M, K) -> (x with the k columns of largest |x| zeroed (M, K) float32, their indices (k,), the columns
+    (M, k)): the rows to quantise, and what goes to ``outlier_product``."""
+    x = x.float()
+    if k == 0:
+        return x, torch.zeros(0, dtype=torch.long), x[:, :0]
+    idx = x.abs().amax(0).topk(k).indices  # (k,): the channels with the largest |x| of the call (NaN first)
+    return x.index_fill(1, idx, 0.0), idx, x[:, idx]
+
+
+def outlier_product(columns: Tensor, idx: Tensor, q: Tensor, scale: Tensor) -> Tensor:
+    """The outlier channels' share of the product: columns (M, k) float32 against the dequantised weight columns
+    q[:, idx] * scale (N, k) -> (M, N) float32."""
+    return F.linear(columns, q[:, idx].float() * scale[:, None])
+
+
 def dequantize(q: Tensor, scale: Tensor) -> Tensor:
     """q (N, K) int8, scale (N,) -> q * scale[:, None] float32 (N, K)."""
     return q.float() * scale[:, None]
@@ -90,10 +118,13 @@ def int8_product_reference(a: Tensor, q: Tensor) -> Tensor:
     return F.linear(a.double(), q.double())
 
 
-def int8_linear_reference(x: Tensor, linear: Linear, act_max: int = ACT_MAX) -> Tensor:
-    """x (M, K) -> y (M, N) float32 through the exact integer sums: s[i] scale[j] sum_k a[i, k] q[j, k] + b[j]."""
-    a, s = quantize_rows(x, act_max)
+def int8_linear_reference(x: Tensor, linear: Linear, act_max: int = ACT_MAX, k: int | None = None) -> Tensor:
+    """x (M, K) -> y (M, N) float32 through the exact integer sums (see the module doc; ``k`` outlier channels,
+    default ``outliers(K)``), the epilogue in float64."""
+    rest, idx, columns = split_outliers(x, outliers(x.shape[1]) if k is None else k)
+    a, s = quantize_rows(rest, act_max)
     y = int8_product_reference(a, linear.weight) * (s.double() * linear.scale.double())  # (M, N)
+    y = y + F.linear(columns.double(), linear.weight[:, idx].double() * linear.scale.double()[:, None])
     return (y if linear.bias is None else y + linear.bias.double()).float()
 
 

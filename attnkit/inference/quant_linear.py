@@ -26,7 +26,7 @@ from torch import Tensor
 
 from .layer import PackedLayer
 from .packed import PackedLinear, _activate
-from .quant import ACT_MAX, int8_product_reference, is_int8, quantize_rows
+from .quant import ACT_MAX, int8_product_reference, is_int8, outlier_product, outliers, quantize_rows, split_outliers
 from .spec import Layer, Linear, Norm, Settings
 
 __all__ = ["QuantLinear", "QuantLayer", "fbgemm_runs", "linear_for", "packed_layer", "int8_path"]
@@ -91,14 +91,19 @@ class QuantLinear:
         self.activation = activation
         self.weight, self.scale, self.bias = linear.weight, linear.scale.float(), linear.bias
         self.reference = int8_path() == "reference" if reference is None else reference
+        self.outliers = outliers(self.in_features)  # input channels kept in float32 per call
         self.packed = None if self.reference else _pack(self.weight, self.scale)
 
     def product(self, x: Tensor) -> Tensor:
-        """x (M, in) -> x W^T (M, out) float32 through the integer sums, before bias and activation."""
-        a, s = quantize_rows(x)
+        """x (M, in) -> x W^T (M, out) float32: the integer sums, and the outlier channels' float share
+        (``quant.split_outliers``), before bias and activation."""
+        rest, idx, columns = split_outliers(x, self.outliers)
+        a, s = quantize_rows(rest)
         if self.packed is None:
-            return (int8_product_reference(a, self.weight) * (s.double() * self.scale.double())).float()
-        return _fbgemm_sums(a, self.packed).mul_(s)
+            y = (int8_product_reference(a, self.weight) * (s.double() * self.scale.double())).float()
+        else:
+            y = _fbgemm_sums(a, self.packed).mul_(s)
+        return y.add_(outlier_product(columns, idx, self.weight, self.scale)) if self.outliers else y
 
     def rows(self, x: Tensor) -> Tensor:
         """act(x W^T + b): x (N, in) -> (N, out) float32."""
@@ -161,5 +166,8 @@ class QuantLayer(PackedLayer):
 
 
 def packed_layer(layer: Layer, settings: Settings) -> PackedLayer:
-    """The engines' packed layer of a spec ``Layer``: ``QuantLayer`` where its weights are int8."""
-    return QuantLayer(layer, settings) if is_int8(layer.qkv) else PackedLayer(layer, settings)
+    """The engines' packed layer of a spec ``Layer``: ``QuantLayer`` where any of its linear layers is int8 (each
+    of the others stays a float ``PackedLinear``)."""
+    linears = (layer.qkv, layer.self_out, layer.ff1, layer.ff2) + ((layer.cross.qkv, layer.cross.out) if layer.cross
+                                                                   else ())
+    return QuantLayer(layer, settings) if any(is_int8(m) for m in linears) else PackedLayer(layer, settings)

@@ -31,6 +31,7 @@ from ..functional import select_backend
 from ..functional.masks import keep_positions, segments
 from ..functional.pooling import masked_max, masked_sum
 from ..inference import BertEngine, engine_for
+from ..inference.quant import engine_dtype
 from ..models.bert import BertModel
 from .folder import ModelFolder, Pooling
 
@@ -98,7 +99,8 @@ def plan_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
 class SentenceEncoder:
     """A pretrained BERT-family encoder with its tokenizer and pooling (see ``load_pretrained``)."""
 
-    def __init__(self, model: BertModel, tokenizer, folder: ModelFolder, name: str, *, fast: bool = True):
+    def __init__(self, model: BertModel, tokenizer, folder: ModelFolder, name: str, *, fast: bool = True,
+                 dtype: torch.dtype | None = None):
         self.model = model.eval()  # the reference modules: ``attend`` and parity tests use these
         self.fast = fast
         self.tokenizer = tokenizer  # a ``tokenizers.Tokenizer``, truncation set to max_seq_length
@@ -107,7 +109,7 @@ class SentenceEncoder:
         self.pooling = folder.pooling
         self.max_seq_length = folder.max_seq_length
         self.pad_id = model.config.pad_token_id
-        self.dtype = next(model.parameters()).dtype
+        self.dtype = next(model.parameters()).dtype if dtype is None else dtype  # ``encode``'s default
         self._by_dtype: dict[torch.dtype, BertModel | BertEngine] = {}
 
     def __repr__(self) -> str:
@@ -130,8 +132,11 @@ class SentenceEncoder:
         (``attnkit.inference.engine_for``, which falls back to the model where no engine runs it), else a copy of
         the model in that dtype."""
         dtype = self.dtype if dtype is None else dtype
-        if dtype not in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
-            raise ValueError(f"encode: `dtype` must be a floating torch dtype, got {dtype!r}")
+        if dtype != torch.float64:  # names too: "int8" (int8 weights, ``inference.quant``)
+            dtype = engine_dtype(dtype, "encode: `dtype`")
+        if dtype == torch.int8 and not self.fast:
+            raise ValueError("encode: `dtype` int8 runs on the inference engine; this encoder was loaded with "
+                             "fast=False")
         if dtype not in self._by_dtype:
             self._by_dtype[dtype] = (engine_for(self.model, dtype=dtype) if self.fast
                                      else copy.deepcopy(self.model).to(dtype).eval())
@@ -213,7 +218,8 @@ class SentenceEncoder:
         Texts longer than ``max_seq_length`` word pieces are truncated to it, with a ``UserWarning``.
 
         ``dtype``: the compute dtype, default the loaded weights' (``torch.bfloat16`` is faster on CPUs
-        with AVX-512 BF16, cosine >= 0.999 to float32; outputs are float32 either way).
+        with AVX-512 BF16, cosine >= 0.999 to float32; ``"int8"`` or ``torch.int8``: int8 weights, docs/int8.md;
+        outputs are float32 either way).
         ``normalize`` overrides the folder's L2 normalisation.
         ``progress``: a progress bar (tqdm, on stderr) counting the texts encoded.
         ``workers``: batches encoded at once, each on one thread (default: one per torch thread,

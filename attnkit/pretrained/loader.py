@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from ..data.jsonfile import regular_file
+from ..inference.quant import engine_dtype
 from ..models.bert import BertConfig, BertModel
 from .encoder import SentenceEncoder
 from .folder import TOKENIZER_LIMIT, ModelFolder, read_folder
@@ -88,17 +89,22 @@ def load_pretrained(name_or_path: str | Path = "all-MiniLM-L6-v2", *,
     ``model.safetensors`` or ``pytorch_model.bin``, and ``tokenizer.json`` (plus the
     sentence-transformers files ``modules.json``, ``1_Pooling/config.json``,
     ``sentence_bert_config.json`` when present). ``dtype``: the weights' dtype (``torch.bfloat16``
-    for fast CPU inference). ``fast``: ``encode`` runs an inference copy with oneDNN pre-packed
+    for fast CPU inference; ``"int8"`` or ``torch.int8``: float32 weights quantised to int8 for the inference
+    engine, docs/int8.md). ``fast``: ``encode`` runs an inference copy with oneDNN pre-packed
     linear layers (same outputs to float rounding); ``attend`` always uses the plain modules.
 
     Raises FileNotFoundError for a missing folder or file, ValueError (naming the file) for an
     unknown architecture, missing / unexpected weights or shapes that disagree with the config.
     """
+    dtype = engine_dtype(dtype, "load_pretrained: `dtype`")
+    if dtype == torch.int8 and not fast:
+        raise ValueError("load_pretrained: `dtype` int8 runs on the inference engine; not with fast=False")
     name, path = resolve(name_or_path)
     from .marian import is_marian_folder, load_marian
 
     if is_marian_folder(path):
         return load_marian(path, dtype=dtype, fast=fast)
+    compute, dtype = dtype, torch.float32 if dtype == torch.int8 else dtype  # int8: quantised from float32
     folder = read_folder(path)
     state = read_state_dict(folder.weights)
     config = BertConfig.from_hf(folder.hf_config, with_pooler=has_pooler(state),
@@ -112,4 +118,4 @@ def load_pretrained(name_or_path: str | Path = "all-MiniLM-L6-v2", *,
     with torch.device("meta"):
         model = BertModel(config, dtype=dtype)
     model.load_state_dict(mapped, strict=True, assign=True)
-    return SentenceEncoder(model.eval(), tokenizer, folder, name, fast=fast)
+    return SentenceEncoder(model.eval(), tokenizer, folder, name, fast=fast, dtype=compute)

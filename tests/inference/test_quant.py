@@ -13,10 +13,12 @@ from attnkit.inference.quant import (
     engine_dtype,
     int8_linear_reference,
     int8_product_reference,
+    outliers,
     quantize_linear,
     quantize_rows,
     quantize_spec,
     quantize_weight,
+    split_outliers,
 )
 from attnkit.inference.quant_linear import QuantLayer, QuantLinear, _fbgemm_sums, _pack, fbgemm_runs
 from attnkit.inference.spec import Linear
@@ -79,11 +81,30 @@ def test_the_reference_is_the_exact_integer_sum():
                           for i in range(7)], dtype=torch.float64)  # Python integers
     assert torch.equal(int8_product_reference(a, lin.weight), exact)
     want = (exact * s.double() * lin.scale.double() + lin.bias.double()).float()
-    torch.testing.assert_close(int8_linear_reference(x, lin), want, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(int8_linear_reference(x, lin, k=0), want, rtol=1e-6, atol=1e-6)
     # off the float product by at most the rounding bound: |a s - x| <= s / 2, |q scale - w| <= scale / 2
     w = _linear()
     bound = 0.5 * (s * w.weight.abs().sum(1) + lin.scale * x.abs().sum(1, keepdim=True)) + 40 * s * lin.scale / 4
-    assert ((int8_linear_reference(x, lin) - F.linear(x, w.weight, w.bias)).abs() <= bound * (1 + 1e-5)).all()
+    err = (int8_linear_reference(x, lin, k=0) - F.linear(x, w.weight, w.bias)).abs()
+    assert (err <= bound * (1 + 1e-5)).all()
+
+
+def test_the_outlier_channels_are_multiplied_in_float():
+    lin = quantize_linear(_linear(24, 64))
+    x = torch.randn(6, 64)
+    x[2, 5], x[4, 40], x[0, 63] = 50.0, -80.0, 30.0  # three channels far larger than the rest
+    assert outliers(64) == 8 and outliers(16) == 2 and outliers(4096) == 8
+    rest, idx, columns = split_outliers(x, 3)
+    assert sorted(idx.tolist()) == [5, 40, 63] and (rest[:, idx] == 0).all() and torch.equal(columns, x[:, idx])
+    a, s = quantize_rows(rest)
+    w = dequantize(lin.weight, lin.scale).double()
+    want = (int8_product_reference(a, lin.weight) * s.double() * lin.scale.double() + columns.double() @ w[:, idx].T
+            + lin.bias.double()).float()
+    torch.testing.assert_close(int8_linear_reference(x, lin, k=3), want, rtol=1e-6, atol=1e-6)
+    exact = F.linear(x.double(), w, lin.bias.double()).float()  # the float product of the int8 weights
+    err_out = (int8_linear_reference(x, lin, k=3) - exact).abs().max()
+    err_in = (int8_linear_reference(x, lin, k=0) - exact).abs().max()
+    assert err_out < err_in / 5, (err_out, err_in)  # the outliers no longer set the rows' scales
 
 
 @needs_fbgemm

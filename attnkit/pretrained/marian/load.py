@@ -26,6 +26,7 @@ from torch import Tensor
 from ...data.safetensors_header import TensorInfo
 from ...functional.positional import sinusoidal_table
 from ...inference import model_state
+from ...inference.quant import engine_dtype
 from ...models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from ..folder import read_config, read_json, weights_file
 from ..weights import layer_count, read_state_dict, tensor_shapes
@@ -166,9 +167,14 @@ def marian_model(folder: Path, hf: dict, *, dtype: torch.dtype = torch.float32) 
 def load_marian(path: str | Path, *, dtype: torch.dtype = torch.float32, fast: bool = True) -> MarianTranslator:
     """A Marian folder -> ``MarianTranslator`` (``translate(texts, **generate_kwargs)``); see the module doc.
 
-    ``dtype``: the weights' dtype (``torch.bfloat16`` halves the bytes read per token). ``fast``:
-    decode with the model's inference engine (``attnkit.inference.engine_for``), same outputs.
+    ``dtype``: the weights' dtype (``torch.bfloat16`` halves the bytes read per token; ``torch.int8`` or "int8":
+    float32 weights, the engine's layers quantised to int8, docs/int8.md). ``fast``: decode with the model's
+    inference engine (``attnkit.inference.engine_for``), same outputs.
     """
+    dtype = engine_dtype(dtype, "load_marian: `dtype`")
+    if dtype == torch.int8 and not fast:
+        raise ValueError("load_marian: `dtype` int8 runs on the inference engine; not with fast=False")
+    compute, dtype = dtype, torch.float32 if dtype == torch.int8 else dtype
     folder, hf = read_config(path)
     early = marian_config(hf, source=str(folder / "config.json"), share_embeddings=False, tie_output=False)
     defaults = generation_defaults(folder, hf, early)
@@ -181,5 +187,5 @@ def load_marian(path: str | Path, *, dtype: torch.dtype = torch.float32, fast: b
         raise ValueError(f"{tokenizer.source}: </s> and <pad> have ids {tokenizer.eos_token_id} and "
                          f"{tokenizer.pad_token_id}, config.json says eos_token_id {model.config.eos_token_id} and "
                          f"pad_token_id {model.config.pad_token_id}")
-    return MarianTranslator(model, tokenizer, defaults, name=folder.name, fast=fast)
+    return MarianTranslator(model, tokenizer, defaults, name=folder.name, fast=fast, dtype=compute)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import torch
 from torch import Tensor
 
 from ...generation import GenerateOutput, generate
@@ -79,12 +80,13 @@ class MarianTranslator(TextTranslator):
     """A ``Seq2SeqModel`` + its ``MarianTokenizer`` + generation defaults. ``translate`` / ``generate``."""
 
     def __init__(self, model, tokenizer: MarianTokenizer, defaults: dict | None = None, *, name: str = "marian",
-                 batch_size: int = 32, fast: bool = True):
+                 batch_size: int = 32, fast: bool = True, dtype: torch.dtype | None = None):
         self.model, self.tokenizer, self.name = model.eval(), tokenizer, name
         self.config = model.config
         self.defaults = dict(defaults or {})
         self.batch_size = batch_size
-        self.decoder = engine_for(model) if fast else model  # the inference engine (or the model, saying why)
+        # the inference engine (or the model, saying why); ``dtype`` torch.int8: int8 weights (docs/int8.md)
+        self.decoder = engine_for(model, dtype=dtype) if fast else model
 
     def source_ids(self, text: str, where: str = "input") -> list[int]:
         ids = self.tokenizer.encode(text)
