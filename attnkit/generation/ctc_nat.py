@@ -5,9 +5,10 @@
 
 The decoder gets ``ctc_upsample`` x S mask tokens (S source tokens), writes every position at once, each
 position its most likely token or the blank (the pad id); the row collapses as CTC's does (``ctc.collapse``:
-repeats merged, then blanks dropped), so the length comes out of the alignment: no length classifier, no
-candidates, no iterations. The model is reached through the ``mask_predict`` protocol (``encode``,
-``decode_parallel``, ``output_logits``, ``config``), so ``inference.NATEngine`` decodes it as the model does.
+repeats merged, then blanks dropped; here the whole batch at once), so the length comes out of the alignment: no
+length classifier, no candidates, no iterations. Only the rows' own positions go through the output layer. The
+model is reached through the ``mask_predict`` protocol (``encode``, ``decode_parallel``, ``output_logits``,
+``config``), so ``inference.NATEngine`` decodes it as the model does.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ import torch
 from torch import Tensor
 
 from ..functional.masks import keep_positions
-from ..functional.tokens import best_tokens
 from ..models.nat import ctc_row_lengths
-from .ctc import collapse
-from .mask_predict import NATOutput, check_sources
+from .mask_predict import NATOutput, best_of_hidden, check_sources
 
 __all__ = ["ctc_decode"]
 
@@ -55,27 +54,39 @@ def ctc_decode(model, input_ids: Tensor, attention_mask: Tensor | None = None, *
     src_len = input_ids.new_full((b,), input_ids.shape[1]) if attention_mask is None else attention_mask.sum(1)
     rows = ctc_row_lengths(src_len, cfg)  # (B,)
     width = int(rows.max()) if b else 0
-    full = bool((rows == width).all())
+    real = None if bool((rows == width).all()) else keep_positions(rows, width)  # (B, W), None: every position
     tokens = torch.full((b, width), cfg.mask_id, dtype=torch.long, device=dev)  # (B, W) the row of mask tokens
-    if not full:
-        tokens = tokens.masked_fill(~keep_positions(rows, width), cfg.pad_token_id)
-    hidden = model.decode_parallel(tokens, memory, attention_mask, None if full else rows).last_hidden_state
-    bad = torch.tensor(sorted({cfg.mask_id, cfg.eos_token_id, *extra} - {cfg.blank_id}), dtype=torch.long, device=dev)
-    logp, best = best_tokens(model.output_logits(hidden.reshape(b * width, -1)), bad)  # (B W,), (B W,)
-    logp, best = logp.view(b, width), best.view(b, width)
-    real = keep_positions(rows, width)  # (B, W)
-    scores = (logp * real).sum(1) / rows.clamp(min=1)  # (B,)
-    return _output(cfg, [collapse(r[:n], cfg.blank_id) for r, n in zip(best.cpu(), rows.tolist())], scores,
-                   rows, dev)
+    if real is not None:
+        tokens = tokens.masked_fill(~real, cfg.pad_token_id)
+    hidden = model.decode_parallel(tokens, memory, attention_mask, None if real is None else rows).last_hidden_state
+    bad = _never(cfg, tuple(extra), dev)
+    if real is None:  # every position: (B W,) -> (B, W)
+        logp, best = (x.view(b, width) for x in best_of_hidden(model, hidden.reshape(b * width, -1), bad))
+    else:  # only the rows' positions through the output layer, the rest 0 (log-probability) and blank
+        got = best_of_hidden(model, hidden[real], bad)  # (N,), (N,) N = rows.sum()
+        logp = got[0].new_zeros(b, width).masked_scatter_(real, got[0])
+        best = torch.full((b, width), cfg.blank_id, dtype=torch.long, device=dev).masked_scatter_(real, got[1])
+    scores = logp.sum(1) / rows.clamp(min=1)  # (B,) the mean over each row's positions
+    return _output(cfg, best, scores, rows)
 
 
-def _output(cfg, labels: list[list[int]], scores: Tensor, rows: Tensor, dev) -> NATOutput:
-    """Collapsed label rows -> ``generate``'s layout: start token, tokens, END, pad -> (B, 1 + T + 1)."""
-    b, t = len(labels), max((len(x) for x in labels), default=0)
-    seq = torch.full((b, t + 2), cfg.pad_token_id, dtype=torch.long)
+def _never(cfg, extra: tuple[int, ...], dev) -> Tensor:
+    """The ids a CTC row never writes: the mask token, END and ``extra`` (not the blank) -> (n,) int64, sorted."""
+    return torch.tensor(sorted({cfg.mask_id, cfg.eos_token_id, *extra} - {cfg.blank_id}), dtype=torch.long, device=dev)
+
+
+def _output(cfg, best: Tensor, scores: Tensor, rows: Tensor) -> NATOutput:
+    """Each row's labels best (B, W) (blank past the row) collapsed as ``ctc.collapse`` does (a label is kept where
+    it is not the blank and differs from the label before it), in ``generate``'s layout: start token, tokens, END,
+    pad -> (B, 1 + T + 1), for the whole batch at once."""
+    b, dev = best.shape[0], best.device
+    before = torch.cat((best.new_full((b, 1), -1), best[:, :-1]), dim=1)  # (B, W) the label before, -1 at 0
+    keep = (best != cfg.blank_id) & (best != before)  # (B, W) the labels kept
+    n = keep.sum(1)  # (B,) tokens of each row
+    t = int(n.max()) if b else 0
+    seq = torch.full((b, t + 2), cfg.pad_token_id, dtype=torch.long, device=dev)
     seq[:, 0] = cfg.start_token_id
-    for i, x in enumerate(labels):
-        seq[i, 1:1 + len(x)] = torch.tensor(x, dtype=torch.long)
-        seq[i, 1 + len(x)] = cfg.eos_token_id
-    lengths = torch.tensor([len(x) + 1 for x in labels], dtype=torch.long)  # tokens + END
-    return NATOutput(seq.to(dev), scores, lengths.to(dev), rows[:, None])
+    where = keep.cumsum(1)  # (B, W) a kept label's place after the start token
+    seq[torch.arange(b, device=dev)[:, None].expand_as(keep)[keep], where[keep]] = best[keep]
+    seq[torch.arange(b, device=dev), n + 1] = cfg.eos_token_id
+    return NATOutput(seq, scores, n + 1, rows[:, None])  # lengths: tokens + END

@@ -32,9 +32,10 @@ from ..functional.tokens import best_tokens
 from ..nn import LayerCache
 from ..nn.limits import ints
 
-__all__ = ["mask_predict", "NATOutput", "RANGES"]
+__all__ = ["mask_predict", "NATOutput", "RANGES", "best_of_hidden"]
 
 RANGES = {"iterations": ints(1, 1024), "length_candidates": ints(1, 256)}  # the command line's too
+CHUNK_LOGITS = 1 << 19  # logits of one chunk of rows in ``best_of_hidden``: a chunk's logits stay in cache
 
 
 @dataclass
@@ -95,6 +96,18 @@ def _suppressed_ids(cfg, extra: tuple[int, ...], device) -> Tensor:
     if cfg.length == "classifier":
         ids.add(cfg.eos_token_id)
     return torch.tensor(sorted(ids), dtype=torch.long, device=device)
+
+
+def best_of_hidden(model, hidden: Tensor, bad: Tensor) -> tuple[Tensor, Tensor]:
+    """Decoder states hidden (M, d) -> each row's best token outside ``bad`` and its log-probability, (M,) and (M,):
+    ``best_tokens(model.output_logits(hidden), bad)`` (each row's own), over chunks of rows of at most
+    ``CHUNK_LOGITS`` logits, so that the choice reads a chunk's logits from cache right after the output layer
+    wrote them (a batch's (M, V) logits are tens of MB)."""
+    step = max(1, CHUNK_LOGITS // max(1, model.config.tgt_vocab_size))
+    if hidden.shape[0] <= step:
+        return best_tokens(model.output_logits(hidden), bad)
+    parts = [best_tokens(model.output_logits(h), bad) for h in hidden.split(step)]
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 
 @dataclass
@@ -190,8 +203,8 @@ def _iterate(model, r: _Rows, it: int, iterations: int, bad: Tensor) -> None:
         r.cache = [LayerCache(None, c.cross_kv) for c in out.cache]
     hidden = out.last_hidden_state
     whole = it == 0 and r.every  # every position is masked: no gather, no scatter
-    logits = model.output_logits(hidden.reshape(-1, hidden.shape[-1]) if whole else hidden[masked])
-    best, pred = best_tokens(logits, bad)  # (M,) M masked positions: the best allowed token, its log-prob (fdt)
+    # (M,) M masked positions: the best allowed token, its log-prob (fdt)
+    best, pred = best_of_hidden(model, hidden.reshape(-1, hidden.shape[-1]) if whole else hidden[masked], bad)
     if whole:
         r.tokens, r.logp = pred.view_as(r.tokens), best.view(r.tokens.shape)
     else:

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from attnkit.generation import mask_predict
+from attnkit.generation.ctc import collapse
 from attnkit.generation.ctc_nat import ctc_decode
 from attnkit.models.nat import NATConfig, NATModel
 from attnkit.nn import TransformerConfig
@@ -75,3 +76,26 @@ def test_wrong_models_and_arguments_are_refused():
         ctc_decode(ctc, ids.float())
     with pytest.raises(ValueError, match="`attention_mask`"):
         ctc_decode(ctc, ids, torch.ones(1, 2))
+
+
+def test_the_batch_collapses_as_each_row_alone():
+    """Random rows of labels (repeats, blanks, rows of every length, one of only blanks): the batch's collapse and
+    layout are ``ctc.collapse`` row by row, and only each row's positions reach the output layer."""
+    g = torch.Generator().manual_seed(0)
+    s = torch.tensor([7, 1, 4, 7, 3, 2])  # source lengths: rows of 2 S positions
+    labels = torch.randint(3, 7, (6, 14), generator=g) * torch.randint(0, 2, (6, 14), generator=g)  # ~half blank
+    labels[2] = 0
+    m = Scripted(labels.tolist())
+    seen = []
+    output_logits = m.output_logits
+    m.output_logits = lambda h: seen.append(h.shape[0]) or output_logits(h)
+    ids = (torch.arange(7)[None] < s[:, None]).long() * 4  # (6, 7): 4 = a source token, 0 padding
+    out = ctc_decode(m, ids, (ids != 0).long())
+    assert sum(seen) == int(2 * s.sum())  # 48 positions, not 6 x 14
+    for b in range(6):
+        want = collapse(labels[b, :2 * int(s[b])], 0)
+        row = out.sequences[b].tolist()
+        assert row[:len(want) + 2] == [1, *want, 2] and set(row[len(want) + 2:]) <= {0}
+        assert int(out.lengths[b]) == len(want) + 1
+    assert out.sequences.shape[1] == max(len(collapse(labels[b, :2 * int(s[b])], 0)) for b in range(6)) + 2
+    assert out.lengths[2] == 1 and out.sequences[2, :2].tolist() == [1, 2]  # only blanks: END alone

@@ -1,4 +1,5 @@
 import math
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -116,3 +117,22 @@ def test_bad_arguments_are_clear_errors():
             mask_predict(stub, torch.full((1, 4), 5), **kw)
     with pytest.raises(ValueError, match="input_ids"):
         mask_predict(stub, torch.full((4,), 5))
+
+
+def test_the_output_layer_in_chunks_of_rows_gives_every_row_its_own_choice(monkeypatch):
+    """``best_of_hidden`` over chunks of 2 rows (CHUNK_LOGITS = 2 V): each chunk through the output layer on its own,
+    the same tokens and log-probabilities as all rows at once."""
+    mp = sys.modules["attnkit.generation.mask_predict"]
+    torch.manual_seed(2)
+    model = NATModel(NATConfig(30, 30, TC, share_embeddings=True, max_positions=30), dtype=torch.float64).eval()
+    hidden, bad = torch.randn(7, 32, dtype=torch.float64), torch.tensor([0, 1, 2])
+    rows = []
+    output_logits = model.output_logits
+    monkeypatch.setattr(model, "output_logits", lambda h: rows.append(h.shape[0]) or output_logits(h))
+    with torch.no_grad():
+        whole = mp.best_of_hidden(model, hidden, bad)
+        monkeypatch.setattr(mp, "CHUNK_LOGITS", 2 * 30)
+        logp, ids = mp.best_of_hidden(model, hidden, bad)
+    assert rows == [7, 2, 2, 2, 1] and torch.equal(ids, whole[1])
+    torch.testing.assert_close(logp, whole[0], atol=1e-12, rtol=1e-12)  # a product of 2 rows may round otherwise
+    assert ids.shape == (7,) and not torch.isin(ids, bad).any()
