@@ -8,7 +8,9 @@ cross-attention K, V projection in one matrix) and runs ``decode_parallel`` as t
 (``layer.py``) layer after layer: unmasked self-attention over the row (only padding hidden), cross-attention to
 keys and values projected once per decoding (kept in the cache that Mask-Predict's iterations pass back), the
 feed-forward. At up to ``LAYER_ROWS`` positions (B * T) where the short kernel runs, each layer is one native
-call (``layer_forward``), or the whole stack (``layers_forward``). The length classifier is packed too.
+call (``layer_forward``), or the whole stack (``layers_forward``); past them, a batch of rows of several lengths
+runs its products and norms on the rows' own positions only, attention on the padded grid (``packed_rows``).
+The length classifier is packed too.
 
 One sentence with one length candidate (latency at batch 1) takes ``first_pass``: the encoder, the best length,
 every layer's cross keys and values, the decoder over a row of mask tokens and each position's best token in one
@@ -26,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..functional.dispatch import SHORT_MAX_LEN
-from ..functional.masks import for_heads, padding
+from ..functional.masks import for_heads, keep_positions, padding
 from ..functional.tokens import best_tokens
 from ..models.seq2seq import memory_mask_from
 from ..nn import LayerCache
@@ -37,7 +39,18 @@ from .packed import LAYER_ROWS, PackedLinear
 from .seq2seq import Seq2SeqEngine
 from .spec import ModelSpec
 
-__all__ = ["NATEngine"]
+__all__ = ["NATEngine", "packed_rows"]
+
+PACK_FROM = 1 / 32  # the share of padding in a batch's rows from which the layers run on the rows' positions only
+
+
+def packed_rows(lengths: Tensor, t: int) -> Tensor | None:
+    """Rows of lengths (B,) in a (B, T) grid -> the flat indices (N,) of their positions, N = lengths.sum(), where
+    padding is at least ``PACK_FROM`` of the grid (the layers' products then skip it), else None."""
+    n = int(lengths.sum())
+    if lengths.numel() * t - n < PACK_FROM * lengths.numel() * t:
+        return None
+    return keep_positions(lengths, t).view(-1).nonzero().view(-1)
 
 
 class NATEngine:
@@ -83,7 +96,9 @@ class NATEngine:
     def decode_parallel(self, tokens: Tensor, memory: Tensor, memory_mask: Tensor | None = None,
                         lengths: Tensor | None = None, *, cache: list[LayerCache] | None = None,
                         use_cache: bool = False, output_attentions: bool = False) -> DecoderOutput:
-        """``NATModel.decode_parallel``: tokens (B, T), memory (B, S, d), lengths (B,) -> hidden (B, T, d).
+        """``NATModel.decode_parallel``: tokens (B, T), memory (B, S, d), lengths (B,) -> hidden (B, T, d); past a
+        row's length the states are the model's, or 0 where the layers ran on the rows' positions only
+        (``packed_rows``); no caller reads them.
 
         ``cache``: per layer ``LayerCache(None, (keys, values))`` of the cross-attention, (B, H, S, dh) each,
         as this method returns with ``use_cache``."""
@@ -117,18 +132,32 @@ class NATEngine:
                                    cross_lens)
             x = x.reshape(b * t, base.d_model)  # (B, T, d) -> (B*T, d)
         else:
-            x = self.layers(x.reshape(b * t, base.d_model), b, t, cache, (self_mask, self_lens),
-                            (cross_mask, cross_lens))
+            rows = None if self_mask is None else packed_rows(lengths, t)  # (N,) the rows' positions, or None
+            x = x.reshape(b * t, base.d_model)
+            x = self.layers(x if rows is None else x.index_select(0, rows), b, t, cache, (self_mask, self_lens),
+                            (cross_mask, cross_lens), rows)
+            if base.final_norm is not None:
+                x = base.final_norm(x)
+            if rows is not None:  # (N, d) -> (B*T, d), 0 past each row's length
+                x = x.new_zeros(b * t, base.d_model).index_copy_(0, rows, x)
+            return DecoderOutput(x.view(b, t, base.d_model), None, None, cache if use_cache else None)
         if base.final_norm is not None:
             x = base.final_norm(x)
         return DecoderOutput(x.view(b, t, base.d_model), None, None, cache if use_cache else None)
 
     # -- the layers ----------------------------------------------------------------------------
-    def layers(self, x: Tensor, b: int, t: int, cache: list[LayerCache], self_mask: tuple, cross_mask: tuple) -> Tensor:
+    def layers(self, x: Tensor, b: int, t: int, cache: list[LayerCache], self_mask: tuple, cross_mask: tuple,
+               rows: Tensor | None = None) -> Tensor:
         """The packed layer program, layer after layer (the reference of the native path): x (B*T, d) -> (B*T, d).
-        ``self_mask``, ``cross_mask``: (mask for heads, its key lengths for the native kernel or None)."""
+        ``self_mask``, ``cross_mask``: (mask for heads, its key lengths for the native kernel or None).
+
+        ``rows`` (N,): x holds only these positions of the (B*T) grid, (N, d) -> (N, d) (``packed_rows``): the
+        linear layers and norms run on the rows' own positions, attention on the grid (0 at the padding, which
+        the mask hides)."""
         base = self.base
         h, dh = base.num_heads, base.head_dim
+        grid = (lambda y: y) if rows is None else (lambda y: y.new_zeros(b * t, y.shape[1]).index_copy_(0, rows, y))
+        back = (lambda y: y) if rows is None else (lambda y: y.index_select(0, rows))
         for layer, c in zip(base.layers, cache):
             ck, cv = c.cross_kv
 
@@ -136,9 +165,9 @@ class NATEngine:
                 return base.attend(q, k, v, *self_mask)
 
             def attend_memory(q, ck=ck, cv=cv):
-                return memory_attention(lambda q4: base.attend(q4, ck, cv, *cross_mask), q, b, t, h, dh)
+                return back(memory_attention(lambda q4: base.attend(q4, ck, cv, *cross_mask), grid(q), b, t, h, dh))
 
-            x = layer(x, lambda qkv: self_attention(attend, qkv, b, t, h, dh), attend_memory)
+            x = layer(x, lambda qkv: back(self_attention(attend, grid(qkv), b, t, h, dh)), attend_memory)
         return x
 
     def native_layers(self, x: Tensor, self_lens: Tensor, keys: list[Tensor], values: list[Tensor],

@@ -6,6 +6,7 @@ import copy
 import pytest
 import torch
 
+import attnkit.inference.nat as nat_module
 from attnkit.generation import mask_predict
 from attnkit.generation.ctc_nat import ctc_decode
 from attnkit.inference import LAYER_ROWS, NATEngine, engine_for, onednn_available, refusal
@@ -107,6 +108,33 @@ def test_a_sentence_alone_gives_its_row_of_a_padded_batch():
             assert bool((batch.sequences[i, w:] == m.config.pad_token_id).all())
             assert int(one.lengths[0]) == int(batch.lengths[i]) == w - 1
             torch.testing.assert_close(one.sequences_scores[0], batch.sequences_scores[i], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_padded_rows_run_the_layers_on_their_own_positions(norm_first, monkeypatch):
+    """Rows of a batch past the native layers (B * T > LAYER_ROWS) with padding: the products and norms take only
+    the rows' positions (N of B * T), the same hidden states there as the whole grid, 0 past each row."""
+    m = model(norm_first)
+    fast = nat_engine(m)
+    ids, mask = source()
+    ids, mask = ids.repeat(4, 1), mask.repeat(4, 1)  # (12, 7)
+    memory = fast.encode(ids, mask)
+    tokens = torch.randint(3, 30, (12, 9))
+    lengths = torch.tensor([9, 5, 1, 8] * 3)  # 69 of 108 positions
+    rows = []
+    qkv = fast.base.layers[0].qkv
+    rows_of = qkv.rows
+    monkeypatch.setattr(qkv, "rows", lambda x: rows.append(x.shape[0]) or rows_of(x))
+    packed = fast.decode_parallel(tokens, memory, mask, lengths).last_hidden_state
+    monkeypatch.setattr(nat_module, "PACK_FROM", 2.0)  # never: the whole grid
+    grid = fast.decode_parallel(tokens, memory, mask, lengths).last_hidden_state
+    assert rows == [69, 108]
+    keep = torch.arange(9)[None] < lengths[:, None]
+    torch.testing.assert_close(packed[keep], grid[keep], atol=1e-6, rtol=1e-6)
+    assert bool((packed[~keep] == 0).all())
+    with torch.no_grad():
+        ref = m.decode_parallel(tokens, memory, mask, lengths).last_hidden_state
+    torch.testing.assert_close(packed[keep], ref[keep], atol=2e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("norm_first,activation", [(True, "relu"), (False, "gelu")])
