@@ -87,9 +87,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="tagger: the tag column to score (default: the one the run was trained on)")
     p.add_argument("--ref", default=None, help="translation: reference translations of --data FILE, one per line "
                                                "(default: none, --data names a Multi30k split: test, val, train)")
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                   help="translation: the weights' dtype (bfloat16: faster on CPUs with AVX512-BF16; default "
-                        "float32, as trained)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "int8"), default="float32",
+                   help="translation: the weights' dtype (bfloat16: faster on CPUs with AVX512-BF16; int8: the "
+                        "layers' weights in int8, docs/int8.md; default float32, as trained)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a progress bar counting the examples (translation: the texts translated) scored (default: "
                         "only when stderr is a terminal)")

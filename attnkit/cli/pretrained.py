@@ -36,9 +36,13 @@ def _model(name: str):
 
 
 def _dtype(args):
+    """--dtype (--bf16: bfloat16) -> the compute dtype; torch.int8 for int8 weights (docs/int8.md)."""
     import torch
 
-    return torch.bfloat16 if args.bf16 else torch.float32
+    if args.bf16 and args.dtype not in (None, "bfloat16"):
+        raise ValueError(f"{args.command}: --bf16 is --dtype bfloat16; it contradicts --dtype {args.dtype}")
+    name = "bfloat16" if args.bf16 else args.dtype or "float32"
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.int8}[name]
 
 
 def _read_texts(args) -> list[str]:
@@ -129,6 +133,14 @@ def run_attend(args) -> int:
     return 0
 
 
+def _dtype_options(p) -> None:
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "int8"), default=None,
+                   help="compute dtype (default float32; bfloat16 is faster on CPUs with AVX512-BF16; int8: int8 "
+                        "weights and rows, see docs/int8.md for what runs on a CPU without VNNI); outputs stay "
+                        "float32")
+    p.add_argument("--bf16", action="store_true", help="the same as --dtype bfloat16")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     def common(p):
         p.add_argument("--model", default=DEFAULT_MODEL,
@@ -143,7 +155,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=None,
                    help="output .npy or .jsonl (default: JSON lines on stdout)")
     p.add_argument("--batch-size", type=ints(1, 65536), default=64, help="texts encoded together in one batch")
-    p.add_argument("--bf16", action="store_true", help="compute in bfloat16 (faster; outputs stay float32)")
+    _dtype_options(p)
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
     p.add_argument("--workers", type=ints(1, 1024), default=None,
@@ -154,7 +166,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("similarity", help="cosine similarity of two texts")
     p.add_argument("a", metavar="TEXT1", help="the first text")
     p.add_argument("b", metavar="TEXT2", help="the second text")
-    p.add_argument("--bf16", action="store_true", help="compute in bfloat16")
+    _dtype_options(p)
     common(p)
     p.set_defaults(func=run_similarity)
 

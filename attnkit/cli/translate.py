@@ -20,7 +20,7 @@ from .options import add_threads_option, read_lines, set_threads, utf8_text
 
 def open_translator(path: Path, which: str = "best", dtype: str = "float32"):
     """(Translator, checkpoint folder) of a translation run, or (MarianTranslator, folder) of a Hugging Face
-    Marian folder, weights in ``dtype`` ("float32" or "bfloat16"); a clear error for another task's run."""
+    Marian folder, weights in ``dtype`` ("float32", "bfloat16" or "int8"); a clear error for another task's run."""
     from ..pretrained.marian import is_marian_folder, load_marian
     from ..tasks.translate import DTYPES
 
@@ -155,9 +155,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="a progress bar counting the texts translated (default: only when stderr is a terminal)")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="in a run folder: the checkpoint with the best dev score, or the last one saved")
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "int8"), default="float32",
                    help="the weights' dtype (bfloat16: half the bytes read per step, faster on CPUs with "
-                        "AVX512-BF16; default float32, as trained)")
+                        "AVX512-BF16; int8: the layers' weights in int8, docs/int8.md; default float32, as trained)")
     add_decoding_args(p)
     add_threads_option(p)
     p.set_defaults(func=run)

@@ -113,9 +113,9 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
 def load(folder: Path, meta: dict, *, dtype: torch.dtype = torch.float32) -> Translator:
     """The run as its side's translator: a ``Translator`` (model in eval mode + its BPE vocabulary), a NAT run a
     ``NATTranslator``. ``dtype``: the weights' dtype, ``torch.float32`` (as trained) or ``torch.bfloat16`` (half
-    the bytes read per decoding step, for fast CPU inference)."""
+    the bytes read per decoding step, for fast CPU inference) or ``torch.int8`` (docs/int8.md)."""
     if dtype not in DTYPES.values():
-        raise ValueError(f"load_pretrained: `dtype` of a translation run must be torch.float32 or torch.bfloat16, "
+        raise ValueError(f"load_pretrained: `dtype` of a translation run must be one of {', '.join(DTYPES)}, "
                          f"got {dtype}")
     return load_run(folder, meta, DECODINGS[check_meta(folder, meta)], dtype)
 

@@ -27,7 +27,8 @@ from ..train.from_meta import model_from_meta
 __all__ = ["Decoding", "BPE_FILE", "DTYPES", "corpora", "check_meta", "check_lengths", "subwords_for", "load_run"]
 
 BPE_FILE = "bpe.json"
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # the weights' dtypes a run loads in
+# the weights' dtypes a run loads in; int8: float32 weights, the engine's layers in int8 (docs/int8.md)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.int8}
 
 
 class Decoding:
@@ -132,7 +133,7 @@ def subwords_for(folder: Path, meta: dict) -> Subwords:
 def load_run(folder: Path, meta: dict, decoding: Decoding, dtype: torch.dtype = torch.float32):
     """A run of ``decoding`` as its translator (model in eval mode + its BPE vocabulary), weights in ``dtype``."""
     if dtype not in DTYPES.values():
-        raise ValueError(f"load_pretrained: `dtype` of a translation run must be torch.float32 or torch.bfloat16, "
+        raise ValueError(f"load_pretrained: `dtype` of a translation run must be one of {', '.join(DTYPES)}, "
                          f"got {dtype}")
     subwords = subwords_for(folder, meta)
     model = model_from_meta(folder, meta,  # sizes checked against the weights before the config is built
@@ -143,4 +144,8 @@ def load_run(folder: Path, meta: dict, decoding: Decoding, dtype: torch.dtype = 
     if top >= rows:  # an id past the embedding tables: refused here, never an IndexError while translating
         raise CheckpointError(f"checkpoint: the {BPE_FILE} of {folder} has ids up to {top}, its model's tables "
                               f"{rows} rows")
-    return decoding.translator_class(model.to(dtype), subwords, meta)
+    if dtype != torch.int8:
+        return decoding.translator_class(model.to(dtype), subwords, meta)
+    translator = decoding.translator_class(model, subwords, meta)
+    translator.engine_dtype = dtype  # its engine quantises the float32 weights
+    return translator

@@ -32,6 +32,7 @@ class Translator(TextTranslator):
     """A ``Seq2SeqModel`` + its subword vocabulary + the run's meta. ``translate`` / ``generate`` / ``attend``."""
 
     decoding = "ar"  # autoregressive; a non-autoregressive run loads as ``translate_nat.NATTranslator``
+    engine_dtype = None  # the engine's dtype (None: the model's; torch.int8: int8 weights, docs/int8.md)
     _pad_id = PAD_ID
 
     def __init__(self, model, subwords: Subwords, meta: dict, *, batch_size: int = 64):
@@ -84,7 +85,7 @@ class Translator(TextTranslator):
         (``attnkit.inference.engine_for``, made on first use, same outputs to float rounding), or the model itself
         where no engine runs it."""
         if self._decoder is None:
-            self._decoder = engine_for(self.model)
+            self._decoder = engine_for(self.model, dtype=self.engine_dtype)
         return self._decoder
 
     def describe(self, kwargs: dict) -> str:

@@ -79,13 +79,27 @@ def test_bfloat16_weights(run, capsys):
     assert sum(g == r for g, r in zip(tr.translate(src), ref)) >= 15  # the toy language, as in float32
     assert main(["translate", str(out), "Ein hund sieht ein rotes auto.", "--dtype", "bfloat16"]) == 0
     assert capsys.readouterr().out.strip() == "A dog sees a red car."
-    with pytest.raises(ValueError, match="`dtype` of a translation run must be torch.float32 or torch.bfloat16"):
+    with pytest.raises(ValueError, match="`dtype` of a translation run must be one of float32, bfloat16, int8"):
         attnkit.load_pretrained(out, dtype=torch.float16)
     with pytest.raises(ValueError, match=r"options \['device'\] do not apply"):
         attnkit.load_pretrained(out, dtype=torch.bfloat16, device="cpu")
     with pytest.raises(SystemExit):
         main(["translate", str(out), "Ein hund.", "--dtype", "float16"])
     assert "invalid choice: 'float16'" in capsys.readouterr().err
+
+
+def test_int8_layers(run, capsys):
+    out, paths = run
+    tr = attnkit.load_pretrained(out, dtype="int8")
+    assert {p.dtype for p in tr.model.parameters()} == {torch.float32}  # the reference stays float32
+    assert type(tr.decoder.layers[0]).__name__ == "QuantLayer"
+    src = paths["dev_src"].read_text(encoding="utf-8").splitlines()[:10]
+    ref = paths["dev_tgt"].read_text(encoding="utf-8").splitlines()[:10]
+    assert sum(g == r for g, r in zip(tr.translate(src), ref)) >= 7  # the toy language, as in float32
+    assert main(["translate", str(out), "Ein hund sieht ein rotes auto.", "--dtype", "int8"]) == 0
+    assert capsys.readouterr().out.strip() == "A dog sees a red car."
+    with pytest.raises(ValueError, match="load_pretrained: `dtype` must be one of float32, bfloat16, float16, int8"):
+        attnkit.load_pretrained(out, dtype="int4")
 
 
 def test_cli_translate_evaluate_and_attention(run, capsys, tmp_path, monkeypatch):
