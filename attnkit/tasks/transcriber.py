@@ -111,7 +111,7 @@ class Transcriber:
         return out
 
     # -- decoding ---------------------------------------------------------------------------------
-    @torch.no_grad()
+    @torch.inference_mode()
     def decode(self, frames: list[Tensor], *, ctc: bool = False, beam: int | None = None,
                ctc_weight: float | None = None, length_penalty: float = 1.0) -> list[list[int]]:
         """Log-mel frames of each utterance -> its digits. ``ctc``: CTC one pass; else beam ``beam`` (1 = greedy)
