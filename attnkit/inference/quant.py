@@ -1,10 +1,12 @@
 """int8 as one more dtype of the weight spec: quantised when loaded, no calibration data.
 
-``quantize_spec(spec)`` gives the same ``ModelSpec`` with every layer's linear layers (``qkv``, ``self_out``,
-``cross_qkv``, ``cross_out``, ``ff1``, ``ff2``) in int8: a spec ``Linear`` whose ``weight`` is int8 (N, K) and whose
+``quantize_spec(spec)`` gives the same ``ModelSpec`` with each layer's linear layers ``qkv``, ``self_out``,
+``cross_qkv``, ``cross_out`` and ``ff1`` in int8: a spec ``Linear`` whose ``weight`` is int8 (N, K) and whose
 ``scale`` (N,) float32 gives W ~= weight * scale[:, None] (symmetric, one scale per output channel: the largest
-|W| of the row maps to 127). Everything else stays float32: the token tables, positions, LayerNorms, the output
-layer (the logits' final choice), a NAT model's length classifier and BERT's pooler.
+|W| of the row maps to 127). Everything else stays float32: ``ff2`` (``FLOAT_LINEARS``: the feed-forward's second
+product, whose inputs, the activation's outputs, cost the most accuracy in int8: docs/int8.md), the token tables,
+positions, LayerNorms, attention, the output layer (the logits' final choice), a NAT model's length classifier
+and BERT's pooler.
 
 At run time each input row (token) x is quantised on its own, symmetric: a = round(x / s), s = max|x| / ACT_MAX,
 and the product is the integers' sum in int32, the scales applied in the epilogue with the bias:
@@ -32,15 +34,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .spec import CrossAttention, Layer, Linear, ModelSpec, Stack
+from .spec import LINEARS, CrossAttention, Layer, Linear, ModelSpec, Stack
 
 __all__ = ["ACT_MAX", "WEIGHT_MAX", "quantize_weight", "quantize_rows", "dequantize", "quantize_linear",
            "quantize_spec", "int8_product_reference", "int8_linear_reference", "is_int8", "cat_rows",
-           "ENGINE_DTYPES", "engine_dtype", "outliers", "split_outliers", "outlier_product"]
+           "ENGINE_DTYPES", "engine_dtype", "outliers", "split_outliers", "outlier_product", "FLOAT_LINEARS"]
 
 ACT_MAX = 63  # activations in [-63, 63]: exact int32 sums on AVX2's pairwise 16-bit products (module doc)
 WEIGHT_MAX = 127
 OUTLIERS = 8  # input channels kept in float32 per call (at most K / 8: ``outliers``)
+FLOAT_LINEARS = ("ff2",)  # a layer's linear layers ``quantize_spec`` leaves in float32 (the module doc)
 # the engines' dtypes by name: torch.int8 stands for "int8 weights, float32 activations"
 ENGINE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.int8}
 
@@ -144,20 +147,27 @@ def cat_rows(linears: list[Linear]) -> Linear:
     return Linear(torch.cat([m.weight for m in linears]), bias, scale)
 
 
-def _layer(layer: Layer) -> Layer:
+def _layer(layer: Layer, keep: tuple[str, ...]) -> Layer:
+    def q(linear: Linear, name: str) -> Linear:
+        return linear if name in keep else quantize_linear(linear)
+
     cross = layer.cross
     if cross is not None:
-        cross = CrossAttention(quantize_linear(cross.qkv), quantize_linear(cross.out), cross.norm)
-    return dataclasses.replace(layer, qkv=quantize_linear(layer.qkv), self_out=quantize_linear(layer.self_out),
-                               ff1=quantize_linear(layer.ff1), ff2=quantize_linear(layer.ff2), cross=cross)
+        cross = CrossAttention(q(cross.qkv, "cross_qkv"), q(cross.out, "cross_out"), cross.norm)
+    return dataclasses.replace(layer, qkv=q(layer.qkv, "qkv"), self_out=q(layer.self_out, "self_out"),
+                               ff1=q(layer.ff1, "ff1"), ff2=q(layer.ff2, "ff2"), cross=cross)
 
 
-def _stack(stack: Stack | None) -> Stack | None:
-    return None if stack is None else dataclasses.replace(stack, layers=tuple(_layer(m) for m in stack.layers))
+def _stack(stack: Stack | None, keep: tuple[str, ...]) -> Stack | None:
+    return None if stack is None else dataclasses.replace(stack, layers=tuple(_layer(m, keep) for m in stack.layers))
 
 
-def quantize_spec(spec: ModelSpec) -> ModelSpec:
-    """``spec`` (float32) with every layer's linear layers in int8 (see the module doc); the rest unchanged."""
+def quantize_spec(spec: ModelSpec, keep: tuple[str, ...] = FLOAT_LINEARS) -> ModelSpec:
+    """``spec`` (float32) with each layer's linear layers in int8 but those named in ``keep`` (``spec.LINEARS``'
+    names; default ``FLOAT_LINEARS``); the rest unchanged (see the module doc)."""
     if spec.source_embedding.dtype != torch.float32:
         raise ValueError(f"quantize_spec: needs a float32 spec, got {spec.source_embedding.dtype}")
-    return dataclasses.replace(spec, encoder=_stack(spec.encoder), decoder=_stack(spec.decoder))
+    unknown = sorted(set(keep) - set(LINEARS))
+    if unknown:
+        raise ValueError(f"quantize_spec: `keep` names {unknown}, not linear layers (choices: {', '.join(LINEARS)})")
+    return dataclasses.replace(spec, encoder=_stack(spec.encoder, keep), decoder=_stack(spec.decoder, keep))

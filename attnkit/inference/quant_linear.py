@@ -71,10 +71,11 @@ def int8_path() -> str:
     path = "fbgemm" if fbgemm_runs() else "reference"
     if path == "fbgemm":
         log.warning("attnkit: int8 runs torch's fbgemm int8 products (no AVX512-VNNI kernels of attnkit's own; "
-                    "activations in 7 bits); see docs/int8.md")
+                    "activations in 7 bits); the feed-forward's second product stays float32; see docs/int8.md")
     else:
         log.warning("attnkit: int8 runs its exact reference products here (float64, slower than float32: torch's "
-                    "fbgemm int8 kernels are missing); see docs/int8.md")
+                    "fbgemm int8 kernels are missing); the feed-forward's second product stays float32; see "
+                    "docs/int8.md")
     return path
 
 

@@ -153,9 +153,14 @@ def test_a_spec_in_int8_keeps_the_rest_float():
 
     spec = quantize_spec(spec_of(_bert()))
     layer = spec.encoder.layers[0]
-    assert all(m.weight.dtype == torch.int8 for m in (layer.qkv, layer.self_out, layer.ff1, layer.ff2))
+    assert all(m.weight.dtype == torch.int8 for m in (layer.qkv, layer.self_out, layer.ff1))
+    assert layer.ff2.weight.dtype == torch.float32 and layer.ff2.scale is None  # FLOAT_LINEARS
     assert spec.source_embedding.dtype == torch.float32 and spec.pooler.weight.dtype == torch.float32
     assert layer.self_norm.weight.dtype == torch.float32
+    every = quantize_spec(spec_of(_bert()), keep=())
+    assert every.encoder.layers[1].ff2.weight.dtype == torch.int8
+    with pytest.raises(ValueError, match=r"`keep` names \['ff3'\], not linear layers"):
+        quantize_spec(spec_of(_bert()), keep=("ff3",))
 
 
 def test_a_bert_model_in_int8_keeps_its_embeddings():
