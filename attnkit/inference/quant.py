@@ -81,11 +81,9 @@ def quantize_rows(x: Tensor, act_max: int = ACT_MAX) -> tuple[Tensor, Tensor]:
     """x (M, K) float -> (a (M, K) float32 holding integers in [-act_max, act_max], s (M, 1) float32), each row
     symmetric on its own: x ~= a * s. A zero row gives a = 0; a row with NaN or inf gives s NaN or inf (its
     outputs are NaN, as the float product's would be)."""
-    x = x.float()
-    amax = x.abs().amax(1, keepdim=True)  # (M, 1)
-    finite = torch.isfinite(amax)
-    a = torch.round(x / torch.where(finite, _scales(amax, act_max), torch.ones_like(amax)))
-    a = torch.where(finite, a, torch.zeros_like(a)).clamp_(-act_max, act_max)
+    amax = x.float().abs().amax(1, keepdim=True)  # (M, 1)
+    # x * act_max / amax: NaN where amax is 0 (0 * inf), NaN or inf: such rows quantise to 0
+    a = (x * (act_max / amax)).round_().clamp_(-act_max, act_max).nan_to_num_(0.0)
     return a, amax / act_max  # s: 0 for a zero row (a = 0), NaN / inf carried into the epilogue
 
 
@@ -104,10 +102,10 @@ def split_outliers(x: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
     return x.index_fill(1, idx, 0.0), idx, x[:, idx]
 
 
-def outlier_product(columns: Tensor, idx: Tensor, q: Tensor, scale: Tensor) -> Tensor:
-    """The outlier channels' share of the product: columns (M, k) float32 against the dequantised weight columns
-    q[:, idx] * scale (N, k) -> (M, N) float32."""
-    return F.linear(columns, q[:, idx].float() * scale[:, None])
+def outlier_product(out: Tensor, columns: Tensor, idx: Tensor, q_t: Tensor, scale: Tensor) -> Tensor:
+    """out (M, N) += the outlier channels' share of the product: columns (M, k) float32 times the dequantised
+    weight columns, from q_t = q^T (K, N) int8: q_t[idx] * scale (k, N). Returns ``out``."""
+    return out.addmm_(columns, q_t[idx].float().mul_(scale))
 
 
 def dequantize(q: Tensor, scale: Tensor) -> Tensor:

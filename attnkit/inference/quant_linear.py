@@ -93,6 +93,7 @@ class QuantLinear:
         self.weight, self.scale, self.bias = linear.weight, linear.scale.float(), linear.bias
         self.reference = int8_path() == "reference" if reference is None else reference
         self.outliers = outliers(self.in_features)  # input channels kept in float32 per call
+        self.weight_t = self.weight.T.contiguous()  # (in, out) int8: the outlier channels' weights, by row
         self.packed = None if self.reference else _pack(self.weight, self.scale)
 
     def product(self, x: Tensor) -> Tensor:
@@ -104,7 +105,7 @@ class QuantLinear:
             y = (int8_product_reference(a, self.weight) * (s.double() * self.scale.double())).float()
         else:
             y = _fbgemm_sums(a, self.packed).mul_(s)
-        return y.add_(outlier_product(columns, idx, self.weight, self.scale)) if self.outliers else y
+        return outlier_product(y, columns, idx, self.weight_t, self.scale) if self.outliers else y
 
     def rows(self, x: Tensor) -> Tensor:
         """act(x W^T + b): x (N, in) -> (N, out) float32."""
