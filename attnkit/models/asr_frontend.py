@@ -51,8 +51,9 @@ class Frontend(nn.Module):
         return (k - 1, 0) if self.causal else ((k - 1) // 2, k - 1 - (k - 1) // 2)
 
     def _conv(self, conv: nn.Module, h: Tensor, lengths: Tensor, time_dim: int) -> Tensor:
-        keep = masks.keep_positions(lengths, h.shape[time_dim]).to(h.dtype)  # (B, T)
-        h = h * (keep[:, None, :] if time_dim == 2 and h.dim() == 3 else keep[:, None, :, None])
+        if bool((lengths < h.shape[time_dim]).any()):  # padding to zero (none at batch 1: nothing to multiply)
+            keep = masks.keep_positions(lengths, h.shape[time_dim]).to(h.dtype)  # (B, T)
+            h = h * (keep[:, None, :] if time_dim == 2 and h.dim() == 3 else keep[:, None, :, None])
         before, after = self._time_pad()
         pad = (before, after) if h.dim() == 3 else (0, 0, before, after)
         return F.gelu(conv(F.pad(h, pad)))

@@ -86,17 +86,24 @@ def encoder_stack(encoder: nn.Module, x: Tensor, mask: Mask) -> Tensor:
         cos, sin = (c.to(x.dtype)[:, None, None] for c in rotary_cos_sin(torch.arange(t, device=x.device), dh,
                                                                            first.position.base))
     attend, mask = None, for_heads(mask)
-    for layer in encoder.layers:
-        attn, pre = layer.self_attn, layer.attn_block.norm_first
+    for layer in encoder.layers:  # the modules' weights, called through torch.nn.functional (no module calls)
+        attn, pre, ff = layer.self_attn, layer.attn_block.norm_first, layer.ff
         n1, nf = layer.attn_block.norm, layer.ff_block.norm
-        qkv = attn.in_proj(n1(x) if pre else x).view(b, t, 3, h, dh)
+        qkv = _linear(attn.in_proj, _norm(n1, x) if pre else x).view(b, t, 3, h, dh)
         qk = _rotate(qkv[:, :, :2], cos, sin) if rope else qkv[:, :, :2]  # q and k rotated at once
         q, k, v = (y.transpose(1, 2) for y in (qk[:, :, 0], qk[:, :, 1], qkv[:, :, 2]))  # (B, H, L, dh) each
         if attend is None:
             attend = _Attend(q, k, v, mask)
-        y = attn.out_proj(attend(q, k, v).transpose(1, 2).reshape(b, t, d))  # (B, H, L, dh) -> (B, L, d)
-        x = x + y if pre else n1(x + y)
-        ff = layer.ff
-        y = ff.linear2(ACTIVATION_FNS[ff.activation](ff.linear1(nf(x) if pre else x)))
-        x = x + y if pre else nf(x + y)
-    return encoder.norm(x)
+        y = _linear(attn.out_proj, attend(q, k, v).transpose(1, 2).reshape(b, t, d))  # (B, H, L, dh) -> (B, L, d)
+        x = x + y if pre else _norm(n1, x + y)
+        y = _linear(ff.linear2, ACTIVATION_FNS[ff.activation](_linear(ff.linear1, _norm(nf, x) if pre else x)))
+        x = x + y if pre else _norm(nf, x + y)
+    return _norm(encoder.norm, x) if isinstance(encoder.norm, nn.LayerNorm) else encoder.norm(x)
+
+
+def _linear(module: nn.Linear, x: Tensor) -> Tensor:
+    return F.linear(x, module.weight, module.bias)
+
+
+def _norm(module: nn.LayerNorm, x: Tensor) -> Tensor:
+    return F.layer_norm(x, module.normalized_shape, module.weight, module.bias, module.eps)
