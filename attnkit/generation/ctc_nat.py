@@ -22,6 +22,8 @@ from .mask_predict import NATOutput, best_of_hidden, check_sources
 
 __all__ = ["ctc_decode"]
 
+GROUPS = 4  # a batch of at most this many source lengths is decoded one length at a time (no padding, no masks)
+
 
 def _check(model, input_ids, attention_mask, suppress_tokens) -> list[int]:
     cfg = getattr(model, "config", None)
@@ -53,21 +55,49 @@ def ctc_decode(model, input_ids: Tensor, attention_mask: Tensor | None = None, *
     memory = model.encode(input_ids, attention_mask)  # (B, S, d)
     src_len = input_ids.new_full((b,), input_ids.shape[1]) if attention_mask is None else attention_mask.sum(1)
     rows = ctc_row_lengths(src_len, cfg)  # (B,)
+    bad = _never(cfg, tuple(extra), dev)
+    lengths = sorted(set(src_len.tolist()))
+    if len(lengths) <= 1 or len(lengths) > GROUPS:
+        logp, best = _padded(model, memory, attention_mask, rows, bad)
+    else:
+        logp, best = _by_length(model, memory, src_len, lengths, rows, bad)
+    scores = logp.sum(1) / rows.clamp(min=1)  # (B,) the mean over each row's positions
+    return _output(cfg, best, scores, rows)
+
+
+def _padded(model, memory: Tensor, memory_mask: Tensor | None, rows: Tensor, bad: Tensor) -> tuple[Tensor, Tensor]:
+    """The batch's rows (B,) in one decoder pass (padded to the longest) -> each position's log-probability and best
+    label, (B, W) each, 0 and the blank past a row; only the rows' positions go through the output layer."""
+    cfg, b, dev = model.config, rows.shape[0], rows.device
     width = int(rows.max()) if b else 0
     real = None if bool((rows == width).all()) else keep_positions(rows, width)  # (B, W), None: every position
     tokens = torch.full((b, width), cfg.mask_id, dtype=torch.long, device=dev)  # (B, W) the row of mask tokens
     if real is not None:
         tokens = tokens.masked_fill(~real, cfg.pad_token_id)
-    hidden = model.decode_parallel(tokens, memory, attention_mask, None if real is None else rows).last_hidden_state
-    bad = _never(cfg, tuple(extra), dev)
+    hidden = model.decode_parallel(tokens, memory, memory_mask, None if real is None else rows).last_hidden_state
     if real is None:  # every position: (B W,) -> (B, W)
-        logp, best = (x.view(b, width) for x in best_of_hidden(model, hidden.reshape(b * width, -1), bad))
-    else:  # only the rows' positions through the output layer, the rest 0 (log-probability) and blank
-        got = best_of_hidden(model, hidden[real], bad)  # (N,), (N,) N = rows.sum()
-        logp = got[0].new_zeros(b, width).masked_scatter_(real, got[0])
-        best = torch.full((b, width), cfg.blank_id, dtype=torch.long, device=dev).masked_scatter_(real, got[1])
-    scores = logp.sum(1) / rows.clamp(min=1)  # (B,) the mean over each row's positions
-    return _output(cfg, best, scores, rows)
+        logp, best = best_of_hidden(model, hidden.reshape(b * width, -1), bad)
+        return logp.view(b, width), best.view(b, width)
+    got = best_of_hidden(model, hidden[real], bad)  # (N,), (N,) N = rows.sum()
+    logp = got[0].new_zeros(b, width).masked_scatter_(real, got[0])
+    return logp, torch.full((b, width), cfg.blank_id, dtype=torch.long, device=dev).masked_scatter_(real, got[1])
+
+
+def _by_length(model, memory: Tensor, src_len: Tensor, lengths: list[int], rows: Tensor,
+               bad: Tensor) -> tuple[Tensor, Tensor]:
+    """``_padded``'s result, the sentences of each source length (``lengths``, at most ``GROUPS`` of them) decoded
+    together: their memory cut to that length, rows of one length, so no padding and no mask."""
+    b, width = rows.shape[0], int(rows.max())
+    best = torch.full((b, width), model.config.blank_id, dtype=torch.long, device=rows.device)
+    logp = None
+    for s in lengths:
+        idx = (src_len == s).nonzero().view(-1)  # (G,) the sentences of this length
+        w = int(rows[idx[0]])
+        lp, bt = _padded(model, memory.index_select(0, idx)[:, :s], None, rows[idx], bad)  # (G, w) each
+        if logp is None:
+            logp = lp.new_zeros(b, width)
+        logp[idx, :w], best[idx, :w] = lp, bt
+    return logp, best
 
 
 def _never(cfg, extra: tuple[int, ...], dev) -> Tensor:

@@ -66,9 +66,13 @@ class PackedLayer:
                  attend_memory: Callable[[Tensor], Tensor] | None = None) -> Tensor:
         """x (N, d) -> (N, d). ``attend_self``: q, k, v rows (N, 3d) -> (N, d); ``attend_memory``: queries (N, d)
         -> (N, d) (a decoder layer's cross-attention)."""
-        pre, n1, nf = self.norm_first, self.norms[0], self.norms[-1]
+        pre, n1 = self.norm_first, self.norms[0]
         qkv = self.qkv.rows(n1(x) if pre else x)  # (N, 3d)
-        x = self.residual(self.self_out, attend_self(qkv), x, n1)
+        return self.after_self(self.residual(self.self_out, attend_self(qkv), x, n1), attend_memory)
+
+    def after_self(self, x: Tensor, attend_memory: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+        """The sublayers after self-attention (cross-attention, the feed-forward): x (N, d) -> (N, d)."""
+        pre, nf = self.norm_first, self.norms[-1]
         if self.cross:
             n2 = self.norms[1]
             q = self.cross_q.rows(n2(x) if pre else x)  # (N, d)

@@ -41,6 +41,7 @@ from .spec import ModelSpec
 
 __all__ = ["NATEngine", "packed_rows"]
 
+MASK_BLOCKS = True  # rows of mask tokens start from the first layer's self-attention block made once per length
 PACK_FROM = 1 / 32  # the share of padding in a batch's rows from which the layers run on the rows' positions only
 
 
@@ -70,6 +71,7 @@ class NATEngine:
         self.stack_kernel = ext.layers_forward if self.stack is not None else None
         self._mask_table: Tensor | None = None  # (1, n, d) decoder input of n mask tokens (``masked_rows``)
         self._native_first = None  # the first pass in one native call (``first_pass_kernel``), False: none here
+        self._mask_blocks: dict[int, Tensor] = {}  # row length -> ``mask_block``
 
     # -- the mask_predict protocol -------------------------------------------------------------
     def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
@@ -124,36 +126,81 @@ class NATEngine:
             cross_lens = kernel_lengths(cross_mask)
         if cache is None:
             cache = self.cross_cache(memory)
-        x = base.positions.add(F.embedding(tokens, base.target_table), 0)  # (B, T, d), already times sqrt(d)
-        if (self.layer_kernel is not None and b * t <= LAYER_ROWS and self_lens is not None
-                and cross_lens is not None and t <= SHORT_MAX_LEN and memory.shape[1] <= SHORT_MAX_LEN
-                and x.is_contiguous()):  # where the program runs the short kernel
-            x = self.native_layers(x, self_lens, [c.cross_kv[0] for c in cache], [c.cross_kv[1] for c in cache],
-                                   cross_lens)
-            x = x.reshape(b * t, base.d_model)  # (B, T, d) -> (B*T, d)
-        else:
-            rows = None if self_mask is None else packed_rows(lengths, t)  # (N,) the rows' positions, or None
-            x = x.reshape(b * t, base.d_model)
-            x = self.layers(x if rows is None else x.index_select(0, rows), b, t, cache, (self_mask, self_lens),
-                            (cross_mask, cross_lens), rows)
-            if base.final_norm is not None:
-                x = base.final_norm(x)
-            if rows is not None:  # (N, d) -> (B*T, d), 0 past each row's length
-                x = x.new_zeros(b * t, base.d_model).index_copy_(0, rows, x)
+        masks = (self_mask, self_lens), (cross_mask, cross_lens)
+        if not (self.layer_kernel is not None and b * t <= LAYER_ROWS and self_lens is not None
+                and cross_lens is not None and t <= SHORT_MAX_LEN and memory.shape[1] <= SHORT_MAX_LEN):
+            x = self.python_pass(tokens, None if self_mask is None else lengths, cache, *masks)
             return DecoderOutput(x.view(b, t, base.d_model), None, None, cache if use_cache else None)
+        x = base.positions.add(F.embedding(tokens, base.target_table), 0)  # (B, T, d), already times sqrt(d)
+        # where the program runs the short kernel
+        x = self.native_layers(x.contiguous(), self_lens, [c.cross_kv[0] for c in cache],
+                               [c.cross_kv[1] for c in cache], cross_lens)
+        x = x.reshape(b * t, base.d_model)  # (B, T, d) -> (B*T, d)
         if base.final_norm is not None:
             x = base.final_norm(x)
         return DecoderOutput(x.view(b, t, base.d_model), None, None, cache if use_cache else None)
 
+    def python_pass(self, tokens: Tensor, lengths: Tensor | None, cache: list[LayerCache], self_mask: tuple,
+                    cross_mask: tuple) -> Tensor:
+        """``decode_parallel`` past the native layers: tokens (B, T), lengths (B,) (None: every row whole) ->
+        hidden (B*T, d). Padded rows run their products and norms on their own positions (``packed_rows``); rows of
+        mask tokens only (a first pass) start from ``mask_block``, the first layer's self-attention of such rows."""
+        base, (b, t) = self.base, tokens.shape
+        rows = None if lengths is None else packed_rows(lengths, t)  # (N,) the rows' positions, or None
+        first = self.first_block(tokens, lengths, rows)  # (N or B*T, d) or None
+        if first is not None:
+            x = first
+        else:
+            x = base.positions.add(F.embedding(tokens, base.target_table), 0).view(b * t, base.d_model)
+            x = x if rows is None else x.index_select(0, rows)
+        x = self.layers(x, b, t, cache, self_mask, cross_mask, rows, first is not None)
+        if base.final_norm is not None:
+            x = base.final_norm(x)
+        if rows is not None:  # (N, d) -> (B*T, d), 0 past each row's length
+            x = x.new_zeros(b * t, base.d_model).index_copy_(0, rows, x)
+        return x
+
+    def first_block(self, tokens: Tensor, lengths: Tensor | None, rows: Tensor | None) -> Tensor | None:
+        """Rows of mask tokens only (padding aside): the first layer's self-attention block of each row, from
+        ``mask_block`` (it depends on the row's length alone) -> (B*T, d), or (N, d) with ``rows``; None for other
+        tokens, or padding the layers run with (a few positions, ``rows`` None)."""
+        if not MASK_BLOCKS or not self.base.layers or (lengths is not None and rows is None):
+            return None
+        b, t = tokens.shape
+        mask = tokens == self.config.mask_id
+        if not bool((mask if lengths is None else mask | ~keep_positions(lengths, t)).all()):
+            return None
+        if lengths is None:
+            return self.mask_block(t).repeat(b, 1)
+        return torch.cat([self.mask_block(n) for n in lengths.tolist()])
+
+    def mask_block(self, t: int) -> Tensor:
+        """The first decoder layer's self-attention block (the residual included) over a row of t mask tokens:
+        (t, d), made once per length (the row's input is the mask embedding plus positions, ``masked_rows``)."""
+        got = self._mask_blocks.get(t)
+        if got is None or got.dtype != self.base.target_table.dtype:
+            base, layer = self.base, self.base.layers[0]
+            x = self.masked_rows(t).reshape(t, base.d_model)  # (t, d)
+            n1 = layer.norms[0]
+            qkv = layer.qkv.rows(n1(x) if layer.norm_first else x)  # (t, 3d)
+
+            def attend(q, k, v):  # a whole row: nothing hidden
+                return base.attend(q, k, v, None, base._no_lengths)
+
+            got = layer.residual(layer.self_out, self_attention(attend, qkv, 1, t, base.num_heads, base.head_dim),
+                                 x, n1)
+            self._mask_blocks[t] = got
+        return got
+
     # -- the layers ----------------------------------------------------------------------------
     def layers(self, x: Tensor, b: int, t: int, cache: list[LayerCache], self_mask: tuple, cross_mask: tuple,
-               rows: Tensor | None = None) -> Tensor:
+               rows: Tensor | None = None, after_self: bool = False) -> Tensor:
         """The packed layer program, layer after layer (the reference of the native path): x (B*T, d) -> (B*T, d).
         ``self_mask``, ``cross_mask``: (mask for heads, its key lengths for the native kernel or None).
 
         ``rows`` (N,): x holds only these positions of the (B*T) grid, (N, d) -> (N, d) (``packed_rows``): the
         linear layers and norms run on the rows' own positions, attention on the grid (0 at the padding, which
-        the mask hides)."""
+        the mask hides). ``after_self``: x is the first layer's self-attention block already (``first_block``)."""
         base = self.base
         h, dh = base.num_heads, base.head_dim
         grid = (lambda y: y) if rows is None else (lambda y: y.new_zeros(b * t, y.shape[1]).index_copy_(0, rows, y))
@@ -167,7 +214,10 @@ class NATEngine:
             def attend_memory(q, ck=ck, cv=cv):
                 return back(memory_attention(lambda q4: base.attend(q4, ck, cv, *cross_mask), grid(q), b, t, h, dh))
 
-            x = layer(x, lambda qkv: back(self_attention(attend, grid(qkv), b, t, h, dh)), attend_memory)
+            if after_self and layer is base.layers[0]:
+                x = layer.after_self(x, attend_memory)
+            else:
+                x = layer(x, lambda qkv: back(self_attention(attend, grid(qkv), b, t, h, dh)), attend_memory)
         return x
 
     def native_layers(self, x: Tensor, self_lens: Tensor, keys: list[Tensor], values: list[Tensor],

@@ -1,6 +1,8 @@
 """ctc_decode: the one-pass decoding of a CTC-trained NAT model collapses each row (repeats merged, blanks
 dropped) into generate's layout; the row is ctc_upsample x the source; wrong models and arguments are refused."""
 
+import sys
+
 import pytest
 import torch
 from torch import Tensor
@@ -17,21 +19,23 @@ V = 12
 
 
 class Scripted:
-    """The decoding protocol with fixed outputs: position t of row b writes ``labels[b][t]`` (pad past the row)."""
+    """The decoding protocol with fixed outputs: position t of sentence b writes ``labels[b][t]`` (the memory of
+    sentence b holds b, so a part of the batch decoded on its own writes its sentences' labels). Records the
+    decoder's inputs (tokens, lengths) of each call."""
 
     def __init__(self, labels: list[list[int]], **kw):
         self.config = NATConfig(V, V, TC, nat_loss="ctc", **kw)
-        self.labels, self.rows_seen = labels, None
+        self.labels, self.seen = labels, []
 
     def encode(self, input_ids: Tensor, attention_mask=None) -> Tensor:
-        return torch.zeros(*input_ids.shape, 8)
+        return torch.arange(input_ids.shape[0], dtype=torch.float)[:, None, None].expand(*input_ids.shape, 8)
 
     def decode_parallel(self, tokens, memory, memory_mask=None, lengths=None, **kw) -> DecoderOutput:
-        self.rows_seen = (tokens.clone(), lengths)
+        self.seen.append((tokens.clone(), lengths))
         b, w = tokens.shape
         hidden = torch.zeros(b, w, V)  # the "hidden state" is the logits here
-        for i, row in enumerate(self.labels):
-            for t, c in enumerate(row[:w]):
+        for i, sentence in enumerate(memory[:, 0, 0].long().tolist()):
+            for t, c in enumerate(self.labels[sentence][:w]):
                 hidden[i, t, c] = 5.0
         return DecoderOutput(hidden, None, None, None)
 
@@ -46,8 +50,8 @@ def test_rows_collapse_into_generate_layout():
     out = ctc_decode(m, ids, (ids != 0).long())
     assert out.sequences.tolist() == [[1, 5, 5, 6, 2], [1, 7, 7, 2, 0]]
     assert out.lengths.tolist() == [4, 3] and out.candidate_lengths.tolist() == [[8], [4]]
-    tokens, lengths = m.rows_seen
-    assert tokens.tolist() == [[1] * 8, [1] * 4 + [0] * 4] and lengths.tolist() == [8, 4]  # mask tokens, padding
+    # each source length on its own: rows of mask tokens, no padding
+    assert [(tokens.tolist(), lengths) for tokens, lengths in m.seen] == [([[1] * 4], None), ([[1] * 8], None)]
     # every position's best label has the same log-probability here: the mean is that
     want = 5.0 - torch.logsumexp(torch.tensor([5.0] + [0.0] * (V - 1)), 0)
     torch.testing.assert_close(out.sequences_scores, torch.full((2,), float(want)))
@@ -56,7 +60,7 @@ def test_rows_collapse_into_generate_layout():
 def test_an_unpadded_batch_takes_no_lengths_and_suppressed_tokens_are_not_written():
     m = Scripted([[3, 3, 0, 8, 8, 8]], ctc_upsample=3)
     out = ctc_decode(m, torch.tensor([[4, 2]]), torch.ones(1, 2, dtype=torch.long))
-    assert m.rows_seen[1] is None and out.sequences.tolist() == [[1, 3, 8, 2]]
+    assert m.seen[0][1] is None and out.sequences.tolist() == [[1, 3, 8, 2]]
     out = ctc_decode(m, torch.tensor([[4, 2]]), suppress_tokens=[3])  # 3 suppressed: the next best, 0 (blank)
     assert out.sequences.tolist() == [[1, 8, 2]]
     empty = ctc_decode(Scripted([[0, 0, 0, 0]]), torch.tensor([[4, 2]]))
@@ -92,6 +96,7 @@ def test_the_batch_collapses_as_each_row_alone():
     ids = (torch.arange(7)[None] < s[:, None]).long() * 4  # (6, 7): 4 = a source token, 0 padding
     out = ctc_decode(m, ids, (ids != 0).long())
     assert sum(seen) == int(2 * s.sum())  # 48 positions, not 6 x 14
+    assert len(m.seen) == 1 and m.seen[0][1].tolist() == (2 * s).tolist()  # 5 source lengths: one padded pass
     for b in range(6):
         want = collapse(labels[b, :2 * int(s[b])], 0)
         row = out.sequences[b].tolist()
@@ -99,3 +104,20 @@ def test_the_batch_collapses_as_each_row_alone():
         assert int(out.lengths[b]) == len(want) + 1
     assert out.sequences.shape[1] == max(len(collapse(labels[b, :2 * int(s[b])], 0)) for b in range(6)) + 2
     assert out.lengths[2] == 1 and out.sequences[2, :2].tolist() == [1, 2]  # only blanks: END alone
+
+
+def test_a_batch_of_few_source_lengths_decodes_each_length_alone_with_the_padded_batch_result(monkeypatch):
+    ctc_nat = sys.modules["attnkit.generation.ctc_nat"]
+    torch.manual_seed(0)
+    m = NATModel(NATConfig(V, V, TC, nat_loss="ctc")).eval()
+    ids = torch.randint(3, V, (5, 6))
+    mask = (torch.arange(6)[None] < torch.tensor([6, 3, 6, 2, 3])[:, None]).long()  # 3 source lengths
+    calls = []
+    decode_parallel = m.decode_parallel
+    monkeypatch.setattr(m, "decode_parallel", lambda *a, **k: calls.append(a[0].shape) or decode_parallel(*a, **k))
+    grouped = ctc_decode(m, ids * mask, mask)
+    monkeypatch.setattr(ctc_nat, "GROUPS", 0)
+    padded = ctc_decode(m, ids * mask, mask)
+    assert calls == [(1, 4), (2, 6), (2, 12), (5, 12)]  # (sentences, row) of each pass: by length, then all padded
+    assert torch.equal(grouped.sequences, padded.sequences) and torch.equal(grouped.lengths, padded.lengths)
+    torch.testing.assert_close(grouped.sequences_scores, padded.sequences_scores, atol=1e-6, rtol=1e-6)

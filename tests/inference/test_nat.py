@@ -137,6 +137,38 @@ def test_padded_rows_run_the_layers_on_their_own_positions(norm_first, monkeypat
     torch.testing.assert_close(packed[keep], ref[keep], atol=2e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_rows_of_mask_tokens_start_from_the_first_layers_block_of_their_length(norm_first, monkeypatch):
+    """A first pass (mask tokens only) past the native layers: the first layer's self-attention block comes from
+    ``mask_block`` (made once per row length), the same states as every layer run; other tokens run every layer."""
+    m = model(norm_first)
+    fast = nat_engine(m)
+    ids, mask = source()
+    ids, mask = ids.repeat(4, 1), mask.repeat(4, 1)  # (12, 7)
+    memory = fast.encode(ids, mask)
+    masks = torch.full((12, 9), m.config.mask_id)
+    lengths = torch.tensor([9, 5, 1, 8] * 3)
+    qkv = fast.base.layers[0].qkv
+    rows, rows_of = [], qkv.rows
+    monkeypatch.setattr(qkv, "rows", lambda x: rows.append(x.shape[0]) or rows_of(x))
+    got = [fast.decode_parallel(masks, memory, mask, lengths).last_hidden_state,
+           fast.decode_parallel(masks, memory, mask).last_hidden_state]  # padded rows, and whole rows
+    assert rows == [9, 5, 1, 8] and sorted(fast._mask_blocks) == [1, 5, 8, 9]  # each length's block once
+    monkeypatch.setattr(nat_module, "MASK_BLOCKS", False)
+    want = [fast.decode_parallel(masks, memory, mask, lengths).last_hidden_state,
+            fast.decode_parallel(masks, memory, mask).last_hidden_state]
+    keep = torch.arange(9)[None] < lengths[:, None]
+    torch.testing.assert_close(got[0][keep], want[0][keep], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=1e-5)
+    monkeypatch.setattr(nat_module, "MASK_BLOCKS", True)
+    rows.clear()
+    fast.decode_parallel(masks.index_fill(1, torch.tensor([0]), 5), memory, mask, lengths)  # a token: every layer
+    assert rows == [69]
+    with torch.no_grad():
+        ref = m.decode_parallel(masks, memory, mask, lengths).last_hidden_state
+    torch.testing.assert_close(got[0][keep], ref[keep], atol=2e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("norm_first,activation", [(True, "relu"), (False, "gelu")])
 def test_the_native_layers_give_the_python_sequence(norm_first, activation):
     """At up to LAYER_ROWS positions the decoder's layers are one native call (layers_forward), or one each
