@@ -47,10 +47,11 @@ def supports(encoder: nn.Module) -> bool:
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """``functional.positional.apply_rotary``'s maths, element for element: x (..., dh), cos / sin broadcast to
-    (..., dh/2), of x's dtype."""
+    """``functional.positional.apply_rotary``'s result, bit for bit, in four operations: x (..., dh); cos = (cos,
+    cos), sin = (-sin, sin) broadcast to (..., dh), of x's dtype. (x1 c - x2 s, x1 s + x2 c) = x cos + (x2, x1)
+    sin: a + (-b) is a - b and a sum does not depend on its order in IEEE arithmetic."""
     x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    return x * cos + torch.cat((x2, x1), dim=-1) * sin
 
 
 class _Attend:
@@ -82,9 +83,10 @@ def encoder_stack(encoder: nn.Module, x: Tensor, mask: Mask) -> Tensor:
     first = encoder.layers[0].self_attn
     h, dh = first.num_heads, first.head_dim
     rope = first.position is not None
-    if rope:  # (L, 1, 1, dh/2): broadcast over q and k and the heads of (B, L, 2, H, dh)
+    if rope:  # (L, 1, 1, dh): broadcast over q and k and the heads of (B, L, 2, H, dh)
         cos, sin = (c.to(x.dtype)[:, None, None] for c in rotary_cos_sin(torch.arange(t, device=x.device), dh,
                                                                            first.position.base))
+        cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)
     attend, mask = None, for_heads(mask)
     for layer in encoder.layers:  # the modules' weights, called through torch.nn.functional (no module calls)
         attn, pre, ff = layer.self_attn, layer.attn_block.norm_first, layer.ff
