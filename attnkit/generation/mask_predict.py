@@ -16,7 +16,9 @@
 The model is reached only through ``models.nat.is_nat``'s protocol: ``encode``, ``decode_parallel``,
 ``length_candidates`` / ``row_lengths`` and ``config`` (pad, END, mask ids, ``length``). A model may also
 give ``first_pass(input_ids, suppressed, use_cache=)``, steps 1 and 2 for one unpadded sentence and one
-length in one call (``inference.NATEngine``'s, for latency at batch 1), or None to leave them here.
+length in one call (``inference.NATEngine``'s, for latency at batch 1), or None to leave them here, and
+``cross_cache(memory)`` (the cross-attention's keys and values of every layer, as ``decode_parallel``'s
+``cache``): then each sentence's memory is projected once for its length candidates.
 """
 
 from __future__ import annotations
@@ -170,9 +172,12 @@ def _rows(model, input_ids: Tensor, attention_mask: Tensor | None, bad: Tensor, 
             cands = model.row_lengths(attention_mask, memory)[:, None]  # (B, 1)
         lengths = cands.reshape(-1)  # (R,), R = B k
         width = int(lengths.max()) if lengths.numel() else 0  # the longest row
-    k = cands.shape[1]
+    k, shared = cands.shape[1], None
     if k > 1:  # every candidate a row of its own
         rows = torch.arange(b, device=dev).repeat_interleave(k)  # (R,) source row of each candidate
+        if first is None and callable(getattr(model, "cross_cache", None)):  # the memory projected once per sentence
+            shared = [LayerCache(None, tuple(x.index_select(0, rows) for x in c.cross_kv))
+                      for c in model.cross_cache(memory)]
         memory = memory.index_select(0, rows)  # (R, S, d)
         attention_mask = None if attention_mask is None else attention_mask.index_select(0, rows)
     every = lengths.numel() == 1 or bool((lengths == width).all())  # no padding: the first pass writes all (R, T)
@@ -183,7 +188,7 @@ def _rows(model, input_ids: Tensor, attention_mask: Tensor | None, bad: Tensor, 
             tokens = tokens.masked_fill(~real, cfg.pad_token_id)
         fdt = torch.promote_types(memory.dtype, torch.float32)  # scores in float32, or float64 for float64 models
         logp_tok = None if every else torch.zeros(lengths.shape[0], width, device=dev, dtype=fdt)  # (R, T) log-p
-        cache = None
+        cache = shared
     return _Rows(memory, attention_mask, cands, lengths, width, tokens, logp_tok, cache, real, every,
                  0 if first is None else 1)
 

@@ -208,6 +208,20 @@ def test_mask_predict_gives_the_reference_translation(length, iterations, k):
     torch.testing.assert_close(out.sequences_scores, ref.sequences_scores, atol=1e-5, rtol=1e-5)
 
 
+def test_length_candidates_share_their_sentences_projected_memory(monkeypatch):
+    m = model(True)
+    fast = nat_engine(m)
+    ids, mask = source()
+    seen = []
+    cross_cache = fast.cross_cache
+    monkeypatch.setattr(fast, "cross_cache", lambda memory: seen.append(memory.shape[0]) or cross_cache(memory))
+    out = mask_predict(fast, ids, mask, iterations=2, length_candidates=3)
+    assert seen == [3]  # the 3 sentences' memory, once: not 9 candidate rows
+    ref = mask_predict(m, ids, mask, iterations=2, length_candidates=3)
+    assert torch.equal(out.sequences, ref.sequences)
+    torch.testing.assert_close(out.sequences_scores, ref.sequences_scores, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_ctc_decoding_gives_the_reference_translation(norm_first):
     """A CTC-trained model (no length classifier, a row of 2 x S mask tokens): the engine's one pass gives the
