@@ -13,6 +13,10 @@ Prints the machine, the load average before and after, and:
 3. truncated vs full attention on 30-second inputs: the encoder (front end included) of the run's model with
    its window and with the same weights and full attention (backends chosen automatically), one 30 s input
    (3000 frames, 750 steps), the median of --repeats; with --full-run, that run's encoder too;
+With --parts, first the parts of the batch-1 path on the same utterances (each the best of --repeats, the
+median over utterances, in inference mode): log-mel features, the normalisation and front end, ``encode_frames``
+(front end, encoder, CTC head), the encoder and CTC head alone (the difference, per utterance), CTC's collapse.
+
 4. with --streaming-run: the latency from the end of each digit to its label in streaming CTC (chunks of
    --chunk steps of 40 ms; ``attnkit.tasks.asr_stream``) on the first --utterances test utterances.
 """
@@ -37,6 +41,7 @@ import attnkit  # noqa: E402
 from attnkit.data.audio import log_mel  # noqa: E402
 from attnkit.data.digits import DigitsConfig, DigitUtterances, pools, write_wav  # noqa: E402
 from attnkit.data.fsdd import load_fsdd  # noqa: E402
+from attnkit.generation.ctc import ctc_greedy  # noqa: E402
 from attnkit.models.asr import AsrModel  # noqa: E402
 from attnkit.tasks import asr_sets  # noqa: E402
 from attnkit.tasks.asr_stream import latency_lines  # noqa: E402
@@ -66,6 +71,29 @@ def latency(tr, utterances, repeats: int) -> list[list[object]]:
             per[name].append(best_of(lambda u=u, kw=kw: tr.decode([log_mel(u.samples, tr.features)], **kw), repeats))
     ctc = statistics.median(per["CTC one pass"])
     return [[name, 1000 * statistics.median(v), statistics.median(v) / ctc] for name, v in per.items()]
+
+
+def _parts_of(tr, samples, repeats: int) -> list[float]:
+    """One utterance's log-mel, front end, ``encode_frames`` and CTC collapse: seconds, each the best of repeats."""
+    m = tr.model
+    f = log_mel(samples, tr.features)
+    x, n = f[None], torch.tensor([f.shape[0]])
+    enc = m.encode_frames(x, n)
+    fns = (lambda: log_mel(samples, tr.features), lambda: m.features(x, n), lambda: m.encode_frames(x, n),
+           lambda: ctc_greedy(enc.ctc_log_probs, enc.lengths))
+    return [best_of(fn, repeats) for fn in fns]
+
+
+@torch.inference_mode()
+def parts(tr, utterances, repeats: int) -> list[list[object]]:
+    """The batch-1 path's parts (see the module doc), ms: the median over utterances."""
+    per = {k: [] for k in ("log-mel features", "normalisation + front end", "encode_frames",
+                           "encoder + CTC head (encode_frames - front end)", "CTC collapse")}
+    for u in utterances:
+        mel, front, enc, ctc = _parts_of(tr, u.samples, repeats)
+        for k, v in zip(per, (mel, front, enc, enc - front, ctc)):
+            per[k].append(v)
+    return [[k, 1000 * statistics.median(v)] for k, v in per.items()]
 
 
 def ten_seconds(tr, recs, repeats: int) -> list[list[object]]:
@@ -113,6 +141,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--utterances", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--parts", action="store_true", help="first the parts of the batch-1 path (see above)")
     ap.add_argument("--chunk", type=int, default=4, help="streaming: encoder steps (40 ms each) per chunk")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -124,6 +153,10 @@ def main() -> None:
     recs = load_fsdd()
     test = asr_sets.make_sets(meta, ("recordings",))["recordings"]
     utts = [test[i] for i in range(min(args.utterances, len(test)))]
+    if args.parts:
+        print(f"\nthe batch-1 path's parts, {len(utts)} test utterances (the best of {args.repeats} each, median over "
+              "utterances)")
+        print(table(["part", "ms"], parts(tr, utts, args.repeats)))
     print(f"\n1. latency at batch 1, {len(utts)} test utterances ({args.run}; the best of {args.repeats} each, "
           f"median over utterances)")
     print(table(["decoding", "ms", "x CTC one pass"], latency(tr, utts, args.repeats)))
