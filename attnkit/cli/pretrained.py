@@ -40,7 +40,7 @@ def _dtype(args):
     import torch
 
     if args.bf16 and args.dtype not in (None, "bfloat16"):
-        raise ValueError(f"{args.command}: --bf16 is --dtype bfloat16; it contradicts --dtype {args.dtype}")
+        raise ValueError(f"--bf16 is --dtype bfloat16; it contradicts --dtype {args.dtype}")
     name = "bfloat16" if args.bf16 else args.dtype or "float32"
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.int8}[name]
 

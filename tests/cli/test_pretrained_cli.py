@@ -141,3 +141,22 @@ def test_registered_in_main():
     from attnkit.cli.main import COMMAND_MODULES
 
     assert "pretrained" in COMMAND_MODULES
+
+
+def test_embed_dtype_int8_and_the_bf16_alias(run, tmp_path):
+    go, model = run
+    texts = ["A man is eating food.", "Two dogs play in the snow."]
+    out = tmp_path / "v.npy"
+    assert go("embed", *texts, "--out", str(out), "--dtype", "int8") == 0
+    v, want = np.load(out), model.encode(texts).numpy()
+    cos = (v * want).sum(1) / np.linalg.norm(v, axis=1) / np.linalg.norm(want, axis=1)
+    assert v.dtype == np.float32 and cos.min() >= 0.99 and not np.array_equal(v, want)
+    parser = argparse.ArgumentParser(prog="attnkit")
+    cli.add_parser(parser.add_subparsers())
+    for argv, dtype in ((["--bf16"], torch.bfloat16), (["--dtype", "bfloat16"], torch.bfloat16), ([], torch.float32),
+                        (["--dtype", "int8"], torch.int8), (["--bf16", "--dtype", "bfloat16"], torch.bfloat16)):
+        assert cli._dtype(parser.parse_args(["similarity", "a", "b", *argv])) == dtype
+    with pytest.raises(ValueError, match="--bf16 is --dtype bfloat16; it contradicts --dtype int8"):
+        go("embed", "x", "--bf16", "--dtype", "int8")
+    with pytest.raises(SystemExit):  # argparse: one line naming --dtype and its choices
+        go("embed", "x", "--dtype", "int4")
