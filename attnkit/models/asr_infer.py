@@ -49,7 +49,7 @@ def supports(encoder: nn.Module) -> bool:
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """``functional.positional.apply_rotary``'s result, bit for bit, in four operations: x (..., dh); cos = (cos,
     cos), sin = (-sin, sin) broadcast to (..., dh), of x's dtype. (x1 c - x2 s, x1 s + x2 c) = x cos + (x2, x1)
-    sin: a + (-b) is a - b and a sum does not depend on its order in IEEE arithmetic."""
+    sin: in IEEE arithmetic a + (-b) is a - b and a + b is b + a."""
     x1, x2 = x.chunk(2, dim=-1)
     return x * cos + torch.cat((x2, x1), dim=-1) * sin
 
