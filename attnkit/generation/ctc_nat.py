@@ -18,11 +18,12 @@ from torch import Tensor
 
 from ..functional.masks import keep_positions
 from ..models.nat import ctc_row_lengths
+from .ctc import collapse
 from .mask_predict import NATOutput, best_of_hidden, check_sources
 
 __all__ = ["ctc_decode"]
 
-GROUPS = 4  # a batch of at most this many source lengths is decoded one length at a time (no padding, no masks)
+LIST_UP_TO = 256  # labels (B x W) up to which the rows collapse as Python lists
 
 
 def _check(model, input_ids, attention_mask, suppress_tokens) -> list[int]:
@@ -56,16 +57,12 @@ def ctc_decode(model, input_ids: Tensor, attention_mask: Tensor | None = None, *
     src_len = input_ids.new_full((b,), input_ids.shape[1]) if attention_mask is None else attention_mask.sum(1)
     rows = ctc_row_lengths(src_len, cfg)  # (B,)
     bad = _never(cfg, tuple(extra), dev)
-    lengths = sorted(set(src_len.tolist()))
-    if len(lengths) <= 1 or len(lengths) > GROUPS:
-        logp, best = _padded(model, memory, attention_mask, rows, bad)
-    else:
-        logp, best = _by_length(model, memory, src_len, lengths, rows, bad)
+    logp, best = _best_labels(model, memory, attention_mask, rows, bad)
     scores = logp.sum(1) / rows.clamp(min=1)  # (B,) the mean over each row's positions
     return _output(cfg, best, scores, rows)
 
 
-def _padded(model, memory: Tensor, memory_mask: Tensor | None, rows: Tensor, bad: Tensor) -> tuple[Tensor, Tensor]:
+def _best_labels(model, memory: Tensor, memory_mask: Tensor | None, rows: Tensor, bad: Tensor) -> tuple[Tensor, Tensor]:
     """The batch's rows (B,) in one decoder pass (padded to the longest) -> each position's log-probability and best
     label, (B, W) each, 0 and the blank past a row; only the rows' positions go through the output layer."""
     cfg, b, dev = model.config, rows.shape[0], rows.device
@@ -83,23 +80,6 @@ def _padded(model, memory: Tensor, memory_mask: Tensor | None, rows: Tensor, bad
     return logp, torch.full((b, width), cfg.blank_id, dtype=torch.long, device=dev).masked_scatter_(real, got[1])
 
 
-def _by_length(model, memory: Tensor, src_len: Tensor, lengths: list[int], rows: Tensor,
-               bad: Tensor) -> tuple[Tensor, Tensor]:
-    """``_padded``'s result, the sentences of each source length (``lengths``, at most ``GROUPS`` of them) decoded
-    together: their memory cut to that length, rows of one length, so no padding and no mask."""
-    b, width = rows.shape[0], int(rows.max())
-    best = torch.full((b, width), model.config.blank_id, dtype=torch.long, device=rows.device)
-    logp = None
-    for s in lengths:
-        idx = (src_len == s).nonzero().view(-1)  # (G,) the sentences of this length
-        w = int(rows[idx[0]])
-        lp, bt = _padded(model, memory.index_select(0, idx)[:, :s], None, rows[idx], bad)  # (G, w) each
-        if logp is None:
-            logp = lp.new_zeros(b, width)
-        logp[idx, :w], best[idx, :w] = lp, bt
-    return logp, best
-
-
 def _never(cfg, extra: tuple[int, ...], dev) -> Tensor:
     """The ids a CTC row never writes: the mask token, END and ``extra`` (not the blank) -> (n,) int64, sorted."""
     return torch.tensor(sorted({cfg.mask_id, cfg.eos_token_id, *extra} - {cfg.blank_id}), dtype=torch.long, device=dev)
@@ -108,8 +88,14 @@ def _never(cfg, extra: tuple[int, ...], dev) -> Tensor:
 def _output(cfg, best: Tensor, scores: Tensor, rows: Tensor) -> NATOutput:
     """Each row's labels best (B, W) (blank past the row) collapsed as ``ctc.collapse`` does (a label is kept where
     it is not the blank and differs from the label before it), in ``generate``'s layout: start token, tokens, END,
-    pad -> (B, 1 + T + 1), for the whole batch at once."""
+    pad -> (B, 1 + T + 1), for the whole batch at once (a few rows: row by row, ``ctc.collapse``)."""
     b, dev = best.shape[0], best.device
+    if best.numel() <= LIST_UP_TO:  # a few rows: Python lists, a few calls instead of twenty whole-batch operations
+        labels = [collapse(r, cfg.blank_id) for r in best.tolist()]  # the blank past a row drops out
+        t = max((len(x) for x in labels), default=0)
+        seq = [[cfg.start_token_id, *x, cfg.eos_token_id] + [cfg.pad_token_id] * (t - len(x)) for x in labels]
+        lengths = torch.tensor([len(x) + 1 for x in labels], dtype=torch.long, device=dev)
+        return NATOutput(torch.tensor(seq, dtype=torch.long, device=dev).view(b, t + 2), scores, lengths, rows[:, None])
     before = torch.cat((best.new_full((b, 1), -1), best[:, :-1]), dim=1)  # (B, W) the label before, -1 at 0
     keep = (best != cfg.blank_id) & (best != before)  # (B, W) the labels kept
     n = keep.sum(1)  # (B,) tokens of each row

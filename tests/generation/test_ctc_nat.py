@@ -20,8 +20,7 @@ V = 12
 
 class Scripted:
     """The decoding protocol with fixed outputs: position t of sentence b writes ``labels[b][t]`` (the memory of
-    sentence b holds b, so a part of the batch decoded on its own writes its sentences' labels). Records the
-    decoder's inputs (tokens, lengths) of each call."""
+    sentence b holds b). Records the decoder's inputs (tokens, lengths) of each call."""
 
     def __init__(self, labels: list[list[int]], **kw):
         self.config = NATConfig(V, V, TC, nat_loss="ctc", **kw)
@@ -50,8 +49,8 @@ def test_rows_collapse_into_generate_layout():
     out = ctc_decode(m, ids, (ids != 0).long())
     assert out.sequences.tolist() == [[1, 5, 5, 6, 2], [1, 7, 7, 2, 0]]
     assert out.lengths.tolist() == [4, 3] and out.candidate_lengths.tolist() == [[8], [4]]
-    # each source length on its own: rows of mask tokens, no padding
-    assert [(tokens.tolist(), lengths) for tokens, lengths in m.seen] == [([[1] * 4], None), ([[1] * 8], None)]
+    (tokens, lengths), = m.seen
+    assert tokens.tolist() == [[1] * 8, [1] * 4 + [0] * 4] and lengths.tolist() == [8, 4]  # mask tokens, padding
     # every position's best label has the same log-probability here: the mean is that
     want = 5.0 - torch.logsumexp(torch.tensor([5.0] + [0.0] * (V - 1)), 0)
     torch.testing.assert_close(out.sequences_scores, torch.full((2,), float(want)))
@@ -82,9 +81,11 @@ def test_wrong_models_and_arguments_are_refused():
         ctc_decode(ctc, ids, torch.ones(1, 2))
 
 
-def test_the_batch_collapses_as_each_row_alone():
+@pytest.mark.parametrize("list_up_to", [0, 256])  # the whole batch at once, or row by row as lists
+def test_the_batch_collapses_as_each_row_alone(list_up_to, monkeypatch):
     """Random rows of labels (repeats, blanks, rows of every length, one of only blanks): the batch's collapse and
     layout are ``ctc.collapse`` row by row, and only each row's positions reach the output layer."""
+    monkeypatch.setattr(sys.modules["attnkit.generation.ctc_nat"], "LIST_UP_TO", list_up_to)
     g = torch.Generator().manual_seed(0)
     s = torch.tensor([7, 1, 4, 7, 3, 2])  # source lengths: rows of 2 S positions
     labels = torch.randint(3, 7, (6, 14), generator=g) * torch.randint(0, 2, (6, 14), generator=g)  # ~half blank
@@ -104,20 +105,3 @@ def test_the_batch_collapses_as_each_row_alone():
         assert int(out.lengths[b]) == len(want) + 1
     assert out.sequences.shape[1] == max(len(collapse(labels[b, :2 * int(s[b])], 0)) for b in range(6)) + 2
     assert out.lengths[2] == 1 and out.sequences[2, :2].tolist() == [1, 2]  # only blanks: END alone
-
-
-def test_a_batch_of_few_source_lengths_decodes_each_length_alone_with_the_padded_batch_result(monkeypatch):
-    ctc_nat = sys.modules["attnkit.generation.ctc_nat"]
-    torch.manual_seed(0)
-    m = NATModel(NATConfig(V, V, TC, nat_loss="ctc")).eval()
-    ids = torch.randint(3, V, (5, 6))
-    mask = (torch.arange(6)[None] < torch.tensor([6, 3, 6, 2, 3])[:, None]).long()  # 3 source lengths
-    calls = []
-    decode_parallel = m.decode_parallel
-    monkeypatch.setattr(m, "decode_parallel", lambda *a, **k: calls.append(a[0].shape) or decode_parallel(*a, **k))
-    grouped = ctc_decode(m, ids * mask, mask)
-    monkeypatch.setattr(ctc_nat, "GROUPS", 0)
-    padded = ctc_decode(m, ids * mask, mask)
-    assert calls == [(1, 4), (2, 6), (2, 12), (5, 12)]  # (sentences, row) of each pass: by length, then all padded
-    assert torch.equal(grouped.sequences, padded.sequences) and torch.equal(grouped.lengths, padded.lengths)
-    torch.testing.assert_close(grouped.sequences_scores, padded.sequences_scores, atol=1e-6, rtol=1e-6)
