@@ -69,9 +69,12 @@ def fbgemm_runs() -> bool:
 def int8_path() -> str:
     """"fbgemm" or "reference": how int8 products run here (said once on the ``attnkit`` logger)."""
     path = "fbgemm" if fbgemm_runs() else "reference"
+    vnni = getattr(torch.cpu, "_is_vnni_supported", lambda: False)()
     if path == "fbgemm":
-        log.warning("attnkit: int8 runs torch's fbgemm int8 products (no AVX512-VNNI kernels of attnkit's own; "
-                    "activations in 7 bits); the feed-forward's second product stays float32; see docs/int8.md")
+        cpu = "" if vnni else (" on this CPU without AVX512-VNNI (AVX2 products: about float32's speed on batches of "
+                               "sentences, slower when decoding)")
+        log.warning("attnkit: int8 runs torch's fbgemm int8 products%s, activations in 7 bits; the feed-forward's "
+                    "second product stays float32; see docs/int8.md", cpu)
     else:
         log.warning("attnkit: int8 runs its exact reference products here (float64, slower than float32: torch's "
                     "fbgemm int8 kernels are missing); the feed-forward's second product stays float32; see "
