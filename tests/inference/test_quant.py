@@ -197,3 +197,11 @@ def test_an_unknown_dtype_is_one_error_listing_the_choices(bad):
     with pytest.raises(ValueError, match=r"dtype must be one of float32, bfloat16, float16, int8"):
         engine_dtype(bad)
     assert engine_dtype("int8") is torch.int8 and engine_dtype(torch.bfloat16) is torch.bfloat16
+
+
+def test_a_model_no_engine_runs_stays_float32_and_says_so(caplog):
+    m = seq2seq_model(False, positional="rope")  # positions inside attention: no engine
+    with caplog.at_level("WARNING", logger="attnkit"):
+        assert engine_for(m, dtype=torch.int8) is m
+    assert "runs in float32 on its reference modules, not int8: positions inside attention" in caplog.text
+    assert next(m.parameters()).dtype == torch.float32

@@ -141,3 +141,15 @@ def test_translate_command_reads_a_marian_folder(folder, capsys):
 
     page = read_attention_html(maps / "cross_attention_0.html")
     assert page["keys"] == al.source and page["queries"] == al.target
+
+
+def test_a_marian_folder_in_int8(folder):
+    fp, q = attnkit.load_pretrained(folder), attnkit.load_pretrained(folder, dtype="int8")
+    assert type(q.decoder.layers[0]).__name__ == "QuantLayer" and next(q.model.parameters()).dtype == torch.float32
+    ids, mask = padded_batch(30, fp.config.pad_token_id)
+    with torch.no_grad():
+        a, b = fp.decoder.encode(ids, mask), q.decoder.encode(ids, mask)
+    assert torch.nn.functional.cosine_similarity(a, b, dim=-1)[mask.bool()].min() >= 0.99
+    assert not torch.equal(a, b)  # int8 did run
+    with pytest.raises(ValueError, match="load_marian: `dtype` int8 runs on the inference engine"):
+        attnkit.pretrained.marian.load_marian(folder, dtype="int8", fast=False)
