@@ -54,20 +54,24 @@ def ctc_decode(model, input_ids: Tensor, attention_mask: Tensor | None = None, *
         attention_mask = None  # no padding: the no-mask path
     b, dev = input_ids.shape[0], input_ids.device
     memory = model.encode(input_ids, attention_mask)  # (B, S, d)
-    src_len = input_ids.new_full((b,), input_ids.shape[1]) if attention_mask is None else attention_mask.sum(1)
-    rows = ctc_row_lengths(src_len, cfg)  # (B,)
-    bad = _never(cfg, tuple(extra), dev)
-    logp, best = _best_labels(model, memory, attention_mask, rows, bad)
-    scores = logp.sum(1) / rows.clamp(min=1)  # (B,) the mean over each row's positions
+    if attention_mask is None:  # every row of one length: ctc_row_lengths of S, in Python
+        width = min(max(input_ids.shape[1] * cfg.ctc_upsample, 1), cfg.max_target_length)
+        rows, real = input_ids.new_full((b,), width), None
+    else:
+        rows = ctc_row_lengths(attention_mask.sum(1), cfg)  # (B,), each >= 1
+        width = int(rows.max()) if b else 0
+        real = None if bool((rows == width).all()) else keep_positions(rows, width)  # (B, W), None: every position
+    logp, best = _best_labels(model, memory, attention_mask, rows, width, real, _never(cfg, tuple(extra), dev))
+    scores = logp.sum(1) / rows  # (B,) the mean over each row's positions
     return _output(cfg, best, scores, rows)
 
 
-def _best_labels(model, memory: Tensor, memory_mask: Tensor | None, rows: Tensor, bad: Tensor) -> tuple[Tensor, Tensor]:
-    """The batch's rows (B,) in one decoder pass (padded to the longest) -> each position's log-probability and best
-    label, (B, W) each, 0 and the blank past a row; only the rows' positions go through the output layer."""
+def _best_labels(model, memory: Tensor, memory_mask: Tensor | None, rows: Tensor, width: int, real: Tensor | None,
+                 bad: Tensor) -> tuple[Tensor, Tensor]:
+    """The batch's rows (B,) in one decoder pass, padded to the longest, ``width`` (``real`` (B, W) their positions,
+    None: all) -> each position's log-probability and best label, (B, W) each, 0 and the blank past a row; only the
+    rows' positions go through the output layer."""
     cfg, b, dev = model.config, rows.shape[0], rows.device
-    width = int(rows.max()) if b else 0
-    real = None if bool((rows == width).all()) else keep_positions(rows, width)  # (B, W), None: every position
     tokens = torch.full((b, width), cfg.mask_id, dtype=torch.long, device=dev)  # (B, W) the row of mask tokens
     if real is not None:
         tokens = tokens.masked_fill(~real, cfg.pad_token_id)

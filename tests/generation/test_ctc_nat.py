@@ -10,7 +10,7 @@ from torch import Tensor
 from attnkit.generation import mask_predict
 from attnkit.generation.ctc import collapse
 from attnkit.generation.ctc_nat import ctc_decode
-from attnkit.models.nat import NATConfig, NATModel
+from attnkit.models.nat import NATConfig, NATModel, ctc_row_lengths
 from attnkit.nn import TransformerConfig
 from attnkit.nn.transformer import DecoderOutput
 
@@ -105,3 +105,12 @@ def test_the_batch_collapses_as_each_row_alone(list_up_to, monkeypatch):
         assert int(out.lengths[b]) == len(want) + 1
     assert out.sequences.shape[1] == max(len(collapse(labels[b, :2 * int(s[b])], 0)) for b in range(6)) + 2
     assert out.lengths[2] == 1 and out.sequences[2, :2].tolist() == [1, 2]  # only blanks: END alone
+
+
+def test_an_unpadded_batch_has_the_rows_of_ctc_row_lengths():
+    for s in (1, 3, 40):  # 3 S past the longest row the model writes for S = 40
+        m = Scripted([[5] * 200] * 2, ctc_upsample=3, max_positions=64)
+        out = ctc_decode(m, torch.full((2, s), 4))
+        want = ctc_row_lengths(torch.tensor([s, s]), m.config)
+        assert out.candidate_lengths[:, 0].tolist() == want.tolist() and m.seen[0][0].shape == (2, int(want[0]))
+    assert int(want[0]) == m.config.max_target_length < 120
