@@ -101,7 +101,7 @@ def _suppressed_ids(cfg, extra: tuple[int, ...], device) -> Tensor:
 
 
 def best_of_hidden(model, hidden: Tensor, bad: Tensor) -> tuple[Tensor, Tensor]:
-    """Decoder states hidden (M, d) -> each row's best token outside ``bad`` and its log-probability, (M,) and (M,):
+    """Decoder states hidden (M, d) -> (log-probability (M,), token (M,)) of each row's best token outside ``bad``:
     ``best_tokens(model.output_logits(hidden), bad)`` (each row's own), over chunks of rows of at most
     ``CHUNK_LOGITS`` logits, so that the choice reads a chunk's logits from cache right after the output layer
     wrote them (a batch's (M, V) logits are tens of MB)."""
