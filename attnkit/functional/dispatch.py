@@ -85,8 +85,8 @@ RULES: tuple[Rule, ...] = (
     Rule("local", f"a `window` mask (& `causal`, `padding`), no bias, Lk >= {LOCAL_MIN_LEN} and the window "
                   "(left + right + 1) at most Lk / 3",
          "O(L * window) time and memory: 67x SDPA with the dense mask at L = 16384 and 2.05-2.67x compiled "
-         "FlexAttention's forward (window 128, 8 heads of 64, 1-2 threads); below 512 keys or for wider windows SDPA with "
-         "the mask was as fast (one core)", _local),
+         "FlexAttention's forward (window 128, 8 heads of 64, 1-2 threads); below 512 keys or for wider "
+         "windows SDPA with the mask was as fast (one core)", _local),
     Rule("chunked", "a structured bias (`ALiBiBias`, `RelativeBias`) with no mask or causal / window / padding, "
                     "Lq * Lk >= 2048 * 2048",
          "the bias is computed per tile, so memory stays linear in L (39 MB against SDPA's 1.2 GB plus its "
