@@ -34,7 +34,6 @@ from ..nn import Decoder, Encoder, LayerCache, TransformerConfig
 from ..nn.limits import check_fields, floats, ints
 from ..nn.positional import Sinusoidal
 from .asr_frontend import Frontend, half
-from .asr_infer import encoder_stack, supports
 from .seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
 
 __all__ = ["AsrConfig", "AsrModel", "Encoded", "PAD", "BOS", "EOS", "FIRST_DIGIT", "BLANK", "NUM_TOKENS", "NUM_CLASSES",
@@ -180,7 +179,6 @@ class AsrModel(nn.Module):
             self.embed.weight[PAD].zero_()
         self.decoder = Decoder(config.decoder, **fk)
         self.embed_scale = d ** 0.5
-        self._stack_ok: bool | None = None  # whether ``asr_infer`` runs this encoder (found on first use)
 
     # -- encoder ---------------------------------------------------------------------------------
     @staticmethod
@@ -206,25 +204,10 @@ class AsrModel(nn.Module):
             raise ValueError(f"AsrModel: `lengths` must have shape ({frames.shape[0]},), got {tuple(lengths.shape)}")
         h = self.features(frames, lengths)
         steps = self.out_lengths(lengths).clamp(1, h.shape[1])
-        attend = self.encoder_mask(steps)
-        out = None
-        if backend is None and not need_weights and not self.training and not torch.is_grad_enabled():
-            out = self._inference_stack(h, attend)  # the same maths in fewer operations (``asr_infer``), or None
-        if out is None:
-            out = self.encoder(h, attend, backend=backend, need_weights=need_weights).last_hidden_state
+        out = self.encoder(h, self.encoder_mask(steps), backend=backend, need_weights=need_weights).last_hidden_state
         ctc = self.ctc_head(out).float().log_softmax(-1)  # (B, T', C)
         mask = masks.keep_positions(steps, h.shape[1]).long()
         return Encoded(self.memory_position(out), mask, steps, ctc)
-
-    def _inference_stack(self, h: Tensor, mask: masks.Mask) -> Tensor | None:
-        """The encoder stack through ``asr_infer.encoder_stack`` where it runs this encoder; None where it does
-        not, or where its output is not finite (then the modules' path gives the NaN policy's answer)."""
-        if self._stack_ok is None:
-            self._stack_ok = supports(self.encoder)
-        if not self._stack_ok:
-            return None
-        out = encoder_stack(self.encoder, h, mask)
-        return out if bool(torch.isfinite(out).all()) else None
 
     # -- the decoding protocol -----------------------------------------------------------------------
     def encode(self, frames: Tensor, lengths: Tensor) -> Tensor:
