@@ -21,8 +21,10 @@ $(VENV)/.dev-installed: $(VENV)/bin/python pyproject.toml constraints.txt
 demo: $(VENV)/.demo-installed
 	$(VENV)/bin/attnkit demo --out runs/demo
 
+# Two pytest workers (pytest-xdist), one thread each: the suite's tests are small, so two processes keep both
+# cores busy where one process's threads would wait on each other.
 test: $(VENV)/.dev-installed
-	$(PY) -m pytest
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check attnkit tests bench
