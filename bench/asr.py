@@ -1,7 +1,7 @@
 """Speech recognition of connected digits: decoding latency, long inputs, truncated vs full attention, streaming.
 
     flock /tmp/attnkit-heavy.lock .venv/bin/python bench/asr.py --run runs/asr [--full-run runs/asr-full] \\
-        [--streaming-run runs/asr-stream] [--threads 2] [--utterances 100] [--repeats 5]
+        [--streaming-run runs/asr-stream] [--threads 2] [--utterances 100] [--repeats 5] [--parts]
 
 Prints the machine, the load average before and after, and:
 
@@ -13,12 +13,12 @@ Prints the machine, the load average before and after, and:
 3. truncated vs full attention on 30-second inputs: the encoder (front end included) of the run's model with
    its window and with the same weights and full attention (backends chosen automatically), one 30 s input
    (3000 frames, 750 steps), the median of --repeats; with --full-run, that run's encoder too;
+4. with --streaming-run: the latency from the end of each digit to its label in streaming CTC (chunks of
+   --chunk steps of 40 ms; ``attnkit.tasks.asr_stream``) on the first --utterances test utterances.
+
 With --parts, first the parts of the batch-1 path on the same utterances (each the best of --repeats, the
 median over utterances, in inference mode): log-mel features, the normalisation and front end, ``encode_frames``
 (front end, encoder, CTC head), the encoder and CTC head alone (the difference, per utterance), CTC's collapse.
-
-4. with --streaming-run: the latency from the end of each digit to its label in streaming CTC (chunks of
-   --chunk steps of 40 ms; ``attnkit.tasks.asr_stream``) on the first --utterances test utterances.
 """
 
 from __future__ import annotations

@@ -37,19 +37,23 @@ __all__ = ["PackedLayer", "Attend", "self_attention", "memory_attention", "short
 
 class PackedLayer:
     """A spec ``Layer`` packed for the engines (see the module doc). ``cross_kv``: the cross-attention's K, V
-    projection, left as a spec ``Linear``: an engine projects the memory by every layer's at once."""
+    projection, left as a spec ``Linear``: an engine projects the memory by every layer's at once.
+    ``make_linear``: (spec ``Linear``, activation) -> the layer's linear layers (``quant_linear.QuantLayer``'s
+    takes int8 weights too)."""
+
+    make_linear: Callable[..., PackedLinear] = PackedLinear
 
     def __init__(self, layer: Layer, settings: Settings):
-        d = settings.d_model
+        d, lin = settings.d_model, self.make_linear
         self.num_heads, self.head_dim, self.norm_first = settings.num_heads, settings.head_dim, settings.norm_first
-        self.qkv = PackedLinear(layer.qkv)  # (3d, d)
-        self.self_out = PackedLinear(layer.self_out)
+        self.qkv = lin(layer.qkv)  # (3d, d)
+        self.self_out = lin(layer.self_out)
         cross = layer.cross
-        self.cross_q = PackedLinear(cross.qkv.rows(0, d)) if cross else None
+        self.cross_q = lin(cross.qkv.rows(0, d)) if cross else None
         self.cross_kv = cross.qkv.rows(d, 3 * d) if cross else None  # (2d, d)
-        self.cross_out = PackedLinear(cross.out) if cross else None
-        self.ff1 = PackedLinear(layer.ff1, settings.activation)  # the activation inside the kernel
-        self.ff2 = PackedLinear(layer.ff2)
+        self.cross_out = lin(cross.out) if cross else None
+        self.ff1 = lin(layer.ff1, settings.activation)  # the activation inside the kernel
+        self.ff2 = lin(layer.ff2)
         self.norms: tuple[Norm, ...] = ((layer.self_norm, cross.norm, layer.ff_norm) if cross
                                         else (layer.self_norm, layer.ff_norm))
 

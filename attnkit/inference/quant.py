@@ -36,7 +36,7 @@ from torch import Tensor
 
 from .spec import LINEARS, CrossAttention, Layer, Linear, ModelSpec, Stack
 
-__all__ = ["ACT_MAX", "WEIGHT_MAX", "quantize_weight", "quantize_rows", "dequantize", "quantize_linear",
+__all__ = ["load_dtypes", "ACT_MAX", "WEIGHT_MAX", "quantize_weight", "quantize_rows", "dequantize", "quantize_linear",
            "quantize_spec", "int8_product_reference", "int8_linear_reference", "is_int8", "cat_rows",
            "ENGINE_DTYPES", "engine_dtype", "outliers", "split_outliers", "outlier_product", "FLOAT_LINEARS"]
 
@@ -56,6 +56,17 @@ def engine_dtype(value, where: str = "dtype") -> torch.dtype:
     if isinstance(value, str) and value in ENGINE_DTYPES:
         return ENGINE_DTYPES[value]
     raise ValueError(f"{where} must be one of {', '.join(ENGINE_DTYPES)} (or the torch dtype), got {value!r}")
+
+
+def load_dtypes(value, where: str, fast: bool) -> tuple[torch.dtype, torch.dtype]:
+    """A loader's ``dtype`` -> (the compute dtype ``engine_for`` takes, the dtype the weights load in): int8 loads
+    float32 weights that the inference engine quantises, so it needs ``fast``; ValueError naming ``where``."""
+    dtype = engine_dtype(value, where)
+    if dtype != torch.int8:
+        return dtype, dtype
+    if not fast:
+        raise ValueError(f"{where} int8 runs on the inference engine; not with fast=False")
+    return dtype, torch.float32
 
 
 def is_int8(linear: Linear | None) -> bool:

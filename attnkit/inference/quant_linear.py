@@ -153,21 +153,11 @@ def linear_for(linear: Linear, activation: str = "none") -> PackedLinear | Quant
 
 
 class QuantLayer(PackedLayer):
-    """``PackedLayer``'s program over a spec ``Layer`` whose linear layers are int8 (``QuantLinear``); attention,
-    softmax and the LayerNorms stay float32. ``cross_kv`` stays a spec ``Linear`` (int8, with its scale)."""
+    """``PackedLayer``'s program over a spec ``Layer`` whose linear layers are int8 (``QuantLinear``; any float one
+    stays a ``PackedLinear``); attention, softmax and the LayerNorms stay float32. ``cross_kv`` stays a spec
+    ``Linear`` (int8, with its scale)."""
 
-    def __init__(self, layer: Layer, settings: Settings):  # not the parent's: it packs float weights
-        d = settings.d_model
-        self.num_heads, self.head_dim, self.norm_first = settings.num_heads, settings.head_dim, settings.norm_first
-        self.qkv, self.self_out = linear_for(layer.qkv), linear_for(layer.self_out)
-        cross = layer.cross
-        self.cross_q = linear_for(cross.qkv.rows(0, d)) if cross else None
-        self.cross_kv = cross.qkv.rows(d, 3 * d) if cross else None
-        self.cross_out = linear_for(cross.out) if cross else None
-        self.ff1 = linear_for(layer.ff1, settings.activation)
-        self.ff2 = linear_for(layer.ff2)
-        self.norms: tuple[Norm, ...] = ((layer.self_norm, cross.norm, layer.ff_norm) if cross
-                                        else (layer.self_norm, layer.ff_norm))
+    make_linear = staticmethod(linear_for)
 
 
 def packed_layer(layer: Layer, settings: Settings) -> PackedLayer:

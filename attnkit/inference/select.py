@@ -53,26 +53,22 @@ def engine_for(model, *, dtype: torch.dtype | None = None):
     """The inference engine of ``model`` in ``dtype`` (default: the model's own), or the model itself in that dtype
     where none runs it (see the module doc). The model is not changed; the engine copies its weights."""
     model.eval()
-    same = dtype is None or dtype == _dtype_of(model)
+    int8 = dtype == torch.int8  # int8 weights quantised from the float32 model's spec; the reference stays float32
+    weights = torch.float32 if int8 else dtype  # the reference modules' dtype (None: the model's)
+    same = weights is None or weights == _dtype_of(model)
     why = refusal(model, dtype)
-    int8 = dtype == torch.int8  # int8 weights from the float32 model's spec; the reference stays float32
-    if why is not None and int8:
-        log.warning("attnkit: %s runs in float32 on its reference modules, not int8: %s", type(model).__name__, why)
-        return model if _dtype_of(model) == torch.float32 else copy.deepcopy(model).float().eval()
     if why is not None:
-        log.info("attnkit: %s runs on its reference modules: %s", type(model).__name__, why)
-        return model if same else copy.deepcopy(model).to(dtype).eval()
-    arch = architecture_of(model).name
-    if isinstance(model, BertModel) and not int8:
-        return BertEngine(spec_of(model, dtype))
-    if int8:
-        reference = model if _dtype_of(model) == torch.float32 else copy.deepcopy(model).float().eval()
-        spec = quantize_spec(spec_of(reference))
-    else:
-        reference = model if same else copy.deepcopy(model).to(dtype).eval()
-        spec = spec_of(reference)
+        if int8:
+            log.warning("attnkit: %s runs in float32 on its reference modules, not int8: %s", type(model).__name__, why)
+        else:
+            log.info("attnkit: %s runs on its reference modules: %s", type(model).__name__, why)
+        return model if same else copy.deepcopy(model).to(weights).eval()
     if isinstance(model, BertModel):
-        return BertEngine(spec)
+        spec = spec_of(model, weights)
+        return BertEngine(quantize_spec(spec) if int8 else spec)
+    arch = architecture_of(model).name
+    reference = model if same else copy.deepcopy(model).to(weights).eval()
+    spec = spec_of(reference)
     engine = NATEngine if isinstance(model, NATModel) else Seq2SeqEngine
     assert ENGINES[arch] is engine
-    return engine(spec, reference)
+    return engine(quantize_spec(spec) if int8 else spec, reference)

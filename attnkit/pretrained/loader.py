@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from ..data.jsonfile import regular_file
-from ..inference.quant import engine_dtype
+from ..inference.quant import load_dtypes
 from ..models.bert import BertConfig, BertModel
 from .encoder import SentenceEncoder
 from .folder import TOKENIZER_LIMIT, ModelFolder, read_folder
@@ -96,15 +96,12 @@ def load_pretrained(name_or_path: str | Path = "all-MiniLM-L6-v2", *,
     Raises FileNotFoundError for a missing folder or file, ValueError (naming the file) for an
     unknown architecture, missing / unexpected weights or shapes that disagree with the config.
     """
-    dtype = engine_dtype(dtype, "load_pretrained: `dtype`")
-    if dtype == torch.int8 and not fast:
-        raise ValueError("load_pretrained: `dtype` int8 runs on the inference engine; not with fast=False")
+    compute, dtype = load_dtypes(dtype, "load_pretrained: `dtype`", fast)  # int8: quantised from float32
     name, path = resolve(name_or_path)
     from .marian import is_marian_folder, load_marian
 
     if is_marian_folder(path):
-        return load_marian(path, dtype=dtype, fast=fast)
-    compute, dtype = dtype, torch.float32 if dtype == torch.int8 else dtype  # int8: quantised from float32
+        return load_marian(path, dtype=compute, fast=fast)
     folder = read_folder(path)
     state = read_state_dict(folder.weights)
     config = BertConfig.from_hf(folder.hf_config, with_pooler=has_pooler(state),

@@ -70,15 +70,24 @@ def test_translate_python_api(run):
     assert sampled == greedy[:5]
 
 
+def _dev_right(tr, paths, n: int) -> int:
+    """How many of the first n dev sentences ``tr`` translates exactly as the reference."""
+    src = paths["dev_src"].read_text(encoding="utf-8").splitlines()[:n]
+    ref = paths["dev_tgt"].read_text(encoding="utf-8").splitlines()[:n]
+    return sum(g == r for g, r in zip(tr.translate(src), ref))
+
+
+def _cli_translates_in(out, dtype: str, capsys) -> None:
+    assert main(["translate", str(out), "Ein hund sieht ein rotes auto.", "--dtype", dtype]) == 0
+    assert capsys.readouterr().out.strip() == "A dog sees a red car."
+
+
 def test_bfloat16_weights(run, capsys):
     out, paths = run
     tr = attnkit.load_pretrained(out, dtype=torch.bfloat16)
     assert {p.dtype for p in tr.model.parameters()} == {torch.bfloat16}
-    src = paths["dev_src"].read_text(encoding="utf-8").splitlines()[:20]
-    ref = paths["dev_tgt"].read_text(encoding="utf-8").splitlines()[:20]
-    assert sum(g == r for g, r in zip(tr.translate(src), ref)) >= 15  # the toy language, as in float32
-    assert main(["translate", str(out), "Ein hund sieht ein rotes auto.", "--dtype", "bfloat16"]) == 0
-    assert capsys.readouterr().out.strip() == "A dog sees a red car."
+    assert _dev_right(tr, paths, 20) >= 15  # the toy language, as in float32
+    _cli_translates_in(out, "bfloat16", capsys)
     with pytest.raises(ValueError, match="`dtype` of a translation run must be one of float32, bfloat16, int8"):
         attnkit.load_pretrained(out, dtype=torch.float16)
     with pytest.raises(ValueError, match=r"options \['device'\] do not apply"):
@@ -93,11 +102,8 @@ def test_int8_layers(run, capsys):
     tr = attnkit.load_pretrained(out, dtype="int8")
     assert {p.dtype for p in tr.model.parameters()} == {torch.float32}  # the reference stays float32
     assert type(tr.decoder.layers[0]).__name__ == "QuantLayer"
-    src = paths["dev_src"].read_text(encoding="utf-8").splitlines()[:10]
-    ref = paths["dev_tgt"].read_text(encoding="utf-8").splitlines()[:10]
-    assert sum(g == r for g, r in zip(tr.translate(src), ref)) >= 7  # the toy language, as in float32
-    assert main(["translate", str(out), "Ein hund sieht ein rotes auto.", "--dtype", "int8"]) == 0
-    assert capsys.readouterr().out.strip() == "A dog sees a red car."
+    assert _dev_right(tr, paths, 10) >= 7  # the toy language, as in float32
+    _cli_translates_in(out, "int8", capsys)
     with pytest.raises(ValueError, match="load_pretrained: `dtype` must be one of float32, bfloat16, float16, int8"):
         attnkit.load_pretrained(out, dtype="int4")
 

@@ -26,7 +26,7 @@ from torch import Tensor
 from ...data.safetensors_header import TensorInfo
 from ...functional.positional import sinusoidal_table
 from ...inference import model_state
-from ...inference.quant import engine_dtype
+from ...inference.quant import load_dtypes
 from ...models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from ..folder import read_config, read_json, weights_file
 from ..weights import layer_count, read_state_dict, tensor_shapes
@@ -171,10 +171,7 @@ def load_marian(path: str | Path, *, dtype: torch.dtype = torch.float32, fast: b
     float32 weights, the engine's layers quantised to int8, docs/int8.md). ``fast``: decode with the model's
     inference engine (``attnkit.inference.engine_for``), same outputs.
     """
-    dtype = engine_dtype(dtype, "load_marian: `dtype`")
-    if dtype == torch.int8 and not fast:
-        raise ValueError("load_marian: `dtype` int8 runs on the inference engine; not with fast=False")
-    compute, dtype = dtype, torch.float32 if dtype == torch.int8 else dtype
+    compute, dtype = load_dtypes(dtype, "load_marian: `dtype`", fast)  # int8: quantised from float32
     folder, hf = read_config(path)
     early = marian_config(hf, source=str(folder / "config.json"), share_embeddings=False, tie_output=False)
     defaults = generation_defaults(folder, hf, early)
