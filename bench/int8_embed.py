@@ -1,10 +1,17 @@
-"""int8 sentence embeddings against float32: all-MiniLM-L6-v2 on the sentences of ``bench/embed.py``.
+"""int8 sentence embeddings against float32 and ONNX Runtime int8: all-MiniLM-L6-v2, ``bench/embed.py``'s sentences.
 
-    python bench/int8_embed.py [--n 2000] [--repeats 3] [--threads 2] [--no-time]
+    python bench/int8_embed.py [--n 2000] [--repeats 3] [--threads 2] [--latency-calls 200] [--no-time] [--no-onnx]
 
-Prints the cosine of attnkit int8 to attnkit float32 over the sentences (mean and worst), and, unless
-``--no-time``, the seconds of each (interleaved repeats, medians) and their ratio. The int8 path is the one
-``encode(dtype="int8")`` takes on this machine (said on stderr: fbgemm, or the exact reference).
+Engines: attnkit float32 and int8 (``encode(dtype="int8")``, the path this machine takes said on stderr: fbgemm,
+or the exact reference), and, where onnx and onnxruntime import, the ONNX Runtime peer of sentence-transformers'
+``export_dynamic_quantized_onnx_model(model, "avx512_vnni", ...)`` built without optimum (``_onnx_peer.py``: the
+same folder exported with ``torch.onnx.export`` into a temporary directory, ORT float32 as exported and ORT int8
+quantised dynamically; same tokenizer, batch size, mean pooling and normalisation).
+
+Prints the cosine of each to attnkit float32 over the sentences (mean and worst), and, unless ``--no-time``, the
+seconds of each for all the sentences (interleaved repeats, medians; the cosines come from the first timed
+round, after a warm-up on one batch), the ratios, and the batch-1 latency of one short sentence (p50, p99 over
+``--latency-calls`` calls per engine, interleaved in blocks of 20).
 """
 
 from __future__ import annotations
@@ -12,16 +19,105 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from _timing import machine, time_once  # noqa: E402
+from _timing import machine  # noqa: E402
 from embed import make_sentences  # noqa: E402
 
-from attnkit.pretrained import load_pretrained  # noqa: E402
+from attnkit.pretrained import builtin_path, load_pretrained  # noqa: E402
+
+SHORT = "A man is playing a guitar on the street."
+
+
+def engines(enc, args, tmp: Path) -> dict:
+    """name -> fn(texts) -> (n, dim) vectors: attnkit float32 / int8, and the ONNX Runtime peer if it imports."""
+    fns = {"attnkit float32": lambda t: enc.encode(t, batch_size=args.batch_size),
+           "attnkit int8": lambda t: enc.encode(t, batch_size=args.batch_size, dtype="int8")}
+    if args.no_onnx:
+        return fns
+    import _onnx_peer
+
+    if (why := _onnx_peer.missing()) is not None:
+        print(why)
+        return fns
+    folder = builtin_path("all-MiniLM-L6-v2")
+    t0 = time.perf_counter()
+    f32, i8 = _onnx_peer.export(folder, tmp)
+    print(f"ONNX export + quantisation {time.perf_counter() - t0:.1f} s; {_onnx_peer.QUANT_SETTINGS}")
+    threads = torch.get_num_threads()
+    for name, path in (("ORT float32", f32), ("ORT int8", i8)):
+        ort = _onnx_peer.OrtEncoder(path, folder, threads)
+        fns[name] = lambda t, ort=ort: ort.encode(t, args.batch_size)
+    return fns
+
+
+def timed_rounds(fns: dict, texts: list[str], repeats: int) -> tuple[dict, dict]:
+    """(seconds per engine per round, the first round's vectors), engines interleaved in each round."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    vectors = {}
+    for r in range(repeats):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            out = fn(texts)
+            times[k].append(time.perf_counter() - t0)
+            if r == 0:
+                vectors[k] = out
+    return times, vectors
+
+
+def latency(fns: dict, calls: int, block: int = 20) -> dict[str, list[float]]:
+    """Milliseconds of each batch-1 call of SHORT, engines interleaved in blocks of ``block`` calls."""
+    ms: dict[str, list[float]] = {k: [] for k in fns}
+    for fn in fns.values():
+        for _ in range(5):
+            fn([SHORT])
+    for _ in range(-(-calls // block)):
+        for k, fn in fns.items():
+            for _ in range(block):
+                t0 = time.perf_counter()
+                fn([SHORT])
+                ms[k].append(1e3 * (time.perf_counter() - t0))
+    return ms
+
+
+def report_cosines(vectors: dict, n: int) -> dict:
+    ref, out = vectors["attnkit float32"], {}
+    for k, v in vectors.items():
+        if k == "attnkit float32":
+            continue
+        cos = F.cosine_similarity(v.float(), ref, dim=1)
+        print(f"all-MiniLM-L6-v2, {n} sentences: cosine {k} to attnkit float32 mean {cos.mean():.6f}, "
+              f"worst {cos.min():.6f} (sentence {int(cos.argmin())})")
+        out[k] = (float(cos.mean()), float(cos.min()))
+    return out
+
+
+def report_times(times: dict, n: int) -> dict:
+    med = {k: statistics.median(v) for k, v in times.items()}
+    for k, v in times.items():
+        print(f"{k:16s} median {med[k]:.2f} s ({n / med[k]:.0f} sentences/s; runs {', '.join(f'{t:.2f}' for t in v)})")
+    print(f"attnkit int8 / attnkit float32 speed: {med['attnkit float32'] / med['attnkit int8']:.2f}x")
+    if "ORT int8" in med:
+        print(f"attnkit int8 / ORT int8 speed: {med['ORT int8'] / med['attnkit int8']:.2f}x (issue 42's goal: 2x); "
+              f"attnkit float32 / ORT float32: {med['ORT float32'] / med['attnkit float32']:.2f}x; "
+              f"ORT int8 / ORT float32: {med['ORT float32'] / med['ORT int8']:.2f}x")
+    return med
+
+
+def report_latency(ms: dict) -> dict:
+    out = {}
+    for k, v in ms.items():
+        q = statistics.quantiles(v, n=100, method="inclusive")
+        out[k] = (q[49], q[98])
+        print(f"batch 1, one short sentence ({len(SHORT.split())} words), {k:16s} p50 {q[49]:.2f} ms, "
+              f"p99 {q[98]:.2f} ms ({len(v)} calls)")
+    return out
 
 
 def main(argv=None) -> dict:
@@ -29,31 +125,26 @@ def main(argv=None) -> dict:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own choice)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch threads and ORT intra-op threads (default: torch's own choice)")
+    ap.add_argument("--latency-calls", type=int, default=200, help="batch-1 calls per engine (0: none)")
     ap.add_argument("--no-time", action="store_true", help="only the cosines")
+    ap.add_argument("--no-onnx", action="store_true", help="without the ONNX Runtime peer")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     enc = load_pretrained("all-MiniLM-L6-v2")
     texts = make_sentences(enc.tokenizer.get_vocab(), args.n, 0)
-    runs = {"float32": lambda: enc.encode(texts, batch_size=args.batch_size),
-            "int8": lambda: enc.encode(texts, batch_size=args.batch_size, dtype="int8")}
-    out = {k: fn() for k, fn in runs.items()}  # warm-up, and the vectors compared
-    cos = F.cosine_similarity(out["int8"], out["float32"], dim=1)
-    print(f"all-MiniLM-L6-v2, {args.n} sentences: cosine int8 to float32 mean {cos.mean():.6f}, "
-          f"worst {cos.min():.6f} (sentence {int(cos.argmin())})")
-    result = {"cos_mean": float(cos.mean()), "cos_min": float(cos.min())}
-    if not args.no_time:
-        times: dict[str, list[float]] = {k: [] for k in runs}
-        for _ in range(args.repeats):
-            for k, fn in runs.items():
-                times[k].append(time_once(fn, 1))
-        med = {k: statistics.median(v) for k, v in times.items()}
-        for k in runs:
-            print(f"{k:8s} median {med[k]:.2f} s ({args.n / med[k]:.0f} sentences/s; runs "
-                  f"{', '.join(f'{t:.2f}' for t in times[k])})")
-        print(f"int8 / float32 speed: {med['float32'] / med['int8']:.2f}x")
-        result.update(med)
+    with tempfile.TemporaryDirectory(prefix="attnkit-onnx-") as tmp:
+        fns = engines(enc, args, Path(tmp))
+        for fn in fns.values():  # warm-up: one batch each
+            fn(texts[:args.batch_size])
+        times, vectors = timed_rounds(fns, texts, 1 if args.no_time else args.repeats)
+        result = {"cosines": report_cosines(vectors, args.n)}
+        if not args.no_time:
+            result["seconds"] = report_times(times, args.n)
+            if args.latency_calls > 0:
+                result["latency_ms"] = report_latency(latency(fns, args.latency_calls))
     print(f"machine: {machine()}")
     return result
 
