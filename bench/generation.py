@@ -4,7 +4,7 @@ Models: ``base``, a random Marian model of Transformer-base shape (6+6 layers, d
 vocabulary 8000, SiLU as opus-mt), built with transformers' ``MarianMTModel`` and saved as a folder; and with
 ``--run RUN`` a trained translation run, exported with ``attnkit export --format marian`` (post-LN runs only:
 Marian's layout has no pre-LN; a pre-LN run is timed in attnkit alone). Every engine reads the same folder:
-attnkit through ``attnkit.load_pretrained`` (float32, and bfloat16 weights), Hugging Face through
+attnkit through ``attnkit.load_pretrained`` (float32, bfloat16 weights, and int8), Hugging Face through
 ``MarianMTModel.from_pretrained``, CTranslate2 through its converter (``ct2-transformers-converter``'s class)
 and ``compute_type`` float32 / int8.
 
@@ -126,6 +126,8 @@ def _attnkit_model(path: Path, marian: bool, dtype: torch.dtype, fast: bool):
 
     if marian:
         return load_pretrained(path, dtype=dtype).decoder if fast else load_pretrained(path).model.to(dtype)
+    if dtype == torch.int8:  # float32 weights, the engine's layers quantised (docs/int8.md)
+        return engine_for(load_pretrained(path).model.eval(), dtype=dtype)
     model = load_pretrained(path).model.to(dtype).eval()
     return engine_for(model) if fast else model
 
@@ -239,12 +241,16 @@ def bandwidth(threads: int, mbytes: int = 512, repeats: int = 7) -> float:
     return x.numel() * 4 / statistics.median(times)
 
 
-def step_bytes(cfg, bytes_per_weight: float) -> float:
-    """Bytes of the weights one decoding step reads: decoder layers (cross K/V projection excluded) + output."""
+def step_bytes(cfg, bytes_per_weight: float, float_bytes: float | None = None) -> float:
+    """Bytes of the weights one decoding step reads: decoder layers (cross K/V projection excluded) + output.
+
+    ``float_bytes``: bytes per weight of the parts attnkit's int8 keeps in float32 (FFN's second product, output
+    layer); default ``bytes_per_weight``."""
     tc = cfg.transformer
     d, f, v = tc.d_model, tc.d_ff, cfg.tgt_vocab_size
-    per_layer = (3 * d * d + d * d) + (d * d + d * d) + 2 * d * f  # self QKV + out, cross Q + out, FFN
-    return (tc.num_decoder_layers * per_layer + v * d) * bytes_per_weight
+    fb = bytes_per_weight if float_bytes is None else float_bytes
+    per_layer = ((3 * d * d + d * d) + (d * d + d * d) + d * f) * bytes_per_weight + d * f * fb  # self, cross, FFN
+    return tc.num_decoder_layers * per_layer + v * d * fb
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -261,7 +267,8 @@ def bench_model(name: str, folder: Path | None, model, args, root: Path, run: Pa
     pad = cfg.pad_token_id
     source, marian = (folder, True) if folder is not None else (run, False)
     specs = {"attnkit float32": ("attnkit", str(source), marian, "float32", True, pad),
-             "attnkit bfloat16": ("attnkit", str(source), marian, "bfloat16", True, pad)}
+             "attnkit bfloat16": ("attnkit", str(source), marian, "bfloat16", True, pad),
+             "attnkit int8": ("attnkit", str(source), marian, "int8", True, pad)}
     for other in args.compare or []:
         for dt in ("float32", "bfloat16"):
             specs[f"attnkit {dt} @{other}"] = ("attnkit", str(source), marian, dt, True, pad, str(other.resolve()))
@@ -295,7 +302,8 @@ def _time_cases(name: str, engines: dict, cfg, pad: int, args) -> list[str]:
              f"d_model {cfg.transformer.d_model}, vocabulary {cfg.tgt_vocab_size}",
              f"measured read bandwidth: {bw / 1e9:.1f} GB/s; weights read per step: "
              f"{step_bytes(cfg, 4) / 1e6:.0f} MB in float32, {step_bytes(cfg, 2) / 1e6:.0f} MB in bfloat16, "
-             f"{step_bytes(cfg, 1) / 1e6:.0f} MB in int8; {where}"]
+             f"{step_bytes(cfg, 1) / 1e6:.0f} MB in int8 (the int8 bound below; attnkit int8, whose FFN's second "
+             f"product and output layer stay float32, reads {step_bytes(cfg, 1, 4) / 1e6:.0f} MB); {where}"]
     for case, (batch, beams) in CASES.items():
         if args.cases and case not in args.cases:
             continue
