@@ -75,6 +75,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--streaming", action="store_true",
                    help="a streaming model: causal convolutions, a window with no right context (L,0), features "
                         "normalised by the training set's statistics instead of each utterance's")
+    p.add_argument("--normalize", choices=("utterance", "training"), default="utterance",
+                   help="log-mel features normalised per bin by each utterance's own mean and variance, or by "
+                        "the training set's (the only choice with --streaming: an utterance's own statistics are "
+                        "unknown until it ends) (default: utterance)")
     add_config_args(p, AsrConfig, only=("frontend", "channels", "kernel", "ctc_weight"),
                     title="speech recognition model")
     p.add_argument("--num-decoder-layers", type=ints(1, 64), default=2, help="decoder layers")
@@ -142,7 +146,7 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
         raise ValueError(f"train asr: --ctc-weight must be in [0, 1) (the decoder needs some weight), "
                          f"got {args.ctc_weight}")
     cfg = config_from_args(args, encoder)
-    features = FeatureConfig(n_mels=args.n_mels, normalize=not args.streaming)
+    features = FeatureConfig(n_mels=args.n_mels, normalize=args.normalize == "utterance" and not args.streaming)
     meta = {"features": features.to_dict(), **asr_sets.set_meta(args, seed)}
     sets = asr_sets.make_sets(meta, ("train", "dev", *asr_sets.test_names(meta)), path=args.data,
                               download=args.download, root=args.data_dir)
