@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..nn.limits import ints
+from ..nn.limits import floats, ints
 from ..tasks import TASKS, task_module
 from ..tasks.options import add_data_args
 from ..train import evaluate
@@ -87,6 +87,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="tagger: the tag column to score (default: the one the run was trained on)")
     p.add_argument("--ref", default=None, help="translation: reference translations of --data FILE, one per line "
                                                "(default: none, --data names a Multi30k split: test, val, train)")
+    p.add_argument("--ctc-weight", type=floats(0, 1), default=None, metavar="W",
+                   help="asr: the weight of CTC's prefix score in the beam + CTC decoding (default: the run's)")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "int8"), default="float32",
                    help="translation: the weights' dtype (bfloat16: faster on CPUs with AVX512-BF16; int8: the "
                         "layers' weights in int8, docs/int8.md; default float32, as trained)")

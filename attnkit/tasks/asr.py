@@ -75,10 +75,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--streaming", action="store_true",
                    help="a streaming model: causal convolutions, a window with no right context (L,0), features "
                         "normalised by the training set's statistics instead of each utterance's")
-    p.add_argument("--normalize", choices=("utterance", "training"), default="utterance",
+    p.add_argument("--normalize", choices=("utterance", "training"), default="training",
                    help="log-mel features normalised per bin by each utterance's own mean and variance, or by "
                         "the training set's (the only choice with --streaming: an utterance's own statistics are "
-                        "unknown until it ends) (default: utterance)")
+                        "unknown until it ends) (default: training)")
     add_config_args(p, AsrConfig, only=("frontend", "channels", "kernel", "ctc_weight"),
                     title="speech recognition model")
     p.add_argument("--num-decoder-layers", type=ints(1, 64), default=2, help="decoder layers")
@@ -158,7 +158,7 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     mean, std = _normalisation(train)
     model.feature_mean.copy_(mean)
     model.feature_std.copy_(std)
-    meta = {"model": cfg.to_dict(), **meta, "decoding": {"beam": 5, "ctc_weight": 0.3}}
+    meta = {"model": cfg.to_dict(), **meta, "decoding": {"beam": 5, "ctc_weight": 0.5}}
     return Task(NAME, model, train, collate, make_forward(args.augment), dev=dev, test=test, meta=meta,
                 lengths=[e[0].shape[0] for e in train])
 
@@ -183,7 +183,7 @@ def score(tr: Transcriber, meta: dict, args, generate_kwargs: dict) -> list[str]
     named = asr_sets.named_sets(meta, data, args)
     lines = []
     for name, (audio, refs) in named.items():
-        lines += score_lines(tr, name, audio, refs, beam=beam)
+        lines += score_lines(tr, name, audio, refs, beam=beam, ctc_weight=getattr(args, "ctc_weight", None))
     if tr.model.config.streaming and data in ("test", "recordings"):  # the spans of the digits are known
         utts = asr_sets.make_sets(meta, ("recordings",), download=getattr(args, "download", False),
                                   root=getattr(args, "data_dir", None))["recordings"]

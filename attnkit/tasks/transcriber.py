@@ -203,14 +203,16 @@ def describe(mode: str, beam: int, w: float) -> str:
 
 
 def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[list[int]], *, beam: int,
-                modes: Sequence[str] = MODES) -> list[str]:
-    """Digit error rate (edits / reference digits) and utterance accuracy of each decoding mode: lines."""
+                modes: Sequence[str] = MODES, ctc_weight: float | None = None) -> list[str]:
+    """Digit error rate (edits / reference digits) and utterance accuracy of each decoding mode: lines.
+    ``ctc_weight``: the joint mode's (default: the run's)."""
+    w = tr.ctc_weight if ctc_weight is None else ctc_weight
     frames = [log_mel(x, tr.features) for x in audio]
     n_digits = sum(len(r) for r in refs)
     lines = [f"{name}: {len(refs)} utterances, {n_digits} digits"]
     for mode in modes:
         kw = {"ctc": dict(ctc=True), "greedy": dict(beam=1, ctc_weight=0.0), "beam": dict(beam=beam, ctc_weight=0.0),
-              "joint": dict(beam=beam)}[mode]
+              "joint": dict(beam=beam, ctc_weight=w)}[mode]
         t0 = time.perf_counter()
         hyps = tr.decode(frames, **kw)
         seconds = time.perf_counter() - t0
@@ -219,6 +221,6 @@ def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[
         exact = sum(r == h for r, h in zip(refs, hyps))
         der = 100 * (s + d + i) / max(n_digits, 1)
         acc = floor(100 * exact / max(len(refs), 1), 2)
-        lines.append(f"  {describe(mode, beam, tr.ctc_weight):<18} digit error rate {der:.2f}% ({s} sub, {d} del, "
+        lines.append(f"  {describe(mode, beam, w):<18} digit error rate {der:.2f}% ({s} sub, {d} del, "
                      f"{i} ins)  utterance accuracy {acc}%  ({seconds:.1f} s)")
     return lines

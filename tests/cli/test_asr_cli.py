@@ -36,12 +36,16 @@ def test_train_reports_both_test_sets_and_evaluate_scores_them(run, capsys):
     root, out = run
     meta = json.loads((out / "ckpt-00000002" / "meta.json").read_text())
     assert meta["task"] == "asr" and meta["holdout_speaker"] == "bob" and meta["model"]["window"] == [8, 8]
+    assert meta["features"]["normalize"] is False and meta["decoding"] == {"beam": 5, "ctc_weight": 0.5}
     assert main(["evaluate", str(out), "--data-dir", str(root), "--beam", "2"]) == 0
     text = capsys.readouterr().out
     assert "recordings held out: 3 utterances" in text and "speaker held out (bob): 3 utterances" in text
-    for mode in ("CTC one pass", "greedy", "beam 2 ", "beam 2 + CTC 0.3"):
+    for mode in ("CTC one pass", "greedy", "beam 2 ", "beam 2 + CTC 0.5"):
         assert len(re.findall(re.escape(mode) + r" +digit error rate \d+\.\d\d% \(\d+ sub, \d+ del, \d+ ins\)  "
                                                 r"utterance accuracy \d+\.\d\d%", text)) == 2, mode
+    assert main(["evaluate", str(out), "--data-dir", str(root), "--data", "recordings", "--ctc-weight", "0.2"]) == 0
+    text = capsys.readouterr().out
+    assert "beam 5 + CTC 0.2" in text and "CTC 0.5" not in text
 
 
 def test_generate_then_transcribe_and_evaluate_the_tsv(run, tmp_path, capsys):
