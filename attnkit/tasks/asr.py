@@ -78,7 +78,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--normalize", choices=("utterance", "training"), default="training",
                    help="log-mel features normalised per bin by each utterance's own mean and variance, or by "
                         "the training set's (the only choice with --streaming: an utterance's own statistics are "
-                        "unknown until it ends) (default: training)")
+                        "unknown until it ends); training was better on the dev set's known speakers, utterance "
+                        "on a speaker held out (docs/asr.md) (default: training)")
     add_config_args(p, AsrConfig, only=("frontend", "channels", "kernel", "ctc_weight"),
                     title="speech recognition model")
     p.add_argument("--num-decoder-layers", type=ints(1, 64), default=2, help="decoder layers")
