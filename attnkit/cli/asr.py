@@ -93,8 +93,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--beam", type=ints(1, 256), default=None, metavar="K",
                    help="the decoder's beam size, 1 = greedy (default: the run's, 5)")
     p.add_argument("--ctc-weight", type=floats(0, 1), default=None, metavar="W",
-                   help="weight of CTC's prefix score in the beam search, 0 = attention only (default: the run's; "
-                        "0.5 since 2026-11-26, 0.3 before)")
+                   help="weight of CTC's prefix score in the beam search, 0 = attention only (default: the run's, "
+                        "0.5 in runs trained now)")
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",
                    help="write each file's decoder cross-attention over the sound (PNG) and its lecture page "
                         "(HTML) to DIR (default: none)")
