@@ -32,7 +32,7 @@ HELP = ("speech recognition of connected spoken digits (FSDD): convolutions, tru
         "autoregressive decoder and CTC head")
 ENCODER_DEFAULTS = dict(d_model=144, num_heads=4, d_ff=576, num_encoder_layers=6, dropout=0.1, attention_dropout=0.0,
                         activation="gelu", norm_first=True)
-TRAIN_DEFAULTS = dict(epochs=7, batch_size=32, lr=1.5e-3, warmup_steps=500, weight_decay=0.01, schedule="cosine",
+TRAIN_DEFAULTS = dict(epochs=2, batch_size=32, lr=1.5e-3, warmup_steps=500, weight_decay=0.01, schedule="cosine",
                       label_smoothing=0.1, eval_every=500, eval_batch_size=64, keep=1, log_every=50)
 ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
                   "activation", "norm_first")
@@ -65,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--holdout-speaker", default=None, metavar="NAME",
                    help="train on the other five speakers and test on this one too (default: none, all six "
                         "speakers train; the test set is their held-out recordings)")
-    for name, n, what in (("train", 10000, "training"), ("dev", 500, "dev (best checkpoint)"),
+    for name, n, what in (("train", 35000, "training"), ("dev", 500, "dev (best checkpoint)"),
                           ("test", 1000, "each test set's")):
         p.add_argument(f"--{name}-utterances", type=ints(1, 10**7), default=n, metavar="N",
                        help=f"{what} utterances generated")
