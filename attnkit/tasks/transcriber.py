@@ -9,8 +9,8 @@
 Decoding (``decode``): the encoder runs once per batch of utterances; then CTC one pass, or the attention
 decoder through ``attnkit.generation`` (greedy, beam search), or its beam search with every step also scored
 by CTC's prefix probability (``ctc_weight`` > 0; ``attnkit.generation.ctc``). A recording longer than the
-longest training utterance (``meta["max_seconds"]``) is cut at its quietest moments into pieces no longer
-than that, each decoded, the digits joined.
+longest training utterance (``meta["max_seconds"]``) or than ``PIECE_SECONDS`` is cut at its quietest moments
+into pieces no longer than that, each decoded, the digits joined.
 """
 
 from __future__ import annotations
@@ -53,6 +53,11 @@ class AsrAlignment:
         return [str(t - FIRST_DIGIT) if t >= FIRST_DIGIT else "END" for t in self.tokens]
 
 
+# The longest piece decoded at once, whatever the longest training utterance: the beam's CTC prefix scores cost
+# a piece's frames times its digits, so one long piece costs more than two short ones (timings: docs/asr.md).
+PIECE_SECONDS = 8.0
+
+
 def split_long(x: np.ndarray, rate: int, max_seconds: float) -> list[np.ndarray]:
     """Samples (S,) -> pieces of at most ``max_seconds``, each cut in the middle of the quietest 100 ms of the
     second half of the span that is left (the latest, of equally quiet ones)."""
@@ -79,7 +84,7 @@ class Transcriber:
         self.rate = self.features.sample_rate
         d = meta.get("decoding", {})
         self.beam, self.ctc_weight = int(d.get("beam", 5)), float(d.get("ctc_weight", 0.3))
-        self.max_seconds = float(meta.get("max_seconds", 8.0))
+        self.max_seconds = min(float(meta.get("max_seconds", PIECE_SECONDS)), PIECE_SECONDS)
         self.ids = TokenIds(pad=PAD, eos=EOS, start=BOS)
 
     # -- audio in, text out ------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from attnkit.data.audio import FeatureConfig, log_mel
 from attnkit.data.digits import Utterance
 from attnkit.generation.ctc import ctc_greedy
 from attnkit.tasks.asr_stream import latency_lines, stream_transcribe
-from attnkit.tasks.transcriber import Transcriber, digit_errors, split_long
+from attnkit.tasks.transcriber import PIECE_SECONDS, Transcriber, digit_errors, split_long
 from tests.models.test_asr import tiny_asr
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -50,6 +50,13 @@ def test_long_recordings_are_cut_in_their_pauses():
     for p in pieces[:-1]:  # every cut falls in a silence
         assert np.abs(p[-200:]).max() == 0.0
     assert split_long(x[:rate], rate, 8.0)[0] is not None and len(split_long(x[:rate], rate, 8.0)) == 1
+
+
+def test_pieces_are_at_most_piece_seconds_even_after_longer_training_utterances():
+    meta = {"features": FeatureConfig(n_mels=8).to_dict()}
+    assert Transcriber(tiny_asr(5), {**meta, "max_seconds": 9.29}).max_seconds == PIECE_SECONDS == 8.0
+    assert Transcriber(tiny_asr(5), {**meta, "max_seconds": 2.0}).max_seconds == 2.0
+    assert Transcriber(tiny_asr(5), meta).max_seconds == 8.0
 
 
 @pytest.fixture
