@@ -18,7 +18,8 @@ the same weights through its own public entry points (``load_pretrained`` for fo
 
 Each repeat times both versions once, in turns (the revision first in even repeats, this checkout first in odd
 ones); the first calls, which compare the outputs, warm both up. Ratio = the revision's median time / this
-checkout's (> 1: this checkout faster). Each row is printed when its case is done.
+checkout's (> 1: this checkout faster); "paired": the median of the ratios of the two calls of each repeat,
+with its quartiles. Each row is printed when its case is done.
 
     flock /tmp/attnkit-heavy.lock .venv/bin/python bench/engines_ab.py --base REV [--repeats 5] [--threads 2]
         [--only generation nat embed] [--new-tokens 32 --beam-batch 32 --nat-batch 64 --sentences 500]
@@ -167,15 +168,24 @@ def embed_cases(new, base, n: int, n_bf16: int):
             for dt, k in ((torch.float32, n), (torch.bfloat16, n_bf16))]
 
 
-def medians(fns: dict[str, object], repeats: int) -> dict[str, float]:
-    """Median seconds per call of each function, timed in turns, the order reversed every other repeat."""
+def timings(fns: dict[str, object], repeats: int) -> dict[str, list[float]]:
+    """Seconds per call of each function, ``repeats`` each, timed in turns (the order reversed every other
+    repeat): the calls of one repeat ran next to each other."""
     samples = {k: [] for k in fns}
     for r in range(repeats):
         for k in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
             t0 = time.perf_counter()
             fns[k]()
             samples[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in samples.items()}
+    return samples
+
+
+def paired(base: list[float], new: list[float]) -> tuple[float, float, float]:
+    """The median and the quartiles of the per-repeat ratios base / new: a drift of the host's speed over
+    the run hits both calls of a repeat alike, so it moves these less than the ratio of the medians."""
+    ratios = [b / n for b, n in zip(base, new)]
+    q1, q2, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return q2, q1, q3
 
 
 def main() -> None:
@@ -205,16 +215,19 @@ def main() -> None:
             cases += nat_cases(attnkit, base, a.nat_batch)
         if "embed" in a.only:
             cases += embed_cases(attnkit, base, a.sentences, a.bf16_sentences or a.sentences)
-        print(f"| {'case':>52} | {a.base + ' ms':>12} | {'this ms':>12} | {a.base + ' / this':>14} | same outputs |\n"
-              f"|{'-' * 54}|{'-' * 14}|{'-' * 14}|{'-' * 16}|--------------|", flush=True)
+        print(f"| {'case':>52} | {a.base + ' ms':>12} | {'this ms':>12} | {a.base + ' / this':>14} | "
+              f"{'paired [quartiles]':>22} | same outputs |\n"
+              f"|{'-' * 54}|{'-' * 14}|{'-' * 14}|{'-' * 16}|{'-' * 24}|--------------|", flush=True)
         for name, fn in cases:
             if not re.search(a.match, name):
                 continue
             with torch.inference_mode():
                 same = _same(fn(attnkit), fn(base))  # also the warm-up of both
-                t = medians({"base": lambda fn=fn: fn(base), "new": lambda fn=fn: fn(attnkit)}, a.repeats)
+                s = timings({"base": lambda fn=fn: fn(base), "new": lambda fn=fn: fn(attnkit)}, a.repeats)
+            t = {k: statistics.median(v) for k, v in s.items()}
+            mid, q1, q3 = paired(s["base"], s["new"])
             print(f"| {name:>52} | {t['base'] * 1e3:12.1f} | {t['new'] * 1e3:12.1f} | {t['base'] / t['new']:14.3f} | "
-                  f"{'yes' if same else 'NO':>12} |", flush=True)
+                  f"{f'{mid:.3f} [{q1:.3f}, {q3:.3f}]':>22} | {'yes' if same else 'NO':>12} |", flush=True)
         print(f"# load average at end {os.getloadavg()[0]:.2f}")
 
 
