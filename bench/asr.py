@@ -8,6 +8,8 @@ Prints the machine, the load average before and after, and:
 1. latency at batch 1 on --utterances utterances of the recordings-held-out test set (features, encoder and
    decoding of one utterance, the median over utterances, each the best of --repeats, the modes interleaved
    utterance by utterance): CTC one pass, greedy, attention beam 5, beam 5 + CTC; ratios against CTC one pass;
+   then CTC one pass and beam 5 with the encoder on the model's reference modules instead of the inference engine
+   (``attnkit.inference.AsrEngine``, which ``transcribe`` runs);
 2. a 10-second recording (16 digits of the test recordings, written to a WAV file and read back, as ``attnkit
    transcribe`` does): the median of --repeats transcriptions with the default decoding and with CTC one pass;
 3. truncated vs full attention on 30-second inputs: the encoder (front end included) of the run's model with
@@ -17,13 +19,15 @@ Prints the machine, the load average before and after, and:
    --chunk steps of 40 ms; ``attnkit.tasks.asr_stream``) on the first --utterances test utterances.
 
 With --parts, first the parts of the batch-1 path on the same utterances (each the best of --repeats, the
-median over utterances, in inference mode): log-mel features, the normalisation and front end, ``encode_frames``
-(front end, encoder, CTC head), the encoder and CTC head alone (the difference, per utterance), CTC's collapse.
+median over utterances, in inference mode): log-mel features, the normalisation and front end, the engine's
+``encode_frames`` (front end, encoder, CTC head), the encoder and CTC head alone (the difference, per utterance),
+CTC's collapse.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import statistics
 import subprocess
@@ -65,21 +69,26 @@ def best_of(fn, repeats: int) -> float:
 
 
 def latency(tr, utterances, repeats: int) -> list[list[object]]:
-    per = {k: [] for k in MODES}
+    ref = copy.copy(tr)
+    ref.encoder = tr.model  # the encoder on the reference modules, not the inference engine
+    runs = [(name, tr, kw) for name, kw in MODES.items()]
+    runs += [(f"{name}, reference encoder", ref, MODES[name]) for name in ("CTC one pass", "beam 5")]
+    per = {name: [] for name, _, _ in runs}
     for u in utterances:  # modes interleaved utterance by utterance: load hits all alike
-        for name, kw in MODES.items():
-            per[name].append(best_of(lambda u=u, kw=kw: tr.decode([log_mel(u.samples, tr.features)], **kw), repeats))
+        for name, t, kw in runs:
+            per[name].append(best_of(lambda u=u, t=t, kw=kw: t.decode([log_mel(u.samples, t.features)], **kw),
+                                     repeats))
     ctc = statistics.median(per["CTC one pass"])
     return [[name, 1000 * statistics.median(v), statistics.median(v) / ctc] for name, v in per.items()]
 
 
 def _parts_of(tr, samples, repeats: int) -> list[float]:
     """One utterance's log-mel, front end, ``encode_frames`` and CTC collapse: seconds, each the best of repeats."""
-    m = tr.model
+    m, e = tr.model, tr.encoder  # e: the inference engine, what ``decode`` runs
     f = log_mel(samples, tr.features)
     x, n = f[None], torch.tensor([f.shape[0]])
-    enc = m.encode_frames(x, n)
-    fns = (lambda: log_mel(samples, tr.features), lambda: m.features(x, n), lambda: m.encode_frames(x, n),
+    enc = e.encode_frames(x, n)
+    fns = (lambda: log_mel(samples, tr.features), lambda: m.features(x, n), lambda: e.encode_frames(x, n),
            lambda: ctc_greedy(enc.ctc_log_probs, enc.lengths))
     return [best_of(fn, repeats) for fn in fns]
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from ..models.asr import AsrModel
 from ..models.bert import BertModel
 from ..models.nat import NATModel
 from ..models.seq2seq import Seq2SeqModel
@@ -109,7 +110,30 @@ BERT = Architecture("bert", {
     "pooler.weight": ("pooler.dense.weight",), "pooler.bias": ("pooler.dense.bias",),
 }, {"encoder": ("encoder.layers", ENCODER_LAYER)}, lambda c: _bert_settings(c, "bert"), lambda c: None)
 
-ARCHITECTURES: dict[type, Architecture] = {Seq2SeqModel: SEQ2SEQ, NATModel: NAT, BertModel: BERT}
+
+
+def _asr_settings(cfg, name: str):
+    tc = cfg.encoder
+    return (Settings(name, tc.d_model, tc.num_heads, tc.norm_first, tc.activation), tc.layer_norm_eps,
+            {"encoder": (tc.positional, tc.sinusoidal_layout)})
+
+
+def _asr_check(cfg) -> str | None:
+    tc = cfg.encoder
+    if tc.positional not in ("rope", "none"):
+        return f"encoder positions {tc.positional!r}; the speech engine runs rope or none"
+    if not tc.bias:
+        return "a model without biases (bias=False)"
+    return None
+
+
+# a speech model's encoder and CTC head (its front end and decoder stay on the reference modules: ``asr.py``)
+ASR = Architecture("asr", {
+    "output.weight": ("ctc_head.weight",), "output.bias": ("ctc_head.bias",),
+    **{f"encoder.norm.{p}": (f"encoder.norm.{p}",) for p in ("weight", "bias")},
+}, {"encoder": ("encoder.layers", ENCODER_LAYER)}, lambda c: _asr_settings(c, "asr"), _asr_check)
+
+ARCHITECTURES: dict[type, Architecture] = {Seq2SeqModel: SEQ2SEQ, NATModel: NAT, BertModel: BERT, AsrModel: ASR}
 
 
 def architecture_of(model) -> Architecture:
@@ -161,7 +185,7 @@ def _stack(t: dict, stack: str, eps: float, positions: tuple[str, str]) -> Stack
         i += 1
     kind, layout = positions
     table = t.get(f"{stack}.positions") if kind in ("sinusoidal", "learned") else None
-    pos = Positions(kind, table, layout) if table is not None else Positions()
+    pos = Positions(kind, table, layout) if table is not None else Positions("rope" if kind == "rope" else "none")
     return Stack(tuple(layers), _norm(t, f"{stack}.norm", eps), pos)
 
 
@@ -172,7 +196,7 @@ def spec_of(model: nn.Module, dtype: torch.dtype | None = None) -> ModelSpec:
     t = spec_tensors(model, dtype)
     stacks = {s: _stack(t, s, eps, positions[s]) for s in arch.stacks}
     norm = _norm(t, "embedding_norm", eps)
-    return ModelSpec(settings, stacks["encoder"], t["source_embedding"], stacks.get("decoder"),
+    return ModelSpec(settings, stacks["encoder"], t.get("source_embedding"), stacks.get("decoder"),
                      t.get("target_embedding"), _linear(t, "output"), _linear(t, "length"), t.get("token_types"), norm,
                      _linear(t, "pooler"))
 

@@ -6,7 +6,9 @@ and, at up to ``LAYER_ROWS`` positions (B * L: a sentence or two) under a paddin
 automatic choice would give attention the native ``short`` kernel, the layer in one native call
 (``layer_forward``); ``unpadded`` runs unpadded rows through every layer's native call back to back (or the
 whole stack in one, ``layers_forward``, where the layers share their settings). The seq2seq and NAT engines'
-encoders are ``EncoderStack``s.
+encoders are ``EncoderStack``s; so is a speech model's (``asr.py``), whose positions are rotary ("rope": q and
+k rotated in every layer from tables made once per call; the native calls do not rotate, so such a stack runs
+the program).
 
 ``BertEngine(spec)`` is a BERT-family model (``models.bert.BertModel``) for inference: the embeddings (word +
 position + token type, then LayerNorm) from the spec, then an ``EncoderStack``; the same call and outputs as
@@ -23,6 +25,7 @@ from ..functional import native as kernels
 from ..functional.attention import attention
 from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import Mask, for_heads
+from ..functional.positional import apply_rotary
 from ..models.bert import BertOutput, key_mask
 from . import native
 from .layer import kernel_lengths, self_attention, short_kernel
@@ -42,7 +45,7 @@ class EncoderStack:
         dtype = stack.layers[0].qkv.weight.dtype if stack.layers else torch.float32
         dtype = torch.float32 if dtype == torch.int8 else dtype  # the activations' (int8 weights: float32)
         # each layer in one native call where the short kernel runs for these heads (else None)
-        runs = short_kernel(dtype, settings.head_dim) is not None
+        runs = short_kernel(dtype, settings.head_dim) is not None and stack.positions.kind != "rope"
         self.native = [native.layer_weights(m, panels=True) if runs else None for m in self.layers]
         self.stack = native.layer_stack(self.layers, self.native)  # all of them in one call, or None
         ext = native.compositions()
@@ -56,8 +59,10 @@ class EncoderStack:
         """Every layer has its native call (``unpadded`` runs)."""
         return bool(self.layers) and self.layer_kernel is not None and None not in self.native
 
-    def layer(self, i: int, x: Tensor, mask: Mask | None, backend: str | None) -> Tensor:
-        """Layer i over x (B, L, d) with ``mask`` (for heads): its native call where it applies, else the program."""
+    def layer(self, i: int, x: Tensor, mask: Mask | None, backend: str | None,
+              rotary: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """Layer i over x (B, L, d) with ``mask`` (for heads): its native call where it applies, else the program.
+        ``rotary``: the cos, sin tables (L, dh / 2) of a "rope" stack (``Positions.rotary``)."""
         b, l, d = x.shape
         w = self.native[i]
         if (w is not None and self.layer_kernel is not None and backend is None and b * l <= LAYER_ROWS
@@ -69,6 +74,8 @@ class EncoderStack:
         h, dh = self.settings.num_heads, self.settings.head_dim
 
         def attend(q, k, v):  # (B, H, L, dh) each
+            if rotary is not None:
+                q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
             return attention(q, k, v, mask, backend=backend)
 
         out = self.layers[i](x.reshape(b * l, d), lambda qkv: self_attention(attend, qkv, b, l, h, dh))
@@ -81,8 +88,9 @@ class EncoderStack:
     def run(self, x: Tensor, mask: Mask | Tensor | None = None, backend: str | None = None) -> Tensor:
         """x (B, L, d), positions added (BERT's embeddings add their own) -> (B, L, d): the layers, the final norm."""
         heads_mask = for_heads(mask)
+        rotary = self.positions.rotary(x.shape[1], self.settings.head_dim, x.device)
         for i in range(len(self.layers)):
-            x = self.layer(i, x, heads_mask, backend)
+            x = self.layer(i, x, heads_mask, backend, rotary)
         return x if self.norm is None else self.norm(x)
 
     __call__ = forward

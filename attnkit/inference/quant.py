@@ -174,8 +174,9 @@ def _stack(stack: Stack | None, keep: tuple[str, ...]) -> Stack | None:
 def quantize_spec(spec: ModelSpec, keep: tuple[str, ...] = FLOAT_LINEARS) -> ModelSpec:
     """``spec`` (float32) with each layer's linear layers in int8 but those named in ``keep`` (``spec.LINEARS``'
     names; default ``FLOAT_LINEARS``); the rest unchanged (see the module doc)."""
-    if spec.source_embedding.dtype != torch.float32:
-        raise ValueError(f"quantize_spec: needs a float32 spec, got {spec.source_embedding.dtype}")
+    dtype = spec.encoder.layers[0].qkv.weight.dtype if spec.encoder.layers else torch.float32
+    if dtype != torch.float32:
+        raise ValueError(f"quantize_spec: needs a float32 spec, got {dtype}")
     unknown = sorted(set(keep) - set(LINEARS))
     if unknown:
         raise ValueError(f"quantize_spec: `keep` names {unknown}, not linear layers (choices: {', '.join(LINEARS)})")

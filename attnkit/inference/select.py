@@ -1,11 +1,12 @@
-"""One choice of engine: ``engine_for(model, dtype=...)`` for trained runs, NAT runs, Marian folders and BERT
-folders alike.
+"""One choice of engine: ``engine_for(model, dtype=...)`` for trained runs, NAT runs, Marian folders and BERT folders
+alike.
 
 The engine comes from the model's architecture (``architectures.ARCHITECTURES``): ``Seq2SeqEngine`` for a
-``Seq2SeqModel``, ``NATEngine`` for a ``NATModel``, ``BertEngine`` for a ``BertModel``, each built from the model's
-weight spec. Where no engine can run the model (an architecture without a spec table, positions inside
-attention, no biases, a dtype the engines do not take, no oneDNN), ``engine_for`` returns the model itself (in
-``dtype``) and says why on the ``attnkit`` logger (INFO); ``refusal(model, dtype)`` gives that reason.
+``Seq2SeqModel``, ``NATEngine`` for a ``NATModel``, ``BertEngine`` for a ``BertModel``, ``AsrEngine`` (the encoder
+and CTC head) for an ``AsrModel``, each built from the model's weight spec. Where no engine can run the model (an
+architecture without a spec table, positions inside attention, no biases, a dtype the engines do not take, no
+oneDNN), ``engine_for`` returns the model itself (in ``dtype``) and says why on the ``attnkit`` logger (INFO);
+``refusal(model, dtype)`` gives that reason.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import logging
 
 import torch
 
+from ..models.asr import AsrModel
 from ..models.bert import BertModel
 from ..models.nat import NATModel
 from .architectures import Unsupported, architecture_of, spec_of
+from .asr import AsrEngine
 from .encoder import BertEngine
 from .nat import NATEngine
 from .packed import onednn_available
@@ -27,7 +30,7 @@ from .seq2seq import Seq2SeqEngine
 __all__ = ["engine_for", "refusal", "ENGINES"]
 
 log = logging.getLogger("attnkit")
-ENGINES = {"seq2seq": Seq2SeqEngine, "nat": NATEngine, "bert": BertEngine}
+ENGINES = {"seq2seq": Seq2SeqEngine, "nat": NATEngine, "bert": BertEngine, "asr": AsrEngine}
 DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int8)  # torch.int8: int8 weights (``quant.py``)
 
 
@@ -69,6 +72,6 @@ def engine_for(model, *, dtype: torch.dtype | None = None):
     arch = architecture_of(model).name
     reference = model if same else copy.deepcopy(model).to(weights).eval()
     spec = spec_of(reference)
-    engine = NATEngine if isinstance(model, NATModel) else Seq2SeqEngine
+    engine = NATEngine if isinstance(model, NATModel) else AsrEngine if isinstance(model, AsrModel) else Seq2SeqEngine
     assert ENGINES[arch] is engine
     return engine(quantize_spec(spec) if int8 else spec, reference)

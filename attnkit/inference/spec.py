@@ -7,7 +7,8 @@ Each architecture maps its own tensor names to the spec's in one table (``archit
 The spec's tensors have flat names, the same for every architecture (``names``):
 
     source_embedding, target_embedding          (V, d) token tables (unscaled)
-    output.weight, output.bias                  (V, d), (V,): the logits' projection and fixed bias
+    output.weight, output.bias                  (V, d), (V,): the logits' projection and fixed bias (a speech
+                                                model's: its CTC head over the encoder's output)
     length.weight, length.bias                  (2m + 1, d): a NAT model's length classifier
     token_types, embedding_norm.{weight,bias}   BERT's token-type table and the norm after the embeddings
     pooler.weight, pooler.bias                  BERT's pooler (tanh of it over the first token)
@@ -28,14 +29,14 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from ..functional.positional import sinusoidal_table
+from ..functional.positional import rotary_cos_sin, sinusoidal_table
 
 __all__ = ["Linear", "Norm", "Positions", "Layer", "CrossAttention", "Stack", "Settings", "ModelSpec", "LINEARS",
            "NORMS", "layer_names", "POSITION_KINDS"]
 
 LINEARS = ("qkv", "self_out", "cross_qkv", "cross_out", "ff1", "ff2")
 NORMS = ("self_norm", "cross_norm", "ff_norm")
-POSITION_KINDS = ("none", "sinusoidal", "learned")
+POSITION_KINDS = ("none", "sinusoidal", "learned", "rope")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 
 
@@ -77,7 +78,8 @@ class Norm:
 @dataclass(frozen=True)
 class Positions:
     """What a stack adds to its input rows: nothing, a learned table, or the sinusoidal table (a pure function of
-    position: longer inputs extend it, as ``nn.Sinusoidal`` does). ``table`` (P, d)."""
+    position: longer inputs extend it, as ``nn.Sinusoidal`` does). ``table`` (P, d). Or "rope": nothing added to
+    the rows, the queries and keys of self-attention rotated (``nn.positional.Rotary``'s maths, ``base``)."""
 
     kind: str = "none"
     table: Tensor | None = None
@@ -97,10 +99,17 @@ class Positions:
 
     def add(self, x: Tensor, offset: int = 0) -> Tensor:
         """x (..., L, d) + the rows of positions [offset, offset + L) (``nn.positional``'s maths)."""
-        if self.kind == "none":
+        if self.kind in ("none", "rope"):
             return x
         rows = self.rows(offset, offset + x.shape[-2])
         return x + (rows if rows.dtype == x.dtype else rows.to(x.dtype))
+
+    def rotary(self, length: int, head_dim: int, device=None) -> tuple[Tensor, Tensor] | None:
+        """"rope": the cos, sin tables (length, head_dim / 2) of positions [0, length), made once for all the layers
+        of a call; else None."""
+        if self.kind != "rope":
+            return None
+        return rotary_cos_sin(torch.arange(length, device=device), head_dim, self.base)
 
 
 @dataclass(frozen=True)
@@ -167,7 +176,7 @@ class ModelSpec:
 
     settings: Settings
     encoder: Stack
-    source_embedding: Tensor
+    source_embedding: Tensor | None = None  # None: a speech model (its encoder reads the front end's vectors)
     decoder: Stack | None = None
     target_embedding: Tensor | None = None
     output: Linear | None = None

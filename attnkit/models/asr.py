@@ -194,20 +194,27 @@ class AsrModel(nn.Module):
         pad = masks.padding(lengths)
         return pad if self.config.window is None else masks.window(*self.config.window) & pad
 
-    def encode_frames(self, frames: Tensor, lengths: Tensor, *, backend: str | None = None,
-                      need_weights: bool = False) -> Encoded:
-        """frames (B, T, n_mels), lengths (B,) -> ``Encoded`` (memory, its mask, lengths, CTC log-probs)."""
+    def front(self, frames: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """frames (B, T, n_mels), lengths (B,) checked -> the encoder's input (B, T', d) and its steps (B,)."""
         if frames.dim() != 3 or frames.shape[-1] != self.config.n_mels:
             raise ValueError(f"AsrModel: `frames` must have shape (B, T, {self.config.n_mels}), "
                              f"got {tuple(frames.shape)}")
         if lengths.shape != frames.shape[:1]:
             raise ValueError(f"AsrModel: `lengths` must have shape ({frames.shape[0]},), got {tuple(lengths.shape)}")
         h = self.features(frames, lengths)
-        steps = self.out_lengths(lengths).clamp(1, h.shape[1])
+        return h, self.out_lengths(lengths).clamp(1, h.shape[1])
+
+    def encoded(self, out: Tensor, steps: Tensor, ctc_logits: Tensor) -> Encoded:
+        """The encoder's output (B, T', d), its steps and the CTC head's logits on it -> ``Encoded``."""
+        mask = masks.keep_positions(steps, out.shape[1]).long()
+        return Encoded(self.memory_position(out), mask, steps, ctc_logits.float().log_softmax(-1))  # CTC (B, T', C)
+
+    def encode_frames(self, frames: Tensor, lengths: Tensor, *, backend: str | None = None,
+                      need_weights: bool = False) -> Encoded:
+        """frames (B, T, n_mels), lengths (B,) -> ``Encoded`` (memory, its mask, lengths, CTC log-probs)."""
+        h, steps = self.front(frames, lengths)
         out = self.encoder(h, self.encoder_mask(steps), backend=backend, need_weights=need_weights).last_hidden_state
-        ctc = self.ctc_head(out).float().log_softmax(-1)  # (B, T', C)
-        mask = masks.keep_positions(steps, h.shape[1]).long()
-        return Encoded(self.memory_position(out), mask, steps, ctc)
+        return self.encoded(out, steps, self.ctc_head(out))
 
     # -- the decoding protocol -----------------------------------------------------------------------
     def encode(self, frames: Tensor, lengths: Tensor) -> Tensor:

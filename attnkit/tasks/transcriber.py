@@ -6,9 +6,10 @@
     tr.transcribe(["a.wav"], beam=1, ctc_weight=0)  # greedy attention decoding
     tr.transcribe_array(samples, 16000)          # any rate: resampled to the model's
 
-Decoding (``decode``): the encoder runs once per batch of utterances; then CTC one pass, or the attention
-decoder through ``attnkit.generation`` (greedy, beam search), or its beam search with every step also scored
-by CTC's prefix probability (``ctc_weight`` > 0; ``attnkit.generation.ctc``). A recording longer than the
+Decoding (``decode``): the encoder runs once per batch of utterances (on the inference engine,
+``attnkit.inference.AsrEngine``); then CTC one pass, or the attention decoder through ``attnkit.generation``
+(greedy, beam search), or its beam search with every step also scored by CTC's prefix probability
+(``ctc_weight`` > 0; ``attnkit.generation.ctc``). A recording longer than the
 longest training utterance (``meta["max_seconds"]``) or than ``PIECE_SECONDS`` is cut at its quietest moments
 into pieces no longer than that, each decoded, the digits joined.
 """
@@ -28,6 +29,7 @@ from ..data.sound import read_audio
 from ..generation import beam_search, greedy_or_sample
 from ..generation.ctc import ctc_beam_search, ctc_greedy
 from ..generation.protocol import TokenIds
+from ..inference import engine_for
 from ..models.asr import BOS, EOS, FIRST_DIGIT, PAD, label_of_tokens, token_digits
 from ..train.metrics import floor
 
@@ -80,6 +82,7 @@ class Transcriber:
 
     def __init__(self, model, meta: dict, *, batch_size: int = 32):
         self.model, self.meta, self.batch_size = model.eval(), meta, batch_size
+        self.encoder = engine_for(self.model)  # its encoder and CTC head on the inference engine (or the model)
         self.features = FeatureConfig(**meta["features"])
         self.rate = self.features.sample_rate
         d = meta.get("decoding", {})
@@ -137,7 +140,7 @@ class Transcriber:
 
     def _decode_batch(self, frames: list[Tensor], ctc: bool, beam: int, w: float, lp: float) -> list[list[int]]:
         lengths = torch.tensor([f.shape[0] for f in frames])
-        enc = self.model.encode_frames(torch.nn.utils.rnn.pad_sequence(frames, batch_first=True), lengths)
+        enc = self.encoder.encode_frames(torch.nn.utils.rnn.pad_sequence(frames, batch_first=True), lengths)
         if ctc:
             return [[c - 1 for c in row] for row in ctc_greedy(enc.ctc_log_probs, enc.lengths)]
         mask = None if bool(enc.mask.all()) else enc.mask
