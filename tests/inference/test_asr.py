@@ -70,3 +70,15 @@ def test_the_transcriber_decodes_on_the_engine():
     got = tr.decode(rows, beam=2, ctc_weight=0.5)
     tr.encoder = model
     assert tr.decode(rows, beam=2, ctc_weight=0.5) == got
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.bfloat16, 0.05), (torch.int8, 0.1)])
+def test_the_engine_runs_in_bfloat16_and_with_int8_weights(dtype, tol):
+    model = tiny_asr(3)
+    engine = engine_for(model, dtype=dtype)
+    assert isinstance(engine, AsrEngine) and next(model.parameters()).dtype == torch.float32  # model unchanged
+    x, n = frames(3)
+    with torch.inference_mode():
+        want = model.encode_frames(x, n).ctc_log_probs
+        got = engine.encode_frames(x.to(dtype) if dtype.is_floating_point else x, n).ctc_log_probs
+    assert got.dtype == torch.float32 and 0 < float((got - want).abs().max()) < tol
