@@ -111,10 +111,9 @@ BERT = Architecture("bert", {
 }, {"encoder": ("encoder.layers", ENCODER_LAYER)}, lambda c: _bert_settings(c, "bert"), lambda c: None)
 
 
-
-def _asr_settings(cfg, name: str):
+def _asr_settings(cfg):
     tc = cfg.encoder
-    return (Settings(name, tc.d_model, tc.num_heads, tc.norm_first, tc.activation), tc.layer_norm_eps,
+    return (Settings("asr", tc.d_model, tc.num_heads, tc.norm_first, tc.activation), tc.layer_norm_eps,
             {"encoder": (tc.positional, tc.sinusoidal_layout)})
 
 
@@ -131,7 +130,7 @@ def _asr_check(cfg) -> str | None:
 ASR = Architecture("asr", {
     "output.weight": ("ctc_head.weight",), "output.bias": ("ctc_head.bias",),
     **{f"encoder.norm.{p}": (f"encoder.norm.{p}",) for p in ("weight", "bias")},
-}, {"encoder": ("encoder.layers", ENCODER_LAYER)}, lambda c: _asr_settings(c, "asr"), _asr_check)
+}, {"encoder": ("encoder.layers", ENCODER_LAYER)}, _asr_settings, _asr_check)
 
 ARCHITECTURES: dict[type, Architecture] = {Seq2SeqModel: SEQ2SEQ, NATModel: NAT, BertModel: BERT, AsrModel: ASR}
 
@@ -185,7 +184,10 @@ def _stack(t: dict, stack: str, eps: float, positions: tuple[str, str]) -> Stack
         i += 1
     kind, layout = positions
     table = t.get(f"{stack}.positions") if kind in ("sinusoidal", "learned") else None
-    pos = Positions(kind, table, layout) if table is not None else Positions("rope" if kind == "rope" else "none")
+    if table is not None:
+        pos = Positions(kind, table, layout)
+    else:  # rotary positions live in the attention, not in a table; anything else adds nothing
+        pos = Positions("rope" if kind == "rope" else "none")
     return Stack(tuple(layers), _norm(t, f"{stack}.norm", eps), pos)
 
 

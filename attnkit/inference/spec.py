@@ -105,8 +105,8 @@ class Positions:
         return x + (rows if rows.dtype == x.dtype else rows.to(x.dtype))
 
     def rotary(self, length: int, head_dim: int, device=None) -> tuple[Tensor, Tensor] | None:
-        """"rope": the cos, sin tables (length, head_dim / 2) of positions [0, length), made once for all the layers
-        of a call; else None."""
+        """For kind "rope", the cos, sin tables (length, head_dim / 2) of positions [0, length), made once for all
+        the layers of a call; else None."""
         if self.kind != "rope":
             return None
         return rotary_cos_sin(torch.arange(length, device=device), head_dim, self.base)

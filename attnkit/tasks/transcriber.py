@@ -9,9 +9,9 @@
 Decoding (``decode``): the encoder runs once per batch of utterances (on the inference engine,
 ``attnkit.inference.AsrEngine``); then CTC one pass, or the attention decoder through ``attnkit.generation``
 (greedy, beam search), or its beam search with every step also scored by CTC's prefix probability
-(``ctc_weight`` > 0; ``attnkit.generation.ctc``). A recording longer than the
-longest training utterance (``meta["max_seconds"]``) or than ``PIECE_SECONDS`` is cut at its quietest moments
-into pieces no longer than that, each decoded, the digits joined.
+(``ctc_weight`` > 0; ``attnkit.generation.ctc``). A recording longer than the longest training utterance
+(``meta["max_seconds"]``) or than ``PIECE_SECONDS`` is cut at its quietest moments into pieces no longer than
+that, each decoded, the digits joined.
 """
 
 from __future__ import annotations
