@@ -71,7 +71,7 @@ def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", type=Path, metavar="RUN",
                    help="a run folder (its best or latest checkpoint, see --which) or one ckpt-* folder")
     p.add_argument("--which", choices=("best", "latest"), default="best",
-                   help="in a run folder: the checkpoint with the best dev accuracy, or the last one saved")
+                   help="in a run folder: the checkpoint with the best dev score, or the last one saved")
     add_data_args(p, "the run's dataset (ud_english_ewt/, sst2/, mnist/, fsdd/ or planetoid/)",
                   "fetch the run's dataset into the cache if it is missing")
 

@@ -29,7 +29,18 @@ from ..train.checkpoint import sha256
 from . import translate_ar, translate_nat
 from .options import LIMIT, add_data_args
 from .translate_ar import collate, encode_pair, forward
-from .translation import BPE_FILE, DTYPES, Decoding, check_lengths, check_meta, corpora, load_run, subwords_for
+from .translation import (
+    BPE_FILE,
+    DTYPES,
+    SELECT,
+    Decoding,
+    check_lengths,
+    check_meta,
+    corpora,
+    dev_bleu,
+    load_run,
+    subwords_for,
+)
 from .translator import Translator, bleu_report
 
 __all__ = ["DECODINGS", "build", "load", "score", "predict", "finish", "task_for", "encode_pair", "collate", "forward",
@@ -76,6 +87,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="average the last N checkpoints at the end (0: off); kept as the run's best")
     p.add_argument("--final-beam", type=ints(0, 1024), default=0, metavar="K",
                    help="after training, score the validation set with this beam (0: greedy)")
+    p.add_argument("--select", choices=SELECT, default=None,
+                   help="the dev metric that picks the run's best checkpoint: accuracy (each target token given the "
+                        "ones before it; a CTC run's, on its most likely alignment) or bleu (the dev set translated "
+                        "at every evaluation, greedy or the NAT run's own decoding: slower); default bleu with "
+                        "--nat-loss ctc, whose token accuracy can fall while its BLEU rises, else accuracy")
     translate_nat.add_arguments(p)  # --decoder, and the non-autoregressive side's own options
 
 
@@ -107,7 +123,14 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
             "tgt_lang": args.tgt if not args.train_tgt else str(args.train_tgt), "subwords": BPE_FILE,
             "subwords_sha256": sha256(bpe_path), "max_length": args.max_length,
             "average": args.average, "final_beam": args.final_beam}
-    return decoding.build(NAME, args, fields, subwords, train, dev, meta, seed)
+    task = decoding.build(NAME, args, fields, subwords, train, dev, meta, seed)
+    ctc = args.decoder == "nat" and getattr(args, "nat_loss", None) == "ctc"
+    select = args.select or ("bleu" if ctc else "accuracy")
+    if select == "bleu" and dev is None:
+        raise ValueError("train translate: --select bleu needs dev pairs (--dev-src and --dev-tgt)")
+    if select == "bleu":
+        task.score, task.select = dev_bleu(decoding, subwords, task.meta, dev), "bleu"
+    return task
 
 
 def load(folder: Path, meta: dict, *, dtype: torch.dtype = torch.float32) -> Translator:

@@ -13,6 +13,8 @@ translation run's meta.json, and loading a run as its translator (``load_run``).
 from __future__ import annotations
 
 import sys
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -24,7 +26,8 @@ from ..train import Task
 from ..train.checkpoint import META, CheckpointError, sha256
 from ..train.from_meta import model_from_meta
 
-__all__ = ["Decoding", "BPE_FILE", "DTYPES", "corpora", "check_meta", "check_lengths", "subwords_for", "load_run"]
+__all__ = ["Decoding", "BPE_FILE", "DTYPES", "SELECT", "corpora", "dev_bleu", "check_meta", "check_lengths",
+           "subwords_for", "load_run"]
 
 BPE_FILE = "bpe.json"
 # the weights' dtypes a run loads in; int8: float32 weights, the engine's layers in int8 (docs/int8.md)
@@ -76,6 +79,32 @@ def corpora(args) -> tuple[Corpus, Corpus | None]:
             print(f"warning: {name}: skipped {c.skipped} pairs with an empty side (lines "
                   f"{', '.join(map(str, c.empty_lines[:5]))}{' ...' if c.skipped > 5 else ''})", file=sys.stderr)
     return train, dev
+
+
+SELECT = ("accuracy", "bleu")  # --select: the dev metrics a translation run can pick its best checkpoint by
+
+
+def dev_bleu(decoding: Decoding, subwords: Subwords, meta: dict, dev: Corpus) -> Callable[[torch.nn.Module], dict]:
+    """``Task.score`` for ``--select bleu``: translate the dev sources with the model being trained, as ``finish``
+    does after training (greedy; a NAT run with its own defaults), and give sacreBLEU's corpus score,
+    ``{"bleu": x}`` (fairseq's ``--best-checkpoint-metric bleu``). The model's train / eval mode is kept."""
+    try:
+        import sacrebleu
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ImportError("--select bleu needs `sacrebleu`: pip install 'attnkit[translate]'") from e
+    kwargs = decoding.final_kwargs(1)
+
+    def score(model: torch.nn.Module) -> dict:
+        was = model.training
+        try:
+            with warnings.catch_warnings():  # unknown characters and cut sources: said once, by the run's own checks
+                warnings.simplefilter("ignore")
+                hyps = decoding.translator_class(model, subwords, meta).translate(dev.src, **kwargs)
+        finally:
+            model.train(was)
+        return {"bleu": float(sacrebleu.metrics.BLEU().corpus_score(hyps, [dev.tgt]).score)}
+
+    return score
 
 
 def _meta_error(folder: Path, key: str, want: str, got) -> CheckpointError:

@@ -13,7 +13,10 @@ How a task plugs in: build a ``Task`` with
 - ``meta``: a JSON-able dict (model config, vocabulary, label set) saved next to the weights;
 - ``lengths`` (optional): one size per train example; batches are then bucketed by length, and with
   ``TrainConfig.batch_tokens`` filled up to a token budget (padded size: examples x longest) instead
-  of a fixed number of examples.
+  of a fixed number of examples;
+- ``score(model) -> {name: value}`` (optional): dev metrics measured on the model itself after the
+  loss and accuracy (e.g. the BLEU of its translations), and ``select``: the dev metric, higher is
+  better, that picks the best checkpoint (default ``"accuracy"``).
 
 Then ``Trainer(task, TrainConfig(...)).fit(out_dir, resume=..., overwrite=...)``. ``fit`` reads as
 its steps: set up (seeds, optimiser, schedule; ``resume`` or start fresh), then per batch
@@ -74,6 +77,8 @@ class Task:
     test: Sequence | None = None
     meta: dict = field(default_factory=dict)
     lengths: Sequence[int] | None = None
+    score: Callable[[nn.Module], dict[str, float]] | None = None
+    select: str = "accuracy"
 
 
 class Trainer:
@@ -89,6 +94,9 @@ class Trainer:
             raise ValueError(f"Trainer: the training set of task {task.name!r} is empty")
         if task.lengths is not None and len(task.lengths) != len(task.train):
             raise ValueError(f"Trainer: `lengths` has {len(task.lengths)} entries, train {len(task.train)}")
+        if task.select != "accuracy" and task.score is None:
+            raise ValueError(f"Trainer: task {task.name!r} selects the best checkpoint by {task.select!r} but has no "
+                             "`score` to measure it (only accuracy comes without one)")
         self.task, self.config, self.device, self.on_step = task, config, torch.device(device), on_step
         self.clock: Callable[[], float] = time.perf_counter
         self.state = RunState()
@@ -168,6 +176,10 @@ class Trainer:
             raise ckpt.CheckpointError(f"checkpoint: {folder / ckpt.STATE_JSON} does not fit this run ({e})") \
                 from None
         notes = [f"resumed from {folder} at step {self.state.step}"]
+        if self.state.best is not None and self.state.best_metric != self.task.select:
+            notes.append(f"the best checkpoint so far was chosen by dev {self.state.best_metric}; from now on by "
+                         f"dev {self.task.select} (the next evaluation starts the comparison)")
+            self.state.best = None  # best.json keeps pointing at the old best until then
         if saved_world == dist.world_size():
             notes += set_rng_state(rng[dist.rank()], self.device)
         else:
@@ -274,12 +286,18 @@ class Trainer:
             return due
         m = evaluate(self.task, self.model, self.task.dev, batch_size=cfg.eval_batch_size, bf16=cfg.bf16,
                      device=self.device, progress=self.bars, desc="dev")
+        extra = self.task.score(self.model) if self.task.score is not None else {}
+        m = {**m, **extra}
         self._log({"step": s.step, "epoch": s.epoch - s.at_epoch_end, "split": "dev", "seconds": s.seconds, **m})
-        s.dev, self._new_best = m, s.best is None or m["accuracy"] > s.best
+        if self.task.select not in m:
+            raise ValueError(f"Trainer: task {self.task.name!r} selects the best checkpoint by "
+                             f"{self.task.select!r}, a dev metric it does not measure ({', '.join(m)})")
+        s.dev, self._new_best = m, s.best is None or m[self.task.select] > s.best
         if self._new_best:
-            s.best, s.best_step = m["accuracy"], s.step
+            s.best, s.best_step, s.best_metric = m[self.task.select], s.step, self.task.select
+        shown = "".join(f"  {k} {v:.2f}" for k, v in extra.items())
         self.progress.write(f"step {s.step}/{self.total}  dev accuracy {floor(m['accuracy'])}  loss {m['loss']:.4f}"
-                            + ("  (best so far)" if self._new_best else ""))
+                            + shown + ("  (best so far)" if self._new_best else ""))
         return True
 
     def save(self, final: bool = False) -> None:
@@ -312,6 +330,7 @@ class Trainer:
         best = ckpt.load_meta(self.out, which="best") if (self.out / "best.json").exists() else None
         if best is not None:
             result["best_dev"], result["best_step"] = best[1].get("metrics", {}), best[1]["step"]
+            result["select"] = task.select
         if ckpt.existing_run(self.out):
             result["checkpoint"] = str(ckpt.resolve(self.out, "best"))
         if task.test is None or stop == "user":

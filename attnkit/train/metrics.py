@@ -78,19 +78,31 @@ def plot_curves(metrics_path: str | os.PathLike, png_path: str | os.PathLike, ti
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
     if train:
         ax1.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
+    wide = None  # a right-hand axis for metrics beyond 0-1 (a translation's BLEU, 0-100)
     for split in sorted({r["split"] for r in evals}):
         rs = [r for r in evals if r["split"] == split]
         if "loss" in rs[0]:
             ax1.plot([r["step"] for r in rs], [r["loss"] for r in rs], marker="o", label=f"{split} loss")
-        for key in sorted(k for k in rs[0] if k not in ("step", "epoch", "split", "loss", "time", "seconds", "count")):
-            ax2.plot([r["step"] for r in rs], [r[key] for r in rs], marker="o", label=f"{split} {key}")
+        keys = sorted({k for r in rs for k in r} - {"step", "epoch", "split", "loss", "time", "seconds", "count"})
+        for key in keys:
+            got = [r for r in rs if isinstance(r.get(key), (int, float))]  # a metric added later: from then on
+            if not got:
+                continue
+            if max(abs(r[key]) for r in got) > 1.5:
+                wide = wide or ax2.twinx()
+                wide.plot([r["step"] for r in got], [r[key] for r in got], marker="s", linestyle="--",
+                          color=f"C{3 + len(wide.lines)}", label=f"{split} {key} (right)")
+                wide.set_ylabel(key)
+            else:
+                ax2.plot([r["step"] for r in got], [r[key] for r in got], marker="o", label=f"{split} {key}")
     ax1.set_xlabel("step")
     ax1.set_ylabel("loss")
     ax1.legend()
     ax2.set_xlabel("step")
     ax2.set_ylabel("metric")
-    if ax2.lines:
-        ax2.legend()
+    lines = ax2.lines + (wide.lines if wide is not None else [])
+    if lines:  # on the top axis, so that no curve is drawn over it
+        (wide or ax2).legend(lines, [x.get_label() for x in lines], framealpha=0.9)
     fig.suptitle(title)
     out = save_figure(fig, png_path)
     plt.close(fig)

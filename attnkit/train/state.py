@@ -31,8 +31,9 @@ class RunState:
     step: int = 0  # optimiser steps taken
     epoch: int = 0  # the epoch the next batch comes from
     batch: int = 0  # index of the next batch within that epoch
-    best: float | None = None  # best dev accuracy so far
+    best: float | None = None  # best value so far of the dev metric the task selects by (accuracy by default)
     best_step: int | None = None  # the step it was measured at (its checkpoint is best.json's)
+    best_metric: str = "accuracy"  # which dev metric ``best`` is
     seconds: float = 0.0  # training time over every invocation of the run
     dev: dict = field(default_factory=dict)  # the latest dev metrics
     window_loss: float = 0.0  # sum of training loss x items since the last logged step
