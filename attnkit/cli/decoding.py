@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..generation.ctc_nat import RANGES as CTC_RANGES
 from ..generation.generate import RANGES
 from ..generation.mask_predict import RANGES as NAT_RANGES
 
@@ -21,8 +22,8 @@ def generate_kwargs(args, decoder: str = "ar", command: str = "translate") -> di
 
 
 def _kwargs(args, decoder: str) -> dict:
-    nat = {k: v for k, v in (("iterations", args.iterations), ("length_candidates", args.length_candidates))
-           if v is not None}
+    nat = {k: v for k, v in (("iterations", args.iterations), ("length_candidates", args.length_candidates),
+                             ("blank_penalty", args.blank_penalty)) if v is not None}
     ar = [flag for flag, given in (("--beam", args.beam is not None), ("--sample", args.sample),
                                    ("--length-penalty", args.length_penalty is not None),
                                    ("--max-new-tokens", args.max_new_tokens is not None)) if given]
@@ -33,7 +34,8 @@ def _kwargs(args, decoder: str) -> dict:
                              "--length-candidates")
         return nat
     if nat:
-        raise ValueError("--iterations and --length-candidates are for non-autoregressive runs (trained "
+        flags = ", ".join("--" + k.replace("_", "-") for k in nat)
+        raise ValueError(f"{flags} {'is' if len(nat) == 1 else 'are'} for non-autoregressive runs (trained "
                          "with --decoder nat); this run is autoregressive: use --beam or --sample")
     beam = args.default_beam if args.beam is None else args.beam
     if args.sample and beam > 1:
@@ -75,3 +77,7 @@ def add_decoding_args(p: argparse.ArgumentParser, beam: int = 1) -> None:
                    help="Mask-Predict iterations (1: one pass; default: the run's, 10)")
     n.add_argument("--length-candidates", type=NAT_RANGES["length_candidates"], default=None, metavar="K",
                    help="output lengths tried per sentence, the best-scoring kept (default: the run's, 3)")
+    n.add_argument("--blank-penalty", type=CTC_RANGES["blank_penalty"], default=None, metavar="X",
+                   help="runs trained with --nat-loss ctc: subtracted from the blank's logit at every position "
+                        "before its choice; > 0 writes longer translations (default 0); choose it on the "
+                        "validation set (attnkit evaluate RUN --data val --blank-penalty X)")

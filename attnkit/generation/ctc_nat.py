@@ -4,7 +4,8 @@
     out.sequences         # (B, 1 + T + 1): start token, tokens, END, pad (``generate``'s layout)
 
 The decoder gets ``ctc_upsample`` x S mask tokens (S source tokens), writes every position at once, each
-position its most likely token or the blank (the pad id); the row collapses as CTC's does (``ctc.collapse``:
+position its most likely token or the blank (the pad id; ``blank_penalty`` is taken off the blank's logit
+first: > 0 writes longer translations); the row collapses as CTC's does (``ctc.collapse``:
 repeats merged, then blanks dropped; here the whole batch at once), so the length comes out of the alignment: no
 length classifier, no candidates, no iterations. Only the rows' own positions go through the output layer. The
 model is reached through the ``mask_predict`` protocol (``encode``, ``decode_parallel``, ``output_logits``,
@@ -18,20 +19,24 @@ from torch import Tensor
 
 from ..functional.masks import keep_positions
 from ..models.nat import ctc_row_lengths
+from ..nn.limits import floats
 from .ctc import collapse
 from .mask_predict import NATOutput, best_of_hidden, check_sources
 
-__all__ = ["ctc_decode"]
+__all__ = ["ctc_decode", "RANGES"]
+
+RANGES = {"blank_penalty": floats(-100.0, 100.0)}  # the command line's too
 
 LIST_UP_TO = 256  # labels (B x W) up to which the rows collapse as Python lists
 
 
-def _check(model, input_ids, attention_mask, suppress_tokens) -> list[int]:
+def _check(model, input_ids, attention_mask, suppress_tokens, blank_penalty) -> list[int]:
     cfg = getattr(model, "config", None)
     if getattr(cfg, "nat_loss", None) != "ctc" or not callable(getattr(model, "decode_parallel", None)):
         raise ValueError(f"ctc_decode: {type(model).__name__} is not a NAT model trained with CTC "
                          "(nat_loss='ctc'); decode other NAT models with attnkit.generation.mask_predict")
     check_sources("ctc_decode", input_ids, attention_mask)
+    RANGES["blank_penalty"].check(blank_penalty, "ctc_decode: `blank_penalty`")
     extra = list(suppress_tokens or ())
     if not all(isinstance(i, int) and 0 <= i < cfg.tgt_vocab_size and i != cfg.blank_id for i in extra):
         raise ValueError(f"ctc_decode: `suppress_tokens` must be token ids in [0, {cfg.tgt_vocab_size}) other than "
@@ -41,15 +46,18 @@ def _check(model, input_ids, attention_mask, suppress_tokens) -> list[int]:
 
 @torch.no_grad()
 def ctc_decode(model, input_ids: Tensor, attention_mask: Tensor | None = None, *,
-               suppress_tokens: list[int] | None = None) -> NATOutput:
+               suppress_tokens: list[int] | None = None, blank_penalty: float = 0.0) -> NATOutput:
     """Decode a CTC-trained NAT ``model`` from sources input_ids (B, S) in one pass (see the module doc).
 
     ``attention_mask`` (B, S): 1 = real token. ``suppress_tokens``: ids never written (the mask token and END,
     never CTC targets, are not written anyway). ``sequences_scores``: the mean log-probability of each row's
-    best labels (blanks included); ``candidate_lengths`` (B, 1): the row lengths. Call ``model.eval()`` first.
+    best labels (blanks included); ``candidate_lengths`` (B, 1): the row lengths. ``blank_penalty`` (in
+    [-100, 100], default 0): subtracted from the blank's logit before each position's choice, so that more
+    positions write a token (> 0: longer translations; the scores are then of the shifted distribution); choose it
+    on a validation set. Call ``model.eval()`` first.
     """
     cfg = model.config
-    extra = _check(model, input_ids, attention_mask, suppress_tokens)
+    extra = _check(model, input_ids, attention_mask, suppress_tokens, blank_penalty)
     if attention_mask is not None and bool(attention_mask.all()):
         attention_mask = None  # no padding: the no-mask path
     b, dev = input_ids.shape[0], input_ids.device
@@ -61,13 +69,14 @@ def ctc_decode(model, input_ids: Tensor, attention_mask: Tensor | None = None, *
         rows = ctc_row_lengths(attention_mask.sum(1), cfg)  # (B,), each >= 1
         width = int(rows.max()) if b else 0
         real = None if bool((rows == width).all()) else keep_positions(rows, width)  # (B, W), None: every position
-    logp, best = _best_labels(model, memory, attention_mask, rows, width, real, _never(cfg, tuple(extra), dev))
+    shift = (cfg.blank_id, -float(blank_penalty)) if blank_penalty else None
+    logp, best = _best_labels(model, memory, attention_mask, rows, width, real, _never(cfg, tuple(extra), dev), shift)
     scores = logp.sum(1) / rows  # (B,) the mean over each row's positions
     return _output(cfg, best, scores, rows)
 
 
 def _best_labels(model, memory: Tensor, memory_mask: Tensor | None, rows: Tensor, width: int, real: Tensor | None,
-                 bad: Tensor) -> tuple[Tensor, Tensor]:
+                 bad: Tensor, shift: tuple[int, float] | None) -> tuple[Tensor, Tensor]:
     """The batch's rows (B,) in one decoder pass, padded to the longest, ``width`` (``real`` (B, W) their positions,
     None: all) -> each position's log-probability and best label, (B, W) each, 0 and the blank past a row; only the
     rows' positions go through the output layer."""
@@ -77,9 +86,9 @@ def _best_labels(model, memory: Tensor, memory_mask: Tensor | None, rows: Tensor
         tokens = tokens.masked_fill(~real, cfg.pad_token_id)
     hidden = model.decode_parallel(tokens, memory, memory_mask, None if real is None else rows).last_hidden_state
     if real is None:  # every position: (B W,) -> (B, W)
-        logp, best = best_of_hidden(model, hidden.reshape(b * width, -1), bad)
+        logp, best = best_of_hidden(model, hidden.reshape(b * width, -1), bad, shift)
         return logp.view(b, width), best.view(b, width)
-    got = best_of_hidden(model, hidden[real], bad)  # (N,), (N,) N = rows.sum()
+    got = best_of_hidden(model, hidden[real], bad, shift)  # (N,), (N,) N = rows.sum()
     logp = got[0].new_zeros(b, width).masked_scatter_(real, got[0])
     return logp, torch.full((b, width), cfg.blank_id, dtype=torch.long, device=dev).masked_scatter_(real, got[1])
 

@@ -100,15 +100,24 @@ def _suppressed_ids(cfg, extra: tuple[int, ...], device) -> Tensor:
     return torch.tensor(sorted(ids), dtype=torch.long, device=device)
 
 
-def best_of_hidden(model, hidden: Tensor, bad: Tensor) -> tuple[Tensor, Tensor]:
+def best_of_hidden(model, hidden: Tensor, bad: Tensor, shift: tuple[int, float] | None = None
+                   ) -> tuple[Tensor, Tensor]:
     """Decoder states hidden (M, d) -> (log-probability (M,), token (M,)) of each row's best token outside ``bad``:
     ``best_tokens(model.output_logits(hidden), bad)`` (each row's own), over chunks of rows of at most
     ``CHUNK_LOGITS`` logits, so that the choice reads a chunk's logits from cache right after the output layer
-    wrote them (a batch's (M, V) logits are tens of MB)."""
+    wrote them (a batch's (M, V) logits are tens of MB). ``shift`` (id, x): x added to that token's logit first
+    (the log-probabilities are then the shifted distribution's)."""
+
+    def best(h: Tensor) -> tuple[Tensor, Tensor]:
+        logits = model.output_logits(h)  # (m, V)
+        if shift is not None:
+            logits[:, shift[0]] += shift[1]
+        return best_tokens(logits, bad)
+
     step = max(1, CHUNK_LOGITS // max(1, model.config.tgt_vocab_size))
     if hidden.shape[0] <= step:
-        return best_tokens(model.output_logits(hidden), bad)
-    parts = [best_tokens(model.output_logits(h), bad) for h in hidden.split(step)]
+        return best(hidden)
+    parts = [best(h) for h in hidden.split(step)]
     return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 

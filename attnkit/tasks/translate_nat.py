@@ -44,7 +44,7 @@ from .distill import distill
 from .translation import Decoding, subwords_for
 from .translator import Alignment, Translator
 
-NAT_OPTIONS = ("iterations", "length_candidates", "suppress_tokens")
+NAT_OPTIONS = ("iterations", "length_candidates", "suppress_tokens", "blank_penalty")
 CTC_BLANK = "_"  # how a CTC run's attention map labels a position that wrote the blank
 _FIELDS = {f.name: f for f in fields(NATConfig)}
 
@@ -253,7 +253,7 @@ class NATTranslator(Translator):
                          "length_candidates": int(d.get("length_candidates",
                                                         3 if model.config.length == "classifier" else 1))}
         if self.ctc:
-            self.defaults = {"iterations": 1, "length_candidates": 1}
+            self.defaults = {"iterations": 1, "length_candidates": 1, "blank_penalty": float(d.get("blank_penalty", 0))}
 
     def options(self, kwargs: dict) -> dict:
         wrong = sorted(set(kwargs) - set(NAT_OPTIONS))
@@ -262,6 +262,9 @@ class NATTranslator(Translator):
                              "autoregressive decoding; this run is non-autoregressive (trained with --decoder nat): "
                              "use iterations= and length_candidates=")
         kw = {**self.defaults, "suppress_tokens": [UNK_ID], **kwargs}
+        if not self.ctc and "blank_penalty" in kwargs:
+            raise ValueError("translate: blank_penalty (--blank-penalty) is for runs trained with CTC (--nat-loss "
+                             f"ctc); this run was trained with {self.model.config.nat_loss}")
         if self.ctc:
             for name in ("iterations", "length_candidates"):
                 if kw[name] != 1:
@@ -275,13 +278,15 @@ class NATTranslator(Translator):
         ``attnkit.generation.ctc_nat.ctc_decode``."""
         kw = self.options(kwargs)
         if self.ctc:
-            return ctc_decode(self.decoder, input_ids, attention_mask, suppress_tokens=kw["suppress_tokens"])
+            return ctc_decode(self.decoder, input_ids, attention_mask, suppress_tokens=kw["suppress_tokens"],
+                              blank_penalty=kw["blank_penalty"])
         return mask_predict(self.decoder, input_ids, attention_mask, **kw)
 
     def describe(self, kwargs: dict) -> str:
         kw = self.options(kwargs)
         if self.ctc:
-            return f"NAT CTC one pass (a row of {self.model.config.ctc_upsample} x the source)"
+            pen = f", blank penalty {kw['blank_penalty']:g}" if kw["blank_penalty"] else ""
+            return f"NAT CTC one pass (a row of {self.model.config.ctc_upsample} x the source{pen})"
         how = "one pass" if kw["iterations"] == 1 else f"mask-predict {kw['iterations']} iterations"
         return f"NAT {how}, {kw['length_candidates']} length candidate{'s' * (kw['length_candidates'] > 1)}"
 

@@ -66,6 +66,18 @@ def test_an_unpadded_batch_takes_no_lengths_and_suppressed_tokens_are_not_writte
     assert empty.sequences.tolist() == [[1, 2]] and empty.lengths.tolist() == [1]
 
 
+def test_a_blank_penalty_lowers_the_blanks_logit_before_the_choice():
+    """Labels 5 _ 6 _ with logit 5 each and 0 elsewhere: a penalty below 5 keeps the blanks; above it, each
+    blank position writes the best other token (3: the first of the zeros that is not the mask or END)."""
+    ids = torch.tensor([[4, 2]])  # a row of 4
+    for penalty, want in ((0.0, [1, 5, 6, 2]), (4.9, [1, 5, 6, 2]), (6.0, [1, 5, 3, 6, 3, 2]),
+                          (-3.0, [1, 5, 6, 2])):
+        assert ctc_decode(Scripted([[5, 0, 6, 0]]), ids, blank_penalty=penalty).sequences.tolist() == [want], penalty
+    for bad in (float("nan"), float("inf"), 101.0, "1"):
+        with pytest.raises(ValueError, match="ctc_decode: `blank_penalty` must be"):
+            ctc_decode(Scripted([[5, 0, 6, 0]]), ids, blank_penalty=bad)
+
+
 def test_wrong_models_and_arguments_are_refused():
     ctc = NATModel(NATConfig(V, V, TC, nat_loss="ctc")).eval()
     ids = torch.tensor([[4, 5, 2]])

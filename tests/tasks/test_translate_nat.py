@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import attnkit
 from attnkit.cli.main import main
+from attnkit.data.bpe import UNK_ID
 from attnkit.generation import mask_predict
 from attnkit.models.nat import NATConfig, NATModel
 from attnkit.nn import TransformerConfig
@@ -145,6 +146,7 @@ def test_cli_distillation_training_translation_and_clear_errors(tmp_path, capsys
     for argv, match in (
             (["translate", str(nat), "Ein hund.", "--beam", "4"], "--beam is for autoregressive runs"),
             (["translate", str(ar), "Ein hund.", "--iterations", "4"], "for non-autoregressive runs"),
+            (["translate", str(ar), "Ein hund.", "--blank-penalty", "1"], "--blank-penalty is for non-autoregressive"),
             (["evaluate", str(ar), "--data", str(c["dev_src"]), "--ref", str(c["dev_tgt"]), "--length-candidates",
               "2"], "for non-autoregressive runs"),
             (["train", "translate", *data, *TINY, "--max-steps", "1", "--teacher", str(ar), "--out",
@@ -241,13 +243,34 @@ def test_glat_and_ctc_runs_train_save_their_loss_and_decode(tmp_path, capsys):
     assert al.target == ["_" if i == 0 else ctc._piece(i) for i in row.tolist()]
     with pytest.raises(ValueError, match=r"iterations \(--iterations\) must be 1 for this run.*CTC"):
         ctc.translate(["Ein hund."], iterations=4)
+    # a blank penalty writes a token at more positions: with 100 at every one (repeats still merge)
+    src = ctc.batch([ctc.source_ids("Ein hund hat ein ball.")])
+    pen, base = ctc.generate(*src, blank_penalty=100.0), ctc.generate(*src)
+    assert int(pen.lengths[0]) >= int(base.lengths[0])
+    cfg = ctc.model.config
+    logits = ctc.model.output_logits(ctc.model.decode_parallel(torch.ones(1, 3 * s, dtype=torch.long),
+                                                               ctc.model.encode(torch.tensor([ctc.source_ids(
+                                                                   "Ein hund hat ein ball.")]))).last_hidden_state[0])
+    logits[:, [cfg.mask_id, cfg.eos_token_id, UNK_ID]] = float("-inf")  # never written by a translation
+    logits[:, cfg.blank_id] -= 100.0
+    labels = logits.argmax(-1).tolist()
+    assert cfg.blank_id not in labels
+    want = [i for j, i in enumerate(labels) if j == 0 or i != labels[j - 1]]
+    assert pen.sequences[0, 1:int(pen.lengths[0])].tolist() == want
+    assert "blank penalty 1.5" in ctc.describe({"blank_penalty": 1.5})
+    with pytest.raises(ValueError, match="blank_penalty \\(--blank-penalty\\) is for runs trained with CTC"):
+        attnkit.load_pretrained(tmp_path / "glat").translate(["Ein hund."], blank_penalty=1.0)
     for argv, match in (
             ([*data, "--nat-loss", "ctcx"], "argument --nat-loss: invalid choice: 'ctcx'"),
             ([*data, "--nat-loss", "glat", "--glat-ratio", "1.5"], "argument --glat-ratio: .*1.5"),
             ([*data, "--nat-loss", "ctc", "--ctc-upsample", "0"], "argument --ctc-upsample: .*0"),
             ([*data, "--nat-loss", "ctc", "--length", "end"], "--length end does not go with --nat-loss ctc"),
             (["translate", str(tmp_path / "ctc"), "Ein hund.", "--length-candidates", "3"],
-             "length_candidates \\(--length-candidates\\) must be 1")):
+             "length_candidates \\(--length-candidates\\) must be 1"),
+            (["translate", str(tmp_path / "ctc"), "Ein hund.", "--blank-penalty", "nan"],
+             "argument --blank-penalty: .*nan"),
+            (["translate", str(tmp_path / "glat"), "Ein hund.", "--blank-penalty", "1"],
+             "blank_penalty \\(--blank-penalty\\) is for runs trained with CTC")):
         argv = argv if argv[0] == "translate" else ["train", "translate", *argv, "--out", str(tmp_path / "bad")]
         try:
             code = main(argv)
