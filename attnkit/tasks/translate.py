@@ -126,9 +126,9 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     task = decoding.build(NAME, args, fields, subwords, train, dev, meta, seed)
     ctc = args.decoder == "nat" and getattr(args, "nat_loss", None) == "ctc"
     select = args.select or ("bleu" if ctc else "accuracy")
-    if select == "bleu" and dev is None:
-        raise ValueError("train translate: --select bleu needs dev pairs (--dev-src and --dev-tgt)")
     if select == "bleu":
+        if dev is None:
+            raise ValueError("train translate: --select bleu needs dev pairs (--dev-src and --dev-tgt)")
         task.score, task.select = dev_bleu(decoding, subwords, task.meta, dev), "bleu"
     return task
 

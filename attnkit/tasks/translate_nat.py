@@ -253,7 +253,7 @@ class NATTranslator(Translator):
                          "length_candidates": int(d.get("length_candidates",
                                                         3 if model.config.length == "classifier" else 1))}
         if self.ctc:
-            self.defaults = {"iterations": 1, "length_candidates": 1, "blank_penalty": float(d.get("blank_penalty", 0))}
+            self.defaults = {"iterations": 1, "length_candidates": 1, "blank_penalty": 0.0}
 
     def options(self, kwargs: dict) -> dict:
         wrong = sorted(set(kwargs) - set(NAT_OPTIONS))

@@ -97,7 +97,7 @@ def dev_bleu(decoding: Decoding, subwords: Subwords, meta: dict, dev: Corpus) ->
     def score(model: torch.nn.Module) -> dict:
         was = model.training
         try:
-            with warnings.catch_warnings():  # unknown characters and cut sources: said once, by the run's own checks
+            with warnings.catch_warnings():  # a dev text's unknown characters: not again at every evaluation
                 warnings.simplefilter("ignore")
                 hyps = decoding.translator_class(model, subwords, meta).translate(dev.src, **kwargs)
         finally:
