@@ -183,7 +183,7 @@ def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, acti
 
     def compare(a, b, c):
         if c is None:
-            torch.testing.assert_close(a.logits, b.logits, atol=2e-5, rtol=1e-5)
+            torch.testing.assert_close(a.logits, b.logits, atol=5e-5, rtol=1e-5)  # summation orders, 37 steps
             return
         errors.append(((a.logits.float() - c.logits).abs().mean(), (b.logits.float() - c.logits).abs().mean(),
                        c.logits.abs().mean()))

@@ -15,6 +15,7 @@ from attnkit.functional import native
 from attnkit.inference.native import compositions
 
 K = compositions()
+BF16 = K is not None and bool(native.kernel().cpu_has_bf16())  # the CPU runs AVX512-BF16
 pytestmark = pytest.mark.skipif(K is None, reason="no native kernel")
 FIELDS = {12: ("qkv", "self_out", "ff1", "ff2", "self_norm", "ff_norm"),
           18: ("qkv", "self_out", "cross_q", "cross_out", "ff1", "ff2", "self_norm", "cross_norm", "ff_norm")}
@@ -78,7 +79,7 @@ def reference(x, lin, norms, heads, lens, ck, cv, clens, pre, act, scale):
        threads=st.sampled_from([1, 2]), padded=st.booleans(), bf16=st.booleans())
 def test_layer_forward_gives_the_layer_maths(data, d, dff, cross, panels, pre, act, threads, padded, bf16):
     dh = 32 if bf16 else 16  # the bfloat16 kernel's heads are multiples of 32
-    assume(d % dh == 0 and (not bf16 or K.cpu_has_bf16()))
+    assume(d % dh == 0 and (not bf16 or BF16))
     dt = torch.bfloat16 if bf16 else torch.float32
     b = data.draw(st.integers(1, 3), label="B")
     t = data.draw(st.integers(1, 32 // b), label="T")
@@ -127,7 +128,7 @@ def test_layers_forward_is_layer_forward_layer_after_layer(data, d, cross, panel
     bit for bit what calling layer_forward on each layer in turn gives; each layer its own feed-forward width
     and its own memory."""
     dh = 32 if bf16 else 16
-    assume(d % dh == 0 and (not bf16 or K.cpu_has_bf16()))
+    assume(d % dh == 0 and (not bf16 or BF16))
     dt = torch.bfloat16 if bf16 else torch.float32
     b = data.draw(st.integers(1, 3), label="B")
     t = data.draw(st.integers(1, 32 // b), label="T")
