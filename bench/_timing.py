@@ -4,22 +4,37 @@ from __future__ import annotations
 
 import platform
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+ISA = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")  # what decides which kernels run
 
 
 def machine() -> str:
-    model = platform.processor() or "cpu"
+    """'<CPU model> (<instruction sets of ISA it has>), <cores> cores, torch <version>, <threads> threads'."""
+    model, flags = platform.processor() or "cpu", set()
     try:
         with open("/proc/cpuinfo") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+            lines = f.read().splitlines()
+        model = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+        flags = set(next(line.split(":", 1)[1] for line in lines if line.startswith("flags")).split())
     except (OSError, StopIteration):
         pass
     import os
 
     import torch
 
-    return f"{model}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    isa = ", ".join(x for x in ISA if x in flags) or "flags unknown"
+    return f"{model} ({isa}), {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
+
+
+def commit() -> str:
+    """The short commit of the checkout these scripts are in (wherever they are run from), '' outside git."""
+    got = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    return got.stdout.strip()
 
 
 def time_once(fn: Callable[[], object], iters: int) -> float:

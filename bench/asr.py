@@ -30,7 +30,6 @@ import argparse
 import copy
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +38,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import machine, table  # noqa: E402
+from _timing import commit, machine, table  # noqa: E402
 
 import attnkit  # noqa: E402
 from attnkit.data.audio import log_mel  # noqa: E402
@@ -154,9 +153,7 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=4, help="streaming: encoder steps (40 ms each) per chunk")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parents[1]).stdout.strip()
-    print(f"{machine()}; commit {commit}; {load()}")
+    print(f"{machine()}; commit {commit()}; {load()}")
     tr = attnkit.load_pretrained(args.run)
     meta = tr.meta
     recs = load_fsdd()

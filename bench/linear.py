@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import subprocess
 
 import torch
-from _timing import interleaved_medians, machine, table
+from _timing import commit, interleaved_medians, machine, table
 from torch import nn
 
 from attnkit.inference import PackedLinear
@@ -47,8 +46,7 @@ def main() -> int:
     if any(r < 1 or r > 32 for r in args.rows):
         p.error("--rows: the native kernel takes 1 to 32 rows")
     torch.set_num_threads(args.threads)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(f"# bench/linear.py, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit}")
+    print(f"# bench/linear.py, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}")
     print(f"# {machine()}; weights in cache")
     out = []
     torch.manual_seed(0)

@@ -46,7 +46,6 @@ import argparse
 import datetime
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -54,7 +53,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import machine, table  # noqa: E402
+from _timing import commit, machine, table  # noqa: E402
 from cpu_peak import peak_gflops  # noqa: E402
 
 import attnkit  # noqa: E402
@@ -255,8 +254,7 @@ def main() -> int:
 
     test = multi30k(args.split, "de", "en", args.data_root, limit=args.limit)
     contenders = rows(args)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(f"# bench/nat.py, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit}")
+    print(f"# bench/nat.py, {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}")
     print(f"# {machine()}; weights in {args.dtype}; load average at start {os.getloadavg()[0]:.2f}")
     print(f"# {args.split} De->En, {len(test.src)} sentences; AR {args.ar}, NAT {', '.join(map(str, args.nat))}"
           + (f", NAT without distillation {', '.join(map(str, args.nat_raw))}" if args.nat_raw else ""), flush=True)
