@@ -7,8 +7,9 @@ autoregressive engine does not apply; its packed weights do. ``NATEngine(spec, m
 cross-attention K, V projection in one matrix) and runs ``decode_parallel`` as the packed layer program
 (``layer.py``) layer after layer: unmasked self-attention over the row (only padding hidden), cross-attention to
 keys and values projected once per decoding (kept in the cache that Mask-Predict's iterations pass back), the
-feed-forward. At up to ``LAYER_ROWS`` positions (B * T) where the short kernel runs, each layer is one native
-call (``layer_forward``), or the whole stack (``layers_forward``); past them, a batch of rows of several lengths
+feed-forward. At up to ``PASS_ROWS`` positions (B * T) where the short kernel runs, each layer is one native
+call (``layer_forward``), or the whole stack (``layers_forward``): 64, so that a CTC row of twice a sentence runs
+there too (the layers' products in panels tile any number of rows); past them, a batch of rows of several lengths
 runs its products and norms on the rows' own positions only, attention on the padded grid (``packed_rows``).
 The length classifier is packed too.
 
@@ -39,8 +40,9 @@ from .packed import LAYER_ROWS, PackedLinear
 from .seq2seq import Seq2SeqEngine
 from .spec import ModelSpec
 
-__all__ = ["NATEngine", "packed_rows"]
+__all__ = ["NATEngine", "packed_rows", "PASS_ROWS"]
 
+PASS_ROWS = 64  # positions (B * T) up to which a decoder pass's layers run natively: a CTC row of 2 x S, S <= 32
 MASK_BLOCKS = True  # rows of mask tokens start from the first layer's self-attention block made once per length
 PACK_FROM = 1 / 32  # the share of padding in a batch's rows from which the layers run on the rows' positions only
 
@@ -127,7 +129,7 @@ class NATEngine:
         if cache is None:
             cache = self.cross_cache(memory)
         masks = (self_mask, self_lens), (cross_mask, cross_lens)
-        if not (self.layer_kernel is not None and b * t <= LAYER_ROWS and self_lens is not None
+        if not (self.layer_kernel is not None and b * t <= PASS_ROWS and self_lens is not None
                 and cross_lens is not None and t <= SHORT_MAX_LEN and memory.shape[1] <= SHORT_MAX_LEN):
             x = self.python_pass(tokens, None if self_mask is None else lengths, cache, *masks)
             return DecoderOutput(x.view(b, t, base.d_model), None, None, cache if use_cache else None)
@@ -291,7 +293,7 @@ class NATEngine:
         t = int(lengths[0, 0])
         keys, values = base.cross_keys_values(memory)  # per layer (1, H, S, dh)
         cache = [LayerCache(None, kv) for kv in zip(keys, values)] if use_cache else None
-        if t > LAYER_ROWS or t > SHORT_MAX_LEN:  # a row longer than the native layers take
+        if t > LAYER_ROWS or t > SHORT_MAX_LEN:  # a row longer than the native first pass takes
             logp, tokens = self.long_row(memory, t, keys, values, suppressed)
         else:
             x = self.native_layers(self.masked_rows(t), base._no_lengths, keys, values, base._no_lengths)

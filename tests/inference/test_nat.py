@@ -10,6 +10,7 @@ import attnkit.inference.nat as nat_module
 from attnkit.generation import mask_predict
 from attnkit.generation.ctc_nat import ctc_decode
 from attnkit.inference import LAYER_ROWS, NATEngine, engine_for, onednn_available, refusal
+from attnkit.inference.nat import PASS_ROWS
 from attnkit.inference.seq2seq import Seq2SeqEngine
 from attnkit.models.nat import NATConfig, NATModel
 from attnkit.nn import TransformerConfig
@@ -194,8 +195,28 @@ def test_the_native_layers_give_the_python_sequence(norm_first, activation):
     assert torch.equal(got[keep], one_by_one[keep])  # the same kernels in the same order
     torch.testing.assert_close(got[keep], ref[keep], atol=2e-5, rtol=1e-5)
     assert calls == [(2, 6, 32)] * 2 and stacks == [((2, 6, 32), 2, 2)]  # two layers: two calls, or one
-    fast.decode_parallel(torch.randint(3, 30, (3, LAYER_ROWS // 3 + 1)), memory, mask)  # > LAYER_ROWS: Python
+    fast.decode_parallel(torch.randint(3, 30, (3, PASS_ROWS // 3 + 1)), memory, mask)  # > PASS_ROWS: Python
     assert len(stacks) == 1
+
+
+def test_a_row_of_twice_a_sentence_runs_the_native_layers():
+    """A CTC row (2 x S positions, past LAYER_ROWS, up to PASS_ROWS) runs the decoder's layers natively: the
+    reference's hidden states; one position more than PASS_ROWS runs the Python sequence."""
+    m = model(True, activation="relu")
+    fast = nat_engine(m)
+    if fast.stack_kernel is None:
+        pytest.skip("the native layers do not run here")
+    stacks, stack = [], fast.stack_kernel
+    fast.stack_kernel = lambda *a: stacks.append(a[0].shape) or stack(*a)
+    ids = torch.randint(4, 30, (1, 25))
+    memory = fast.encode(ids)
+    for t in (LAYER_ROWS + 1, 2 * 25, PASS_ROWS, PASS_ROWS + 1):
+        tokens = torch.full((1, t), m.config.mask_id)
+        got = fast.decode_parallel(tokens, memory).last_hidden_state
+        with torch.no_grad():
+            ref = m.decode_parallel(tokens, memory).last_hidden_state
+        torch.testing.assert_close(got, ref, atol=2e-5, rtol=1e-5)
+    assert stacks == [(1, LAYER_ROWS + 1, 32), (1, 50, 32), (1, PASS_ROWS, 32)]
 
 
 @pytest.mark.parametrize("length,iterations,k", [("classifier", 1, 1), ("classifier", 4, 3), ("end", 3, 1)])
