@@ -91,7 +91,8 @@ def rows(args) -> list[tuple[str, object, dict]]:
     for tr in nats:
         out += nat_rows(tr, k, blank_penalty=args.blank_penalty)
     for tr in raws:  # without distillation: the one pass (and Mask-Predict 10 of a Mask-Predict run)
-        out += [r for r in nat_rows(tr, k, "no distillation: ", args.blank_penalty) if "1 length" in r[0]
+        pen = args.blank_penalty if args.raw_blank_penalty is None else args.raw_blank_penalty
+        out += [r for r in nat_rows(tr, k, "no distillation: ", pen) if "1 length" in r[0]
                 or "10 it." in r[0] or "CTC one pass" in r[0]]
     return out
 
@@ -238,6 +239,9 @@ def main() -> int:
     p.add_argument("--length-candidates", type=int, default=3)
     p.add_argument("--blank-penalty", type=float, default=0.0,
                    help="CTC runs: taken off the blank's logit (choose it on the validation set; default 0)")
+    p.add_argument("--raw-blank-penalty", type=float, default=None,
+                   help="the same for the --nat-raw CTC runs (chosen on the validation set for them; default: "
+                   "--blank-penalty)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                    help="every run's weights in this dtype (default float32, as trained)")
