@@ -29,6 +29,7 @@ __all__ = ["Rule", "RULES", "Choice", "select_backend", "why_backend", "choose",
 
 SHORT_MAX_LEN = 256  # keys (the longest segment) up to which `short` is chosen
 TILED_MAX_LEN = {torch.float32: 64, torch.bfloat16: 16}  # keys up to which `tiled` is chosen
+TILED_MAX_WINDOW = 129  # window width (left + right + 1) up to which `tiled` is chosen at any length
 GROUPED_MAX_LEN = 256  # queries and keys up to which `math_grouped` is chosen
 LOCAL_MIN_LEN = 512  # keys from which `local` is chosen (with a window at most a third of them)
 CHUNKED_MIN_SCORES = 2048 * 2048  # Lq * Lk from which `chunked` is chosen for a structured bias
@@ -66,9 +67,14 @@ def _short(c: Call) -> bool:
 
 
 def _tiled(c: Call) -> bool:
-    return (_inference(c) and c.q.device.type == "cpu" and c.bias is None
-            and c.k.shape[-2] <= TILED_MAX_LEN.get(c.q.dtype, -1)
-            and window_parts(c.mask, require_window=False) is not None)
+    if not _inference(c) or c.q.device.type != "cpu" or c.bias is not None:
+        return False
+    parts = window_parts(c.mask, require_window=False)
+    if parts is None:
+        return False
+    left, right = parts[:2]
+    narrow = left is not None and right is not None and left + right + 1 <= TILED_MAX_WINDOW
+    return narrow or (c.k.shape[-2] <= TILED_MAX_LEN.get(c.q.dtype, -1) and c.v.shape[-1] % 16 == 0)
 
 
 def _grouped(c: Call) -> bool:
@@ -82,6 +88,21 @@ RULES: tuple[Rule, ...] = (
     Rule("graph", "a `graph` mask on its own, with no bias or an `EdgeBias`",
          "only the E edges are computed, O(E * d), instead of an (N, N) masked matrix",
          lambda c: graph_of(c.mask) is not None and (c.bias is None or isinstance(c.bias, EdgeBias))),
+    Rule("short", f"inference on CPU, float32 / bfloat16, no mask, `padding` or `segments`, no bias, Lk (for "
+                  f"segments: the longest) <= {SHORT_MAX_LEN}, where the native kernel runs",
+         "one (sequence, head) whole per job, AVX512-BF16 products in bfloat16: 1.7-9.5x faster than SDPA in "
+         "bfloat16 and 1.2-4.1x in float32 from 8 to 256 keys (12 heads of 32, 2 threads), and ahead of "
+         "`tiled` and `math_grouped` at every length", _short),
+    Rule("tiled", "inference on CPU, `causal` / `window` / `padding` (or none), no bias, Lk <= "
+                  f"{TILED_MAX_LEN[torch.float32]} in float32 or <= {TILED_MAX_LEN[torch.bfloat16]} in bfloat16 "
+                  "with dv a multiple of 16, "
+                  f"or at any length a `window` at most {TILED_MAX_WINDOW} keys wide (left + right + 1), where the "
+                  "native kernel runs",
+         "tiles of 16 queries over their windows' keys: ahead of SDPA at every length from 6 to 63 keys in "
+         "float32 inside all-MiniLM-L6-v2; in bfloat16 only below 16 keys. Windows 17-129 wide (float32, 2 "
+         "threads, any head size): 2.0-6.4x SDPA at 256 keys, 1.2-3.5x `local` at 1024-4096 keys with 4 heads "
+         "of 36, level with it (0.96-1.36x) with 8 heads of 64; in bfloat16 2.8-9.9x `math_grouped` at 64-256 "
+         "keys", _tiled),
     Rule("local", f"a `window` mask (& `causal`, `padding`), no bias, Lk >= {LOCAL_MIN_LEN} and the window "
                   "(left + right + 1) at most Lk / 3",
          "O(L * window) time and memory: 67x SDPA with the dense mask at L = 16384 and 2.05-2.67x compiled "
@@ -91,16 +112,6 @@ RULES: tuple[Rule, ...] = (
                     "Lq * Lk >= 2048 * 2048",
          "the bias is computed per tile, so memory stays linear in L (39 MB against SDPA's 1.2 GB plus its "
          "537 MB bias at L = 4096, 8 heads), and 1.46-2.92x faster than SDPA with the dense bias", _chunked),
-    Rule("short", f"inference on CPU, float32 / bfloat16, no mask, `padding` or `segments`, no bias, Lk (for "
-                  f"segments: the longest) <= {SHORT_MAX_LEN}, where the native kernel runs",
-         "one (sequence, head) whole per job, AVX512-BF16 products in bfloat16: 1.7-9.5x faster than SDPA in "
-         "bfloat16 and 1.2-4.1x in float32 from 8 to 256 keys (12 heads of 32, 2 threads), and ahead of "
-         "`tiled` and `math_grouped` at every length", _short),
-    Rule("tiled", "inference on CPU, `causal` / `window` / `padding` (or none), no bias, Lk <= "
-                  f"{TILED_MAX_LEN[torch.float32]} in float32 or <= {TILED_MAX_LEN[torch.bfloat16]} in bfloat16, "
-                  "where the native kernel runs",
-         "tiles of 16 queries over their windows' keys: ahead of SDPA at every length from 6 to 63 keys in "
-         "float32 inside all-MiniLM-L6-v2; in bfloat16 only below 16 keys", _tiled),
     Rule("math_grouped", f"inference on CPU, bfloat16 / float16, Lq and Lk <= {GROUPED_MAX_LEN}, no bias",
          "the math path a few sequences at a time, scores kept in cache: ahead of SDPA from 24 to 256 keys "
          "in bfloat16 (12 heads of 32); in float32 SDPA was faster at every length", _grouped),

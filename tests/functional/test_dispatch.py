@@ -46,10 +46,12 @@ def test_a_row_whose_backend_refuses_the_call_is_skipped_with_its_reason():
     q = torch.randn(2, 12, 24, 32)
     with torch.no_grad():
         assert select_backend(q, q, q, M.causal()) == "tiled"
-        choice = why_backend(q, q, q[..., :8], M.causal())  # dv = 8: the tiled kernel cannot
-        assert choice.backend == "sdpa"
-        assert dict(choice.rejected)["tiled"] == "backend 'tiled' needs dv a multiple of 16, got dv=8"
-        assert attnkit.attention(q, q, q[..., :8], M.causal()).shape == (2, 12, 24, 8)
+        h = q.half()  # float16: the tiled kernel cannot
+        choice = why_backend(h, h, h, M.window(2, 2))
+        assert choice.backend == "math_grouped"
+        assert dict(choice.rejected)["tiled"] == "backend 'tiled' takes float32, bfloat16 inputs here, got float16"
+        assert attnkit.attention(h, h, h, M.window(2, 2)).shape == (2, 12, 24, 32)
+        assert select_backend(q, q, q[..., :8], M.causal()) == "sdpa"  # short and no window: dv % 16 only
 
 
 def test_weights_always_come_from_the_math_row():
@@ -62,3 +64,14 @@ def test_selection_validates_its_arguments():
     q = torch.randn(2, 3, 5, 8)
     with pytest.raises(ValueError, match="one device"):
         select_backend(q, q.to("meta"), q)
+
+
+@pytest.mark.skipif(native.kernel() is None, reason="needs the native kernel")
+def test_a_narrow_window_goes_to_tiled_at_any_length_in_inference_only():
+    q = torch.randn(1, 4, 3000, 36)  # a speech encoder's 30 s: heads of 36, window (8, 8)
+    mask = M.window(8, 8) & M.padding(torch.tensor([2900]))
+    with torch.no_grad():
+        assert select_backend(q, q, q, mask) == "tiled"
+        assert select_backend(q, q, q, M.window(64, 64)) == "tiled"  # 129 keys wide
+        assert select_backend(q, q, q, M.window(65, 64)) == "local"  # wider: the local row
+    assert select_backend(q, q, q, mask) == "local"  # training: local has the backward

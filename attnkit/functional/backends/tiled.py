@@ -8,7 +8,7 @@ merging the heads afterwards is free as well. A key outside a row's window never
 NaN / inf included.
 
 It is this kernel or nothing: inference only (no backward; ``local`` has one), CPU, float32 or
-bfloat16, dv a multiple of 16, no bias, no dropout, no weights. Any other call raises a ValueError
+bfloat16, any head size, no bias, no dropout, no weights. Any other call raises a ValueError
 saying which of these it broke.
 """
 
@@ -35,8 +35,6 @@ def _parts(mask: Mask | None, lq: int, lk: int) -> tuple[int, int, Tensor | None
 def refuse(c: Call) -> str | None:
     if window_parts(c.mask, require_window=False) is None:
         return f"backend 'tiled' needs no mask or one made of window / causal / padding, got {c.mask!r}"
-    if c.v.shape[-1] % 16:
-        return f"backend 'tiled' needs dv a multiple of 16, got dv={c.v.shape[-1]}"
     return None
 
 

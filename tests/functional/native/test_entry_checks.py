@@ -56,7 +56,6 @@ SCRIPT = REFUSE_ALL + textwrap.dedent('''
         "wf Lk differs": lambda: K.window_forward(q, k, v[:, :, :3], E, 2, 2, 0.25),
         "wf d differs": lambda: K.window_forward(q, k[..., :8], v, E, 2, 2, 0.25),
         "wf v strided": lambda: K.window_forward(q, k, torch.randn(2, 2, 16, 7).transpose(-1, -2), E, 2, 2, 0.25),
-        "wf dv 8": lambda: K.window_forward(q, k, v[..., :8], E, 2, 2, 0.25),
         "wf left < 0": lambda: K.window_forward(q, k, v, E, -1, 2, 0.25),
         "wf lengths size": lambda: K.window_forward(q, k, v, torch.tensor([3, 4, 5]), 2, 2, 0.25),
         "wf lengths int32": lambda: K.window_forward(q, k, v, torch.tensor([3, 4], dtype=torch.int32), 2, 2, 0.25),
@@ -145,6 +144,8 @@ SCRIPT = REFUSE_ALL + textwrap.dedent('''
     # and the good calls still run, empty sizes included
     K.window_forward(q, k, v, torch.tensor([7, 0]), 2, 2, 0.25)
     K.window_forward(*qkv(b=0), E, 2, 2, 0.25)
+    assert K.window_forward(q, k, v[..., :8], E, 2, 2, 0.25)[0].shape[-1] == 8  # any head size
+    assert K.window_forward(q, k, v[..., :0], E, 2, 2, 0.25)[0].numel() == 0
     K.short_forward(*qkv(lq=0, lk=0), E, E, 0.25)
     K.short_forward(*qkv(lq=7), E, torch.tensor([0, 0, 7]), 0.25)
     K.window_backward(q3, k3, v3, out3, out3, lse3, E, 2, 2, 0.25)

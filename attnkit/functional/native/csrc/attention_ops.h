@@ -90,12 +90,11 @@ void window_run(const Tensor& q, const Tensor& k, const Tensor& v, const int64_t
 
 
 // q (B, H, Lq, d), k (B, H, Lk, d), v (B, H, Lk, dv): float32 or bfloat16 (all the same), any strides with the
-// last dim contiguous; dv % 16 == 0. lengths: (B,) int64 key lengths, or empty for none.
+// last dim contiguous; any d and dv. lengths: (B,) int64 key lengths, or empty for none.
 // Returns out (B, H, Lq, dv) in q's dtype, a view of (B, Lq, H, dv) memory, and lse (B, H, Lq) float32.
 inline std::vector<Tensor> window_forward(Tensor q, Tensor k, Tensor v, Tensor lengths, int64_t left, int64_t right,
                                    double scale) {
   check_qkv(q, k, v, "window_forward");
-  TORCH_CHECK(v.size(3) % 16 == 0, "window_forward: dv must be a multiple of 16");
   TORCH_CHECK(left >= 0 && right >= 0, "window_forward: left and right must be >= 0");
   const int64_t* len = lengths_ptr(lengths, q.size(0), "window_forward");
   left = std::min<int64_t>(left, kMaxSize);  // wider than Lq + Lk changes nothing

@@ -65,4 +65,20 @@ inline void store16(uint16_t* p, __m512 x) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
 }
 
+// The first lanes of a row of n < 16 values (a head's last, partial group of 16 columns): masked loads read
+// nothing past them and masked stores write nothing past them.
+inline __mmask16 first_lanes(int n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }
+inline __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 load16(const uint16_t* p, __mmask16 m) {
+  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline void store16(float* p, __m512 x, __mmask16 m) { _mm512_mask_storeu_ps(p, m, x); }
+inline void store16(uint16_t* p, __m512 x, __mmask16 m) {
+  alignas(64) uint16_t row[16];
+  store16(row, x);
+  const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(row));
+  _mm256_mask_storeu_epi16(p, m, h);
+}
+
 }  // namespace attnkit_simd

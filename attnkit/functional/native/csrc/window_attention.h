@@ -1,5 +1,6 @@
 // Exact attention over a key window per query, forward and backward, on AVX-512 CPUs (float32 inside;
-// float32 or bfloat16 storage for the forward, float32 for the backward). The checked entry points
+// float32 or bfloat16 storage for the forward, float32 for the backward). The forward takes any head size
+// (a last, partial group of 16 value columns through masked loads and stores); the backward multiples of 16. The checked entry points
 // are in attention_ops.h; the Python backends "tiled" and "local" call them.
 //
 // out[b, h, i] = sum_j softmax_j(scale * q[b, h, i] . k[b, h, j]) v[b, h, j] over the keys
@@ -76,9 +77,11 @@ void scores(const S* k, int64_t ks, const float* qt, int d, int nkeys, float* s)
 // o[r, c0 .. c0 + 16 NV) for R rows r0 .. r0 + R - 1 = sum_t p[t][r] v[t, c0 ..] over row r's keys
 // t in [ta[r], tb[r]). Keys every row sees take the plain product; at the edges of the rows' ranges a
 // row takes only its own keys, so a NaN / inf value outside a row's window never reaches it (0 * NaN).
+// ``last``: the lanes of the last group of 16 columns that exist (all 16 unless dv % 16: a partial group,
+// read and written with masks).
 template <int R, int NV, typename S>
 inline void pv_block(const float* p, const S* v, int64_t vs, const int* ta, const int* tb, int r0, int c0, float* o,
-                     int64_t os) {
+                     int64_t os, __mmask16 last) {
   int a = ta[r0], b = tb[r0], ia = ta[r0], ib = tb[r0];  // union [a, b), intersection [ia, ib)
   for (int r = 1; r < R; ++r) {
     a = std::min(a, ta[r0 + r]);
@@ -91,7 +94,10 @@ inline void pv_block(const float* p, const S* v, int64_t vs, const int* ta, cons
     for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_setzero_ps();
   auto step = [&](int t, bool all) {
     __m512 vv[NV];
-    for (int c = 0; c < NV; ++c) vv[c] = load16(v + t * vs + c0 + 16 * c);
+    for (int c = 0; c < NV; ++c) {
+      const S* row = v + t * vs + c0 + 16 * c;
+      vv[c] = c + 1 < NV ? load16(row) : load16(row, last);
+    }
     for (int r = 0; r < R; ++r) {
       if (!all && (t < ta[r0 + r] || t >= tb[r0 + r])) continue;
       const __m512 pr = _mm512_set1_ps(p[t * T + r0 + r]);
@@ -103,13 +109,14 @@ inline void pv_block(const float* p, const S* v, int64_t vs, const int* ta, cons
   for (int t = ia; t < ib; ++t) step(t, true);
   for (int t = std::max(ia, ib); t < b; ++t) step(t, false);
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < NV; ++c) _mm512_storeu_ps(o + (r0 + r) * os + c0 + 16 * c, acc[r][c]);
+    for (int c = 0; c < NV; ++c)
+      _mm512_mask_storeu_ps(o + (r0 + r) * os + c0 + 16 * c, c + 1 < NV ? __mmask16(0xFFFF) : last, acc[r][c]);
 }
 
 template <int NV, typename S>
 void pv_rows(const float* p, const S* v, int64_t vs, const int* ta, const int* tb, int c0, float* o,
-             int64_t os) {
-  for (int r0 = 0; r0 < T; r0 += 4) pv_block<4, NV, S>(p, v, vs, ta, tb, r0, c0, o, os);
+             int64_t os, __mmask16 last = 0xFFFF) {
+  for (int r0 = 0; r0 < T; r0 += 4) pv_block<4, NV, S>(p, v, vs, ta, tb, r0, c0, o, os, last);
 }
 
 template <typename S>
@@ -174,12 +181,16 @@ void tile(const Tile<S>& a, int64_t i0, float* buf, float* qt, float* obuf) {
     tb[r] = static_cast<int>(std::max<int64_t>(std::min<int64_t>(b0 - lo, nk), ta[r]));
   }
   const S* v = a.v + lo * a.vs;
-  for (int c0v = 0; c0v < a.dv; c0v += 64) {
-    switch (std::min(4, (a.dv - c0v) / 16)) {
-      case 4: pv_rows<4>(buf, v, a.vs, ta, tb, c0v, obuf, a.dv); break;
-      case 3: pv_rows<3>(buf, v, a.vs, ta, tb, c0v, obuf, a.dv); break;
-      case 2: pv_rows<2>(buf, v, a.vs, ta, tb, c0v, obuf, a.dv); break;
-      default: pv_rows<1>(buf, v, a.vs, ta, tb, c0v, obuf, a.dv); break;
+  const int groups = (a.dv + 15) / 16;  // of 16 columns, the last one partial where dv % 16
+  const __mmask16 tail = attnkit_simd::first_lanes(a.dv - 16 * (groups - 1));
+  for (int g = 0; g < groups; g += 4) {
+    const int nv = std::min(4, groups - g);
+    const __mmask16 last = g + nv == groups ? tail : __mmask16(0xFFFF);
+    switch (nv) {
+      case 4: pv_rows<4>(buf, v, a.vs, ta, tb, 16 * g, obuf, a.dv, last); break;
+      case 3: pv_rows<3>(buf, v, a.vs, ta, tb, 16 * g, obuf, a.dv, last); break;
+      case 2: pv_rows<2>(buf, v, a.vs, ta, tb, 16 * g, obuf, a.dv, last); break;
+      default: pv_rows<1>(buf, v, a.vs, ta, tb, 16 * g, obuf, a.dv, last); break;
     }
   }
   alignas(64) float sums[T], mxs[T];
@@ -188,8 +199,10 @@ void tile(const Tile<S>& a, int64_t i0, float* buf, float* qt, float* obuf) {
   for (int r = 0; r < rows; ++r) {
     const bool live_row = sums[r] != 0.0f;  // a NaN sum is live (and NaN)
     const __m512 inv = _mm512_set1_ps(live_row ? 1.0f / sums[r] : 0.0f);  // rows with no weight: 0
-    for (int c = 0; c < a.dv; c += 16)
-      store16(out + r * a.os + c, _mm512_mul_ps(_mm512_loadu_ps(obuf + r * a.dv + c), inv));
+    for (int c = 0; c < a.dv; c += 16) {
+      const __mmask16 m = attnkit_simd::first_lanes(a.dv - c);
+      store16(out + r * a.os + c, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, obuf + r * a.dv + c), inv), m);
+    }
     lse[r] = live_row ? mxs[r] + std::log(sums[r]) : std::numeric_limits<float>::infinity();
   }
 }
