@@ -99,10 +99,9 @@ RULES: tuple[Rule, ...] = (
                   f"or at any length a `window` at most {TILED_MAX_WINDOW} keys wide (left + right + 1), where the "
                   "native kernel runs",
          "tiles of 16 queries over their windows' keys: ahead of SDPA at every length from 6 to 63 keys in "
-         "float32 inside all-MiniLM-L6-v2; in bfloat16 only below 16 keys. Windows 17-129 wide (float32, 2 "
-         "threads, any head size): 2.0-6.4x SDPA at 256 keys, 1.2-3.5x `local` at 1024-4096 keys with 4 heads "
-         "of 36, level with it (0.96-1.36x) with 8 heads of 64; in bfloat16 2.8-9.9x `math_grouped` at 64-256 "
-         "keys", _tiled),
+         "float32 inside all-MiniLM-L6-v2; in bfloat16 only below 16 keys. Windows 17-129 wide (2 threads, "
+         "any head size): 1.9-5.7x SDPA with the mask at 64-256 keys, 1.2-3.4x `local` at 1024-4096 with 4 "
+         "heads of 36 and 1.0-1.2x with 8 heads of 64 (float32); 2.7-8.5x `math_grouped` in bfloat16", _tiled),
     Rule("local", f"a `window` mask (& `causal`, `padding`), no bias, Lk >= {LOCAL_MIN_LEN} and the window "
                   "(left + right + 1) at most Lk / 3",
          "O(L * window) time and memory: 67x SDPA with the dense mask at L = 16384 and 2.05-2.67x compiled "
