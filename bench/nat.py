@@ -90,8 +90,8 @@ def rows(args) -> list[tuple[str, object, dict]]:
     out = [("AR greedy", ar, {})] + ([] if args.no_beam else [(f"AR beam {args.beam}", ar, {"num_beams": args.beam})])
     for tr in nats:
         out += nat_rows(tr, k, blank_penalty=args.blank_penalty)
+    pen = args.blank_penalty if args.raw_blank_penalty is None else args.raw_blank_penalty
     for tr in raws:  # without distillation: the one pass (and Mask-Predict 10 of a Mask-Predict run)
-        pen = args.blank_penalty if args.raw_blank_penalty is None else args.raw_blank_penalty
         out += [r for r in nat_rows(tr, k, "no distillation: ", pen) if "1 length" in r[0]
                 or "10 it." in r[0] or "CTC one pass" in r[0]]
     return out

@@ -25,7 +25,6 @@ from ..functional import native as kernels
 from ..functional.attention import attention
 from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import Mask, for_heads
-from ..functional.positional import apply_rotary
 from ..models.bert import BertOutput, key_mask
 from . import native
 from .layer import kernel_lengths, self_attention, short_kernel
@@ -76,17 +75,8 @@ class EncoderStack:
         def attend(q, k, v):  # (B, H, L, dh) each
             return attention(q, k, v, mask, backend=backend)
 
-        def attend_rows(qkv: Tensor) -> Tensor:  # (B*L, 3d) -> (B*L, d)
-            if rotary is None:
-                return self_attention(attend, qkv, b, l, h, dh)
-            cos, sin = (t[:, None, None] for t in rotary)  # (L, 1, 1, dh/2)
-            x = qkv.view(b, l, 3, h, dh)
-            qk = apply_rotary(x[:, :, :2], cos, sin)  # q and k rotated in one pass: (B, L, 2, H, dh)
-            q, k = qk.permute(2, 0, 3, 1, 4).unbind(0)  # 2 x (B, H, L, dh)
-            v = x[:, :, 2].transpose(1, 2)  # (B, H, L, dh)
-            return attend(q, k, v).transpose(1, 2).reshape(b * l, h * dh)  # (B, H, L, dh) -> (B*L, d)
-
-        return self.layers[i](x.reshape(b * l, d), attend_rows).view(b, l, d)
+        out = self.layers[i](x.reshape(b * l, d), lambda qkv: self_attention(attend, qkv, b, l, h, dh, rotary))
+        return out.view(b, l, d)
 
     def forward(self, x: Tensor, mask: Mask | Tensor | None = None, backend: str | None = None) -> Tensor:
         """x (B, L, d) input vectors (embedded, before the positions) -> (B, L, d): positions, layers, final norm."""

@@ -29,6 +29,7 @@ from ..functional.attention import attention, step_kernel
 from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import Mask, for_heads, padding
 from ..functional.masks.readers import full_parts
+from ..functional.positional import apply_rotary
 from .packed import PackedLinear
 from .spec import Layer, Norm, Settings
 
@@ -93,9 +94,17 @@ class PackedLayer:
 Attend = Callable[[Tensor, Tensor, Tensor], Tensor]  # q, k, v (N, H, L, dh) -> (N, H, Lq, dh)
 
 
-def self_attention(attend: Attend, qkv: Tensor, b: int, t: int, h: int, dh: int) -> Tensor:
-    """qkv (B*T, 3d) -> each position's attention over its row's T positions, heads merged: (B*T, d)."""
-    q, k, v = qkv.view(b, t, 3, h, dh).permute(2, 0, 3, 1, 4).unbind(0)  # (B, T, 3, H, dh) -> 3 x (B, H, T, dh)
+def self_attention(attend: Attend, qkv: Tensor, b: int, t: int, h: int, dh: int,
+                   rotary: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    """qkv (B*T, 3d) -> each position's attention over its row's T positions, heads merged: (B*T, d).
+    ``rotary``: the cos, sin tables (T, dh / 2) of rotary positions: q and k rotated first, in one pass."""
+    x = qkv.view(b, t, 3, h, dh)  # (B, T, 3, H, dh)
+    qk = x[:, :, :2]
+    if rotary is not None:
+        cos, sin = (c[:, None, None] for c in rotary)  # (T, 1, 1, dh/2)
+        qk = apply_rotary(qk, cos, sin)
+    q, k = qk.permute(2, 0, 3, 1, 4).unbind(0)  # (B, T, 2, H, dh) -> 2 x (B, H, T, dh)
+    v = x[:, :, 2].transpose(1, 2)  # (B, H, T, dh)
     return attend(q, k, v).transpose(1, 2).reshape(b * t, h * dh)  # (B, H, T, dh) -> (B*T, d)
 
 

@@ -56,17 +56,19 @@ inline __m512 load16(const uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 inline void store16(float* p, __m512 x) { _mm512_storeu_ps(p, x); }
-inline void store16(uint16_t* p, __m512 x) {
+// 16 floats rounded to bfloat16 (to nearest even)
+inline __m256i bf16_bits(__m512 x) {
   __m512i u = _mm512_castps_si512(x);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
   // a NaN keeps its quiet bit, so rounding can never carry it into infinity
   u = _mm512_mask_or_epi32(u, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), u, _mm512_set1_epi32(0x00400000));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16));
 }
+inline void store16(uint16_t* p, __m512 x) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), bf16_bits(x)); }
 
-// The first lanes of a row of n < 16 values (a head's last, partial group of 16 columns): masked loads read
-// nothing past them and masked stores write nothing past them.
+// The first min(n, 16) lanes (a head's last group of 16 columns may be partial): masked loads read nothing
+// past them and masked stores write nothing past them.
 inline __mmask16 first_lanes(int n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u); }
 inline __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 inline __m512 load16(const uint16_t* p, __mmask16 m) {
@@ -74,11 +76,6 @@ inline __m512 load16(const uint16_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 inline void store16(float* p, __m512 x, __mmask16 m) { _mm512_mask_storeu_ps(p, m, x); }
-inline void store16(uint16_t* p, __m512 x, __mmask16 m) {
-  alignas(64) uint16_t row[16];
-  store16(row, x);
-  const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(row));
-  _mm256_mask_storeu_epi16(p, m, h);
-}
+inline void store16(uint16_t* p, __m512 x, __mmask16 m) { _mm256_mask_storeu_epi16(p, m, bf16_bits(x)); }
 
 }  // namespace attnkit_simd

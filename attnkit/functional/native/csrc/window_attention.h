@@ -1,7 +1,7 @@
 // Exact attention over a key window per query, forward and backward, on AVX-512 CPUs (float32 inside;
-// float32 or bfloat16 storage for the forward, float32 for the backward). The forward takes any head size
-// (a last, partial group of 16 value columns through masked loads and stores); the backward multiples of 16. The checked entry points
-// are in attention_ops.h; the Python backends "tiled" and "local" call them.
+// float32 or bfloat16 storage for the forward, float32 for the backward). The forward takes any head size (a
+// last, partial group of 16 value columns through masked loads and stores), the backward multiples of 16.
+// The checked entry points are in attention_ops.h; the Python backends "tiled" and "local" call them.
 //
 // out[b, h, i] = sum_j softmax_j(scale * q[b, h, i] . k[b, h, j]) v[b, h, j] over the keys
 // j in [c - left, c + right] with c = i + (Lk - Lq), clipped to [0, min(Lk, lengths[b])).
@@ -110,7 +110,7 @@ inline void pv_block(const float* p, const S* v, int64_t vs, const int* ta, cons
   for (int t = std::max(ia, ib); t < b; ++t) step(t, false);
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < NV; ++c)
-      _mm512_mask_storeu_ps(o + (r0 + r) * os + c0 + 16 * c, c + 1 < NV ? __mmask16(0xFFFF) : last, acc[r][c]);
+      store16(o + (r0 + r) * os + c0 + 16 * c, acc[r][c], c + 1 < NV ? __mmask16(0xFFFF) : last);
 }
 
 template <int NV, typename S>
@@ -201,7 +201,7 @@ void tile(const Tile<S>& a, int64_t i0, float* buf, float* qt, float* obuf) {
     const __m512 inv = _mm512_set1_ps(live_row ? 1.0f / sums[r] : 0.0f);  // rows with no weight: 0
     for (int c = 0; c < a.dv; c += 16) {
       const __mmask16 m = attnkit_simd::first_lanes(a.dv - c);
-      store16(out + r * a.os + c, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, obuf + r * a.dv + c), inv), m);
+      store16(out + r * a.os + c, _mm512_mul_ps(load16(obuf + r * a.dv + c, m), inv), m);
     }
     lse[r] = live_row ? mxs[r] + std::log(sums[r]) : std::numeric_limits<float>::infinity();
   }
