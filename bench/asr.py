@@ -86,8 +86,9 @@ def _parts_of(tr, samples, repeats: int) -> list[float]:
     m, e = tr.model, tr.encoder  # e: the inference engine, what ``decode`` runs
     f = log_mel(samples, tr.features)
     x, n = f[None], torch.tensor([f.shape[0]])
-    enc = e.encode_frames(x, n)
-    fns = (lambda: log_mel(samples, tr.features), lambda: m.features(x, n), lambda: e.encode_frames(x, n),
+    enc = e.encode_frames(x, n, ctc_only=True)  # the CTC one pass's: with ctc_layer k, its first k layers
+    fns = (lambda: log_mel(samples, tr.features), lambda: m.features(x, n),
+           lambda: e.encode_frames(x, n, ctc_only=True),
            lambda: ctc_greedy(enc.ctc_log_probs, enc.lengths))
     return [best_of(fn, repeats) for fn in fns]
 

@@ -82,13 +82,27 @@ class EncoderStack:
         """x (B, L, d) input vectors (embedded, before the positions) -> (B, L, d): positions, layers, final norm."""
         return self.run(self.positions.add(x), mask, backend)
 
-    def run(self, x: Tensor, mask: Mask | Tensor | None = None, backend: str | None = None) -> Tensor:
-        """x (B, L, d), positions added (BERT's embeddings add their own) -> (B, L, d): the layers, the final norm."""
+    def run(self, x: Tensor, mask: Mask | Tensor | None = None, backend: str | None = None, *,
+            tap: int | None = None) -> Tensor | tuple[Tensor, Tensor]:
+        """x (B, L, d), positions added (BERT's embeddings add their own) -> (B, L, d): the layers, the final norm.
+        ``tap`` k: (the output of the first k layers, without a norm; the whole stack's), k = 0 .. len(layers)."""
         heads_mask = for_heads(mask)
         rotary = self.positions.rotary(x.shape[1], self.settings.head_dim, x.device)
-        for i in range(len(self.layers)):
+        n, below = len(self.layers), None
+        for i in range(n):
+            if i == tap:
+                below = x
             x = self.layer(i, x, heads_mask, backend, rotary)
-        return x if self.norm is None else self.norm(x)
+        x = x if self.norm is None else self.norm(x)
+        return x if tap is None else (x if tap == n else below, x)
+
+    def exit_at(self, x: Tensor, mask: Mask | Tensor | None, backend: str | None, k: int) -> Tensor:
+        """x (B, L, d) -> the output of the first k layers (B, L, d), without a norm: the rest not run."""
+        heads_mask = for_heads(mask)
+        rotary = self.positions.rotary(x.shape[1], self.settings.head_dim, x.device)
+        for i in range(k):
+            x = self.layer(i, x, heads_mask, backend, rotary)
+        return x
 
     __call__ = forward
 

@@ -2,9 +2,11 @@
 CTC/attention, Watanabe et al. 2017, as ESPnet trains it).
 
     log-mel frames (B, T, n_mels) -> global mean / variance normalisation -> two convolutions of stride 2
-    (the frame rate / 4: 40 ms a step) -> Transformer encoder with truncated (window) self-attention
-    -> memory (B, T', d)
-       -> CTC head: log-probabilities (B, T', 11) over blank + the ten digits, every frame at once
+    (the frame rate / 4: 40 ms a step; three with ``subsample`` 8: 80 ms) -> Transformer encoder with
+    truncated (window) self-attention -> memory (B, T', d)
+       -> CTC head: log-probabilities (B, T', 11) over blank + the ten digits, every frame at once (on the
+          last layer's output, or with ``ctc_layer`` k on layer k's, normalised: then the CTC one pass runs
+          only the first k layers, the intermediate CTC of Lee and Watanabe 2021 as an early exit)
        -> decoder: BOS, then one digit token per step (its own previous outputs fed back, the memory read
           through cross-attention), END; tokens PAD 0, BOS 1, END 2, digit d = 3 + d.
 
@@ -33,7 +35,7 @@ from .. import masks
 from ..nn import Decoder, Encoder, LayerCache, TransformerConfig
 from ..nn.limits import check_fields, floats, ints
 from ..nn.positional import Sinusoidal
-from .asr_frontend import Frontend, half
+from .asr_frontend import SUBSAMPLES, Frontend, half
 from .seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
 
 __all__ = ["AsrConfig", "AsrModel", "Encoded", "PAD", "BOS", "EOS", "FIRST_DIGIT", "BLANK", "NUM_TOKENS", "NUM_CLASSES",
@@ -78,11 +80,18 @@ class AsrConfig:
 
     n_mels: int = field(default=40, metadata={"help": "log-mel bins per frame", "range": ints(1, 512)})
     window: tuple[int, int] | None = field(default=(8, 8), metadata={
-        "help": "truncated self-attention in the encoder: (left, right) steps of 40 ms each step sees; None = all"})
+        "help": "truncated self-attention in the encoder: (left, right) encoder steps (40 ms each at subsample 4) "
+                "each step sees; None = all"})
     streaming: bool = field(default=False, metadata={
         "help": "causal convolutions and a window without right context: the encoder runs on chunks as they come"})
     kernel: int = field(default=5, metadata={"help": "width in time of the two convolutions of the front end",
                                              "range": ints(1, 31)})
+    subsample: int = field(default=4, metadata={
+        "help": "frames (10 ms) per encoder step: 4 (two convolutions of stride 2) or 8 (three)",
+        "range": ints(4, 8), "choices": SUBSAMPLES})
+    ctc_layer: int = field(default=0, metadata={
+        "help": "the encoder layer (from 1) whose output the CTC head reads; the CTC one pass then runs only "
+                "that many layers (0: the last)", "range": ints(0, 1024)})
     frontend: str = field(default="conv1d", metadata={
         "help": "the front end's convolutions: over time with every mel bin a channel (conv1d), or over time "
                 "and frequency (conv2d, ESPnet's)", "choices": ("conv1d", "conv2d")})
@@ -123,6 +132,11 @@ class AsrConfig:
         if self.encoder.num_encoder_layers < 1 or self.decoder.num_decoder_layers < 1:
             raise ValueError("AsrConfig: needs at least one encoder and one decoder layer, got "
                              f"{self.encoder.num_encoder_layers} and {self.decoder.num_decoder_layers}")
+        if self.subsample not in SUBSAMPLES:
+            raise ValueError(f"AsrConfig: `subsample` must be one of {SUBSAMPLES}, got {self.subsample!r}")
+        if self.ctc_layer > self.encoder.num_encoder_layers:
+            raise ValueError(f"AsrConfig: `ctc_layer` must be at most the encoder's {self.encoder.num_encoder_layers}"
+                             f" layers (0: the last), got {self.ctc_layer}")
         if self.encoder.d_model != self.decoder.d_model:
             raise ValueError(f"AsrConfig: the encoder's d_model ({self.encoder.d_model}) and the decoder's "
                              f"({self.decoder.d_model}) must be equal")
@@ -138,6 +152,11 @@ class AsrConfig:
         d["window"] = list(self.window) if self.window is not None else None
         return d
 
+    @property
+    def ctc_layers(self) -> int:
+        """Encoder layers below the CTC head."""
+        return self.ctc_layer or self.encoder.num_encoder_layers
+
     @classmethod
     def from_dict(cls, d: dict) -> AsrConfig:
         unknown = sorted(set(d) - {f.name for f in fields(cls)})
@@ -150,7 +169,7 @@ class AsrConfig:
 
 
 class Encoded(NamedTuple):
-    memory: Tensor  # (B, T', d): the encoder's output + absolute (sinusoidal) positions, what the decoder reads
+    memory: Tensor | None  # (B, T', d): the encoder's output + absolute positions (the decoder's); None: CTC only
     mask: Tensor  # (B, T') int64, 1 = a real step
     lengths: Tensor  # (B,) steps
     ctc_log_probs: Tensor  # (B, T', NUM_CLASSES)
@@ -158,8 +177,6 @@ class Encoded(NamedTuple):
 
 class AsrModel(nn.Module):
     """See the module docstring. ``forward`` is the training pass (teacher forcing + CTC)."""
-
-    subsample = 4
 
     def __init__(self, config: AsrConfig = AsrConfig(), *, device=None, dtype=None):
         super().__init__()
@@ -169,8 +186,10 @@ class AsrModel(nn.Module):
         self.register_buffer("feature_mean", torch.zeros(config.n_mels, **fk))  # set from the training data
         self.register_buffer("feature_std", torch.ones(config.n_mels, **fk))
         self.frontend = Frontend(config.n_mels, d, k, config.frontend, config.channels, causal=config.streaming,
-                                 **fk)
+                                 subsample=config.subsample, **fk)
         self.encoder = Encoder(config.encoder, **fk)
+        early = config.ctc_layers < config.encoder.num_encoder_layers
+        self.ctc_norm = nn.LayerNorm(d, eps=config.encoder.layer_norm_eps, **fk) if early else None
         self.memory_position = Sinusoidal(d, 512, device=device, dtype=dtype)  # grows itself for longer inputs
         self.ctc_head = nn.Linear(d, NUM_CLASSES, **fk)
         self.embed = nn.Embedding(NUM_TOKENS, d, padding_idx=PAD, **fk)
@@ -181,10 +200,16 @@ class AsrModel(nn.Module):
         self.embed_scale = d ** 0.5
 
     # -- encoder ---------------------------------------------------------------------------------
-    @staticmethod
-    def out_lengths(lengths: Tensor) -> Tensor:
-        """Steps after the front end for frame counts (B,): ceil(ceil(T / 2) / 2)."""
-        return half(half(lengths))
+    @property
+    def subsample(self) -> int:
+        """Frames per encoder step."""
+        return self.config.subsample
+
+    def out_lengths(self, lengths: Tensor) -> Tensor:
+        """Steps after the front end for frame counts (B,): T halved, rounding up, once per convolution."""
+        for _ in range(self.subsample.bit_length() - 1):
+            lengths = half(lengths)
+        return lengths
 
     def features(self, frames: Tensor, lengths: Tensor) -> Tensor:
         """frames (B, T, n_mels) -> (B, T', d), T' = out_lengths(T): normalised, then the front end."""
@@ -204,17 +229,31 @@ class AsrModel(nn.Module):
         h = self.features(frames, lengths)
         return h, self.out_lengths(lengths).clamp(1, h.shape[1])
 
-    def encoded(self, out: Tensor, steps: Tensor, ctc_logits: Tensor) -> Encoded:
-        """The encoder's output (B, T', d), its steps and the CTC head's logits on it -> ``Encoded``."""
-        mask = masks.keep_positions(steps, out.shape[1]).long()
-        return Encoded(self.memory_position(out), mask, steps, ctc_logits.float().log_softmax(-1))  # CTC (B, T', C)
+    def ctc_input(self, below: Tensor) -> Tensor:
+        """The output of the first ``ctc_layers`` encoder layers (B, T', d) -> what the CTC head reads: layer k's
+        output normalised (``ctc_layer`` k), or the last layer's (the encoder's output, its final norm applied)."""
+        return below if self.ctc_norm is None else self.ctc_norm(below)
+
+    def encoded(self, out: Tensor | None, steps: Tensor, ctc_logits: Tensor) -> Encoded:
+        """The encoder's output (B, T', d) (None: CTC only), its steps and the CTC head's logits -> ``Encoded``."""
+        mask = masks.keep_positions(steps, ctc_logits.shape[1]).long()
+        memory = None if out is None else self.memory_position(out)
+        return Encoded(memory, mask, steps, ctc_logits.float().log_softmax(-1))  # CTC (B, T', C)
 
     def encode_frames(self, frames: Tensor, lengths: Tensor, *, backend: str | None = None,
-                      need_weights: bool = False) -> Encoded:
-        """frames (B, T, n_mels), lengths (B,) -> ``Encoded`` (memory, its mask, lengths, CTC log-probs)."""
+                      need_weights: bool = False, ctc_only: bool = False) -> Encoded:
+        """frames (B, T, n_mels), lengths (B,) -> ``Encoded`` (memory, its mask, lengths, CTC log-probs).
+        ``ctc_only``: the CTC head's input only (the first ``ctc_layers`` layers; memory None)."""
         h, steps = self.front(frames, lengths)
-        out = self.encoder(h, self.encoder_mask(steps), backend=backend, need_weights=need_weights).last_hidden_state
-        return self.encoded(out, steps, self.ctc_head(out))
+        mask, k = self.encoder_mask(steps), self.config.ctc_layers
+        if self.ctc_norm is None:  # the CTC head on the encoder's output
+            out = self.encoder(h, mask, backend=backend, need_weights=need_weights).last_hidden_state
+            return self.encoded(out, steps, self.ctc_head(out))
+        if ctc_only:
+            below = self.encoder(h, mask, backend=backend, need_weights=need_weights, num_layers=k).last_hidden_state
+            return self.encoded(None, steps, self.ctc_head(self.ctc_input(below)))
+        res = self.encoder(h, mask, backend=backend, need_weights=need_weights, output_hidden_states=True)
+        return self.encoded(res.last_hidden_state, steps, self.ctc_head(self.ctc_input(res.hidden_states[k])))
 
     # -- the decoding protocol -----------------------------------------------------------------------
     def encode(self, frames: Tensor, lengths: Tensor) -> Tensor:

@@ -1,13 +1,14 @@
-"""The speech recogniser's front end: two convolutions of stride 2 in time, 10 ms frames -> 40 ms steps.
+"""The speech recogniser's front end: convolutions of stride 2 in time, two (``subsample`` 4: 10 ms frames ->
+40 ms steps) or three (``subsample`` 8: 80 ms steps, as ESPnet's Conv2dSubsampling8).
 
-- ``conv1d``: over time, every mel bin a channel: (B, n_mels, T) -> (B, d, T/2) -> (B, d, T/4);
+- ``conv1d``: over time, every mel bin a channel: (B, n_mels, T) -> (B, d, T/2) -> (B, d, T/4) [-> (B, d, T/8)];
 - ``conv2d`` (ESPnet's Conv2dSubsampling): over time and frequency, ``channels`` maps, stride 2 in both:
-  (B, 1, T, n_mels) -> (B, C, T/2, n_mels/2) -> (B, C, T/4, n_mels/4) -> a linear layer to d. A 3-wide
-  kernel in frequency sees the same spectral shape wherever a voice puts it.
+  (B, 1, T, n_mels) -> (B, C, T/2, n_mels/2) -> (B, C, T/4, n_mels/4) [-> (B, C, T/8, n_mels/8)] -> a linear
+  layer to d. A 3-wide kernel in frequency sees the same spectral shape wherever a voice puts it.
 
 Both zero the frames past each utterance's length before each convolution (padding never reaches a real
 frame) and pad ``kernel - 1`` frames in time: split around the frame, or all before it when ``causal``
-(then step i reads only frames <= 4 i). Out lengths: ceil(ceil(T / 2) / 2).
+(then step i reads only frames <= subsample * i). Out lengths: T halved, rounding up, once per convolution.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from torch import Tensor, nn
 
 from .. import masks
 
-__all__ = ["Frontend", "half"]
+__all__ = ["Frontend", "half", "SUBSAMPLES"]
+
+SUBSAMPLES = (4, 8)  # frames per encoder step: two or three convolutions of stride 2
 
 
 def half(lengths: Tensor) -> Tensor:
@@ -30,21 +33,28 @@ class Frontend(nn.Module):
     """forward(x (B, T, n_mels) normalised, lengths (B,)) -> (B, T', d)."""
 
     def __init__(self, n_mels: int, d: int, kernel: int, kind: str = "conv1d", channels: int = 32, *,
-                 causal: bool = False, device=None, dtype=None):
+                 causal: bool = False, subsample: int = 4, device=None, dtype=None):
         super().__init__()
         fk = {"device": device, "dtype": dtype}
+        if subsample not in SUBSAMPLES:
+            raise ValueError(f"Frontend: `subsample` must be one of {SUBSAMPLES}, got {subsample!r}")
         self.kind, self.kernel, self.causal = kind, kernel, causal
+        n = subsample.bit_length() - 1  # convolutions of stride 2
         if kind == "conv1d":
-            self.conv1 = nn.Conv1d(n_mels, d, kernel, stride=2, **fk)
-            self.conv2 = nn.Conv1d(d, d, kernel, stride=2, **fk)
-            self.proj = None
+            sizes = [n_mels] + [d] * n
+            convs = [nn.Conv1d(a, b, kernel, stride=2, **fk) for a, b in zip(sizes, sizes[1:])]
         elif kind == "conv2d":
-            self.conv1 = nn.Conv2d(1, channels, (kernel, 3), stride=2, padding=(0, 1), **fk)
-            self.conv2 = nn.Conv2d(channels, channels, (kernel, 3), stride=2, padding=(0, 1), **fk)
-            freq = (n_mels + 1) // 2
-            self.proj = nn.Linear(channels * ((freq + 1) // 2), d, **fk)
+            sizes = [1] + [channels] * n
+            convs = [nn.Conv2d(a, b, (kernel, 3), stride=2, padding=(0, 1), **fk) for a, b in zip(sizes, sizes[1:])]
         else:
             raise ValueError(f"Frontend: `kind` must be 'conv1d' or 'conv2d', got {kind!r}")
+        for i, conv in enumerate(convs):  # conv1, conv2[, conv3]: the names runs saved before subsample 8 use
+            self.add_module(f"conv{i + 1}", conv)
+        self.convs = convs
+        freq = n_mels
+        for _ in range(n):  # conv2d: the frequency bins left, halved (rounding up) by each convolution
+            freq = (freq + 1) // 2
+        self.proj = nn.Linear(channels * freq, d, **fk) if kind == "conv2d" else None
 
     def _time_pad(self) -> tuple[int, int]:
         k = self.kernel
@@ -59,11 +69,11 @@ class Frontend(nn.Module):
         return F.gelu(conv(F.pad(h, pad)))
 
     def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
+        h = x.transpose(1, 2) if self.kind == "conv1d" else x[:, None]  # (B, n_mels, T) or (B, 1, T, F)
+        for conv in self.convs:  # each: time halved; conv1d (B, d, T/2), conv2d (B, C, T/2, F/2)
+            h = self._conv(conv, h, lengths, 2)
+            lengths = half(lengths)
         if self.kind == "conv1d":
-            h = self._conv(self.conv1, x.transpose(1, 2), lengths, 2)  # (B, n_mels, T) -> (B, d, T/2)
-            h = self._conv(self.conv2, h, half(lengths), 2)  # -> (B, d, T')
-            return h.transpose(1, 2)  # (B, T', d)
-        h = self._conv(self.conv1, x[:, None], lengths, 2)  # (B, 1, T, F) -> (B, C, T/2, F/2)
-        h = self._conv(self.conv2, h, half(lengths), 2)  # -> (B, C, T', F/4)
+            return h.transpose(1, 2)  # (B, d, T') -> (B, T', d)
         b, c, t, f = h.shape
         return self.proj(h.permute(0, 2, 1, 3).reshape(b, t, c * f))  # (B, T', C, F') -> (B, T', C F') -> (B, T', d)

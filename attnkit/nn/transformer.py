@@ -53,20 +53,26 @@ class Encoder(nn.Module):
         self.norm = _final_norm(config, device, dtype)
 
     def forward(self, x: Tensor, mask: Mask | Tensor | None = None, *, need_weights: bool = False,
-                output_hidden_states: bool = False, backend: str | None = None) -> EncoderOutput:
-        """x (B, L, d_model); ``mask`` True = may attend (e.g. ``masks.padding(lengths)``)."""
+                output_hidden_states: bool = False, backend: str | None = None,
+                num_layers: int | None = None) -> EncoderOutput:
+        """x (B, L, d_model); ``mask`` True = may attend (e.g. ``masks.padding(lengths)``). ``num_layers``: only the
+        first that many layers, without the final norm (an early exit); hidden_states[k] is the output of k layers."""
         if x.dim() != 3 or x.shape[-1] != self.config.d_model:
             raise ValueError(f"Encoder: `x` must have shape (B, L, {self.config.d_model}), got {tuple(x.shape)}")
+        n = len(self.layers)
+        if num_layers is not None and not 0 <= num_layers <= n:
+            raise ValueError(f"Encoder: `num_layers` must be in [0, {n}], got {num_layers!r}")
         if self.position is not None:
             x = self.position(x)
         x = self.dropout(x)
         hidden, attn = [], []
-        for layer in self.layers:
+        for layer in self.layers[:n if num_layers is None else num_layers]:
             if output_hidden_states:
                 hidden.append(x)
             x, w = layer(x, mask, need_weights=need_weights, backend=backend)
             attn.append(w)
-        x = self.norm(x)
+        if num_layers is None:
+            x = self.norm(x)
         if output_hidden_states:
             hidden.append(x)
         return EncoderOutput(x, tuple(hidden) if output_hidden_states else None,

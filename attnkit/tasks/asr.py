@@ -40,7 +40,7 @@ ENCODER_NOTE = "the encoder's stack; the decoder has the same width (--num-decod
 EVALUATION_DATA = ("asr: test (both test sets the run has), recordings, speaker, dev, or a TSV of WAV path and "
                    "transcript (default: test); digit error rate and utterance accuracy")
 LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns a Transcriber
-STREAM_CHUNK = 4  # encoder steps (of 40 ms) per chunk when evaluate measures a streaming run's latency
+STREAM_CHUNK = 4  # encoder steps (40 ms each at subsample 4) per chunk when evaluate measures a streaming run's latency
 
 
 def parse_window(s: str) -> tuple[int, int] | None:
@@ -70,8 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--{name}-utterances", type=ints(1, 10**7), default=n, metavar="N",
                        help=f"{what} utterances generated")
     p.add_argument("--window", type=parse_window, default=(8, 8), metavar="L,R",
-                   help="truncated self-attention: 'L,R' steps of 40 ms each step sees to its left and right, 'W' "
-                        "for W,W, or 'full' (default: 8,8; with --streaming 16,0)")
+                   help="truncated self-attention: 'L,R' encoder steps (40 ms each at --subsample 4) each step sees to "
+                        "its left and right, 'W' for W,W, or 'full' (default: 8,8; with --streaming 16,0)")
     p.add_argument("--streaming", action="store_true",
                    help="a streaming model: causal convolutions, a window with no right context (L,0), features "
                         "normalised by the training set's statistics instead of each utterance's")
@@ -80,7 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the training set's (the only choice with --streaming: an utterance's own statistics are "
                         "unknown until it ends); training was better on the dev set's known speakers, utterance "
                         "on a speaker held out (docs/asr.md) (default: training)")
-    add_config_args(p, AsrConfig, only=("frontend", "channels", "kernel", "ctc_weight"),
+    add_config_args(p, AsrConfig, only=("subsample", "frontend", "channels", "kernel", "ctc_weight", "ctc_layer"),
                     title="speech recognition model")
     p.add_argument("--num-decoder-layers", type=ints(1, 64), default=2, help="decoder layers")
     add_config_args(p, FeatureConfig, only=("n_mels",), title="features")
@@ -100,9 +100,9 @@ def config_from_args(args, encoder: TransformerConfig) -> AsrConfig:
     window = args.window
     if args.streaming and window == (8, 8):
         window = (16, 0)
-    return AsrConfig(n_mels=args.n_mels, window=window, streaming=args.streaming, kernel=args.kernel,
-                     frontend=args.frontend, channels=args.channels, ctc_weight=args.ctc_weight, encoder=enc,
-                     decoder=dec)
+    return AsrConfig(n_mels=args.n_mels, window=window, streaming=args.streaming, subsample=args.subsample,
+                     kernel=args.kernel, frontend=args.frontend, channels=args.channels, ctc_weight=args.ctc_weight,
+                     ctc_layer=args.ctc_layer, encoder=enc, decoder=dec)
 
 
 def collate(examples):

@@ -1,13 +1,12 @@
 """Streaming transcription and its latency: how long after a digit ends its label comes out.
 
-A streaming run's encoder runs on chunks of ``chunk_steps`` encoder steps (40 ms each) as the sound comes in
-(``models.asr_stream.stream_ctc``); each chunk's CTC labels are collapsed with the previous chunk's last one
-(a label repeated across a chunk border is one label). A chunk can run once its last frame exists: the frame
-centred at ``hop * f`` is complete when the sound reaches ``hop * f + n_fft / 2`` samples. A digit's latency
-is the time its label comes out (that moment plus the chunk's measured compute time) minus the end of the
-digit's recording in the utterance (FSDD's recordings are trimmed close to the speech). Only utterances whose
-streamed transcript is right count: there the k-th label is the k-th digit.
-"""
+A streaming run's encoder runs on chunks of ``chunk_steps`` encoder steps (40 ms each, 80 at ``subsample`` 8) as
+the sound comes in (``models.asr_stream.stream_ctc``); each chunk's CTC labels are collapsed with the previous
+chunk's last one (a label repeated across a chunk border is one label). A chunk can run once its last frame
+exists: the frame centred at ``hop * f`` is complete when the sound reaches ``hop * f + n_fft / 2`` samples. A
+digit's latency is the time its label comes out (that moment plus the chunk's measured compute time) minus the end
+of the digit's recording in the utterance (FSDD's recordings are trimmed close to the speech). Only utterances
+whose streamed transcript is right count: there the k-th label is the k-th digit."""
 
 from __future__ import annotations
 
@@ -57,10 +56,11 @@ def latency_lines(model, features: FeatureConfig, utterances, chunk_steps: int) 
         if r.digits == list(u.digits):
             right += 1
             lat += [1000 * (t - end / rate) for t, (_, end) in zip(r.emitted, u.spans)]
+    ms = chunk_steps * model.subsample * 1000 * features.hop_length // rate  # a chunk's span of sound
     if not lat:
-        return [f"streaming CTC, chunks of {chunk_steps * 40} ms: no utterance right, no latency to measure"]
+        return [f"streaming CTC, chunks of {ms} ms: no utterance right, no latency to measure"]
     q = statistics.quantiles(lat, n=10)
-    return [f"streaming CTC, chunks of {chunk_steps * 40} ms: {right}/{n} utterances right; latency from the end "
+    return [f"streaming CTC, chunks of {ms} ms: {right}/{n} utterances right; latency from the end "
             f"of a digit to its label: median {statistics.median(lat):.0f} ms, 10th percentile {q[0]:.0f} ms, "
             f"90th percentile {q[-1]:.0f} ms ({len(lat)} digits); compute per chunk: median "
             f"{statistics.median(chunk_ms):.1f} ms"]

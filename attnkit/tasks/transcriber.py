@@ -140,7 +140,8 @@ class Transcriber:
 
     def _decode_batch(self, frames: list[Tensor], ctc: bool, beam: int, w: float, lp: float) -> list[list[int]]:
         lengths = torch.tensor([f.shape[0] for f in frames])
-        enc = self.encoder.encode_frames(torch.nn.utils.rnn.pad_sequence(frames, batch_first=True), lengths)
+        enc = self.encoder.encode_frames(torch.nn.utils.rnn.pad_sequence(frames, batch_first=True), lengths,
+                                          ctc_only=ctc)
         if ctc:
             return [[c - 1 for c in row] for row in ctc_greedy(enc.ctc_log_probs, enc.lengths)]
         mask = None if bool(enc.mask.all()) else enc.mask

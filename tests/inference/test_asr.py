@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("config", [{}, {"window": None}, {"window": (3, 0), "streaming": True, "kernel": 3},
-                                    {"frontend": "conv2d", "channels": 4}])
+                                    {"frontend": "conv2d", "channels": 4}, {"subsample": 8, "ctc_layer": 1}])
 def test_the_engine_gives_the_models_encoding(config):
     model = tiny_asr(3, **config)
     engine = engine_for(model)
@@ -23,9 +23,11 @@ def test_the_engine_gives_the_models_encoding(config):
     x, n = frames(4)  # padded rows of different lengths
     with torch.inference_mode():
         want, got = model.encode_frames(x, n), engine.encode_frames(x, n)
+        only = engine.encode_frames(x, n, ctc_only=True)  # with ctc_layer 1: one layer of two
     assert torch.equal(got.mask, want.mask) and torch.equal(got.lengths, want.lengths)
     torch.testing.assert_close(got.memory, want.memory, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got.ctc_log_probs, want.ctc_log_probs, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(only.ctc_log_probs, want.ctc_log_probs, atol=1e-5, rtol=1e-5)
     assert not torch.equal(got.ctc_log_probs[0], got.ctc_log_probs[1])  # not a constant
 
 

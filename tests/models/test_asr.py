@@ -49,6 +49,40 @@ def test_front_end_lengths_and_padding_do_not_leak(frontend):
     torch.testing.assert_close(m.encode_frames(x2, lengths).memory[0, :4], enc.memory[0, :4])
 
 
+@pytest.mark.parametrize("frontend", ["conv1d", "conv2d"])
+def test_subsample_8_runs_three_convolutions_and_halves_the_steps(frontend):
+    m = tiny_asr(frontend=frontend, channels=4, subsample=8)
+    x, lengths = frames()  # 13, 20, 27, 34 frames
+    enc = m.encode_frames(x, lengths)
+    assert enc.lengths.tolist() == [2, 3, 4, 5] and enc.memory.shape == (4, 5, 32)  # ceil thrice
+    assert [n for n, _ in m.frontend.named_children()][:3] == ["conv1", "conv2", "conv3"]
+    one = m.encode_frames(x[1:2, :20], lengths[1:2])  # padding never reaches a real step
+    torch.testing.assert_close(one.memory, enc.memory[1:2, :3], atol=1e-5, rtol=1e-5)
+    four = tiny_asr(frontend=frontend, channels=4)
+    assert "conv3" not in dict(four.frontend.named_children())  # runs saved before subsample 8 load as they were
+    assert set(four.state_dict()) < set(m.state_dict())
+
+
+def test_ctc_at_an_inner_layer_reads_that_layer_and_its_one_pass_runs_only_there():
+    m = tiny_asr(4, ctc_layer=1)
+    x, lengths = frames()
+    enc = m.encode_frames(x, lengths)
+    with torch.no_grad():
+        h, steps = m.front(x, lengths)
+        below = m.encoder.layers[0](m.encoder.position(h) if m.encoder.position else h, m.encoder_mask(steps))[0]
+        want = m.ctc_head(m.ctc_norm(below)).log_softmax(-1)
+    torch.testing.assert_close(enc.ctc_log_probs, want, atol=1e-5, rtol=1e-5)
+    whole = m.encoder(h, m.encoder_mask(steps)).last_hidden_state  # the decoder still reads every layer
+    torch.testing.assert_close(enc.memory, m.memory_position(whole), atol=1e-6, rtol=1e-6)
+    calls = []
+    hook = m.encoder.layers[1].register_forward_hook(lambda *a: calls.append(1))
+    only = m.encode_frames(x, lengths, ctc_only=True)
+    hook.remove()
+    assert not calls and only.memory is None  # the early exit: layer 2 never ran
+    torch.testing.assert_close(only.ctc_log_probs, enc.ctc_log_probs)
+    assert m.config.ctc_layers == 1 and tiny_asr().config.ctc_layers == 2 and tiny_asr().ctc_norm is None
+
+
 def test_decode_step_with_and_without_cache_equals_teacher_forcing():
     m = tiny_asr()
     x, lengths = frames()
@@ -94,22 +128,24 @@ def test_greedy_and_beam_through_generation_follow_the_model():
         assert float(beam.scores[b]) >= float(greedy.scores[b]) - 1e-5
 
 
-@pytest.mark.parametrize("chunk,frontend", [(1, "conv1d"), (3, "conv2d"), (8, "conv1d"), (100, "conv2d")])
-def test_streaming_chunks_equal_the_whole_utterance(chunk, frontend):
-    m = tiny_asr(1, streaming=True, window=(3, 0), kernel=3, frontend=frontend, channels=4)
+@pytest.mark.parametrize("chunk,frontend,sub", [(1, "conv1d", 4), (3, "conv2d", 4), (8, "conv1d", 4),
+                                                (100, "conv2d", 4), (2, "conv1d", 8), (5, "conv2d", 8)])
+def test_streaming_chunks_equal_the_whole_utterance(chunk, frontend, sub):
+    m = tiny_asr(1, streaming=True, window=(3, 0), kernel=3, frontend=frontend, channels=4, subsample=sub)
     x = torch.randn(203, 8)
     whole = m.encode_frames(x[None], torch.tensor([203])).ctc_log_probs[0]
     chunks = stream_ctc(m, x, chunk)
     got = torch.cat([c.log_probs for c in chunks])
-    assert got.shape == whole.shape == (51, 11)
+    steps = {4: 51, 8: 26}[sub]
+    assert got.shape == whole.shape == (steps, 11)
     torch.testing.assert_close(got, whole, atol=1e-5, rtol=1e-5)
-    assert [c.first for c in chunks] == list(range(0, 51, chunk))
-    assert chunks[0].last_frame == 4 * (min(chunk, 51) - 1)  # step i needs the frames up to 4 i only
+    assert [c.first for c in chunks] == list(range(0, steps, chunk))
+    assert chunks[0].last_frame == sub * (min(chunk, steps) - 1)  # step i needs the frames up to sub * i only
     # a causal model: the future does not change the past
     late = x.clone()
     late[120:] = 0.0
     early = m.encode_frames(late[None], torch.tensor([203])).ctc_log_probs[0]
-    torch.testing.assert_close(early[:30], whole[:30], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(early[:120 // sub], whole[:120 // sub], atol=1e-5, rtol=1e-5)  # frames < 120
 
 
 def test_config_is_checked():
@@ -123,6 +159,10 @@ def test_config_is_checked():
         AsrConfig(frontend="lstm")
     with pytest.raises(ValueError, match="`window` must be \\(left, right\\)"):
         AsrConfig(window=(3, -1))
+    with pytest.raises(ValueError, match="`subsample` must be one of \\(4, 8\\)"):
+        AsrConfig(subsample=2)
+    with pytest.raises(ValueError, match="`ctc_layer` must be at most the encoder's 6 layers"):
+        AsrConfig(ctc_layer=7)
     enc = AsrConfig().encoder
     with pytest.raises(ValueError, match="d_model \\(144\\) and the decoder's \\(96\\)"):
         AsrConfig(decoder=AsrConfig().decoder.replace(d_model=96, num_heads=4))
