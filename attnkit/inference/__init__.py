@@ -17,7 +17,7 @@ from .asr import AsrEngine
 from .encoder import BertEngine, EncoderStack
 from .layer import PackedLayer
 from .nat import NATEngine
-from .packed import LAYER_ROWS, SMALL_ROWS, PackedLinear, onednn_available
+from .packed import LAYER_ROWS, PANEL_ROWS, SMALL_ROWS, PackedLinear, onednn_available
 from .select import engine_for, refusal
 from .seq2seq import Seq2SeqEngine, StepCache
 from .spec import Layer, Linear, ModelSpec, Norm, Positions, Settings, Stack
@@ -25,4 +25,4 @@ from .spec import Layer, Linear, ModelSpec, Norm, Positions, Settings, Stack
 __all__ = ["engine_for", "refusal", "spec_of", "spec_tensors", "model_state", "ARCHITECTURES", "Architecture",
            "Unsupported", "ModelSpec", "Settings", "Stack", "Layer", "Linear", "Norm", "Positions", "PackedLinear",
            "PackedLayer", "EncoderStack", "BertEngine", "Seq2SeqEngine", "NATEngine", "AsrEngine", "StepCache",
-           "LAYER_ROWS", "SMALL_ROWS", "onednn_available"]
+           "LAYER_ROWS", "PANEL_ROWS", "SMALL_ROWS", "onednn_available"]

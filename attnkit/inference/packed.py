@@ -20,10 +20,12 @@ from ..functional import native
 from ..functional.norm import add_layer_norm, add_norm_kernel_runs
 from .spec import Norm
 
-__all__ = ["PackedLinear", "onednn_available", "post_op_keeps_nan", "SMALL_ROWS", "LAYER_ROWS", "ACTIVATION_IDS"]
+__all__ = ["PackedLinear", "onednn_available", "post_op_keeps_nan", "SMALL_ROWS", "LAYER_ROWS", "PANEL_ROWS",
+           "ACTIVATION_IDS"]
 
 SMALL_ROWS = 4  # at most this many rows: attnkit's native small_linear kernel (one sequential pass over W)
 LAYER_ROWS = 32  # at most this many rows (B * L, a sentence): W in panels; a whole layer in one native call
+PANEL_ROWS = 64  # at most this many rows: a linear layer alone on the native panels (bench/linear.py), not oneDNN
 ACTIVATION_IDS = {"none": 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_tanh": 4}
 # attnkit activation -> oneDNN post-op (attr, algorithm) of ``_linear_pointwise``
 _POST_OPS = {"none": ("none", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh"), "relu": ("relu", ""),
@@ -79,17 +81,17 @@ class PackedLinear(nn.Module):
     ``activation``: "none", or one of attnkit's activations applied inside the kernel: "gelu" (exact,
     erf), "gelu_tanh", "relu", "silu" (oneDNN's "swish").
 
-    Inputs of at most ``LAYER_ROWS`` rows go to attnkit's native ``small_linear`` where it runs (AVX-512;
+    Inputs of at most ``PANEL_ROWS`` rows go to attnkit's native ``small_linear`` where it runs (AVX-512;
     in_features a multiple of 16), with bias, activation and residual in the same pass and a fraction of
     oneDNN's per-call cost. W is copied once into the kernel's layout for the rows (on the first such call; N
     rounded up to 16 with zero rows):
 
     - up to ``SMALL_ROWS`` rows (a decoding step): blocked, 4 rows of W interleaved in chunks of 16, one
       sequential pass over W;
-    - up to ``LAYER_ROWS`` (32, a sentence): panels of 16 columns, (N / 16, K, 16), rows of x broadcast against
-      them with no horizontal sums. bfloat16 panels interleave pairs of inputs, (N / 16, K / 2, 16, 2), for
-      AVX512-BF16's dot products of pairs; they take bfloat16 from 2 rows, and CPUs without AVX512-BF16 keep
-      bfloat16 blocked.
+    - up to ``PANEL_ROWS`` (64, a sentence or two): panels of 16 columns, (N / 16, K, 16), rows of x broadcast
+      against them with no horizontal sums. bfloat16 panels interleave pairs of inputs, (N / 16, K / 2, 16, 2),
+      for AVX512-BF16's dot products of pairs; they take bfloat16 from 2 rows, and CPUs without AVX512-BF16 keep
+      bfloat16 blocked, up to ``LAYER_ROWS`` (32) rows.
 
     The measured times of both against oneDNN are in BENCHMARKS.md ("Linear layers of a few rows").
     """
@@ -120,8 +122,8 @@ class PackedLinear(nn.Module):
 
     def small_weight(self, rows: int) -> Tensor | None:
         """W as the native kernel takes it for this many rows (see the class doc), or None: oneDNN's rows."""
-        if self.small is None or rows > LAYER_ROWS:
-            return None
+        if self.small is None or rows > (PANEL_ROWS if self.panels_from() <= LAYER_ROWS else LAYER_ROWS):
+            return None  # past the panels' rows (or, bfloat16 without AVX512-BF16, the blocked ones'): oneDNN
         return self.panel_weight() if rows >= self.panels_from() else self.blocked_weight()
 
     def panels_from(self) -> int:

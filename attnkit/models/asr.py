@@ -219,13 +219,17 @@ class AsrModel(nn.Module):
         pad = masks.padding(lengths)
         return pad if self.config.window is None else masks.window(*self.config.window) & pad
 
-    def front(self, frames: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """frames (B, T, n_mels), lengths (B,) checked -> the encoder's input (B, T', d) and its steps (B,)."""
+    def check_frames(self, frames: Tensor, lengths: Tensor) -> None:
+        """A one-line error unless frames is (B, T, n_mels) and lengths (B,)."""
         if frames.dim() != 3 or frames.shape[-1] != self.config.n_mels:
             raise ValueError(f"AsrModel: `frames` must have shape (B, T, {self.config.n_mels}), "
                              f"got {tuple(frames.shape)}")
         if lengths.shape != frames.shape[:1]:
             raise ValueError(f"AsrModel: `lengths` must have shape ({frames.shape[0]},), got {tuple(lengths.shape)}")
+
+    def front(self, frames: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """frames (B, T, n_mels), lengths (B,) checked -> the encoder's input (B, T', d) and its steps (B,)."""
+        self.check_frames(frames, lengths)
         h = self.features(frames, lengths)
         return h, self.out_lengths(lengths).clamp(1, h.shape[1])
 

@@ -20,6 +20,7 @@ def test_the_engine_gives_the_models_encoding(config):
     model = tiny_asr(3, **config)
     engine = engine_for(model)
     assert isinstance(engine, AsrEngine) and engine.config is model.config
+    assert (engine.frontend is None) == (model.config.frontend == "conv2d")  # conv1d: as matrix products
     x, n = frames(4)  # padded rows of different lengths
     with torch.inference_mode():
         want, got = model.encode_frames(x, n), engine.encode_frames(x, n)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from attnkit.functional import native as native_ext
-from attnkit.inference import LAYER_ROWS, SMALL_ROWS, PackedLinear, onednn_available
+from attnkit.inference import LAYER_ROWS, PANEL_ROWS, SMALL_ROWS, PackedLinear, onednn_available
 from attnkit.inference.spec import Norm
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops")
@@ -39,8 +39,8 @@ def test_a_few_rows_take_the_small_kernel_with_the_same_results(dtype, tol, acti
     fn = {"none": lambda y: y, "relu": torch.relu, "silu": nn.functional.silu, "gelu": nn.functional.gelu,
           "gelu_tanh": lambda y: nn.functional.gelu(y, approximate="tanh")}[activation]
     with torch.no_grad():
-        # blocked up to SMALL_ROWS, panels up to LAYER_ROWS, then oneDNN
-        for rows in (1, 2, 3, SMALL_ROWS, SMALL_ROWS + 3, LAYER_ROWS, LAYER_ROWS + 1):
+        # blocked up to SMALL_ROWS, panels up to PANEL_ROWS, then oneDNN
+        for rows in (1, 2, 3, SMALL_ROWS, SMALL_ROWS + 3, LAYER_ROWS, LAYER_ROWS + 1, PANEL_ROWS, PANEL_ROWS + 1):
             x = 3 * torch.randn(rows, 64, dtype=dtype)
             ref = fn(nn.functional.linear(x.double(), lin.weight.double(), lin.bias.double()))
             torch.testing.assert_close(packed(x).double(), ref, atol=tol, rtol=tol)
@@ -52,7 +52,7 @@ def test_a_few_rows_take_the_small_kernel_with_the_same_results(dtype, tol, acti
 
 
 @settings(max_examples=60, deadline=None)
-@given(rows=st.integers(0, LAYER_ROWS + 2), k=st.sampled_from([16, 48, 96]), n=st.sampled_from([16, 40, 80]),
+@given(rows=st.integers(0, PANEL_ROWS + 2), k=st.sampled_from([16, 48, 96]), n=st.sampled_from([16, 40, 80]),
        bf16=st.booleans(), act=st.sampled_from(["none", "relu", "gelu"]), nan_row=st.booleans())
 def test_every_row_count_gives_the_reference(rows, k, n, bf16, act, nan_row):
     """Blocked, panels and oneDNN against float64 F.linear; a NaN in one row of x stays in that row."""
@@ -74,7 +74,7 @@ def test_every_row_count_gives_the_reference(rows, k, n, bf16, act, nan_row):
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 4e-2)])
-@pytest.mark.parametrize("rows", [1, 3, SMALL_ROWS + 1, LAYER_ROWS + 1])
+@pytest.mark.parametrize("rows", [1, 3, SMALL_ROWS + 1, LAYER_ROWS + 1, PANEL_ROWS + 1])
 def test_add_norm_is_the_layer_norm_of_the_residual_sum(dtype, tol, rows, one_thread):
     torch.manual_seed(1)
     lin, norm = nn.Linear(64, 32).to(dtype), nn.LayerNorm(32).to(dtype)
@@ -137,7 +137,7 @@ def test_the_small_kernel_normalises_its_input(dtype, tol, rows):
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 4e-2)])
-@pytest.mark.parametrize("rows", [1, 13, LAYER_ROWS + 5])
+@pytest.mark.parametrize("rows", [1, 13, LAYER_ROWS + 5, PANEL_ROWS + 5])
 @pytest.mark.parametrize("activation", ["none", "relu"])
 def test_norm_rows_is_the_layer_norm_then_the_layer(dtype, tol, rows, activation):
     """PackedLinear.norm_rows: act(LN(x) W^T + b), the norm inside the native call at a few rows (the

@@ -160,6 +160,8 @@ def test_config_is_checked():
     with pytest.raises(ValueError, match="`window` must be \\(left, right\\)"):
         AsrConfig(window=(3, -1))
     with pytest.raises(ValueError, match="`subsample` must be one of \\(4, 8\\)"):
+        AsrConfig(subsample=6)
+    with pytest.raises(ValueError, match="`subsample` must be an integer in \\[4, 8\\]"):
         AsrConfig(subsample=2)
     with pytest.raises(ValueError, match="`ctc_layer` must be at most the encoder's 6 layers"):
         AsrConfig(ctc_layer=7)
