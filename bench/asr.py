@@ -14,9 +14,9 @@ Prints the machine, the load average before and after, and:
    transcribe`` does): the median of --repeats transcriptions with the default decoding and with CTC one pass;
 3. truncated vs full attention on 30-second inputs: the encoder (front end included) of the run's model with
    its window and with the same weights and full attention (backends chosen automatically), one 30 s input
-   (3000 frames, 750 steps), the median of --repeats; with --full-run, that run's encoder too;
+   (3000 frames: 750 steps at subsample 4, 375 at 8), the median of --repeats; with --full-run, that run's encoder too;
 4. with --streaming-run: the latency from the end of each digit to its label in streaming CTC (chunks of
-   --chunk steps of 40 ms; ``attnkit.tasks.asr_stream``) on the first --utterances test utterances.
+   --chunk encoder steps of 40 or 80 ms; ``attnkit.tasks.asr_stream``) on the first --utterances test utterances.
 
 With --parts, first the parts of the batch-1 path on the same utterances (each the best of --repeats, the
 median over utterances, in inference mode): log-mel features, the normalisation and front end, the engine's
@@ -151,7 +151,7 @@ def main() -> None:
     ap.add_argument("--utterances", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--parts", action="store_true", help="first the parts of the batch-1 path (see above)")
-    ap.add_argument("--chunk", type=int, default=4, help="streaming: encoder steps (40 ms each) per chunk")
+    ap.add_argument("--chunk", type=int, default=4, help="streaming: encoder steps (40 or 80 ms each, by the run's subsample) per chunk")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"{machine()}; commit {commit()}; {load()}")
@@ -170,7 +170,8 @@ def main() -> None:
     print(f"\n2. a 10-second recording, median of {args.repeats} transcriptions (attnkit transcribe's path: WAV "
           "read, resampled if needed, features, decoding)")
     print(table(["decoding", "seconds of sound", "ms", "result"], ten_seconds(tr, recs, args.repeats)))
-    print(f"\n3. the encoder on one 30-second input (3000 frames, 750 steps), median of {args.repeats}")
+    steps = int(tr.model.out_lengths(torch.tensor(3000)))
+    print(f"\n3. the encoder on one 30-second input (3000 frames, {steps} steps), median of {args.repeats}")
     print(table(["attention", "ms", "x window"], windows(tr.model, args.full_run, args.repeats)))
     if args.streaming_run is not None:
         st = attnkit.load_pretrained(args.streaming_run)

@@ -86,12 +86,12 @@ class AsrConfig:
         "help": "causal convolutions and a window without right context: the encoder runs on chunks as they come"})
     kernel: int = field(default=5, metadata={"help": "width in time of the two convolutions of the front end",
                                              "range": ints(1, 31)})
-    subsample: int = field(default=4, metadata={
+    subsample: int = field(default=8, metadata={
         "help": "frames (10 ms) per encoder step: 4 (two convolutions of stride 2) or 8 (three)",
         "range": ints(4, 8), "choices": SUBSAMPLES})
-    ctc_layer: int = field(default=0, metadata={
-        "help": "the encoder layer (from 1) whose output the CTC head reads; the CTC one pass then runs only "
-                "that many layers (0: the last)", "range": ints(0, 1024)})
+    ctc_layer: int = field(default=-1, metadata={
+        "help": "the encoder layer (from 1) whose output the CTC head reads, the CTC one pass running only that "
+                "many layers; 0: the last; -1: the middle one, ceil(layers / 2)", "range": ints(-1, 1024)})
     frontend: str = field(default="conv1d", metadata={
         "help": "the front end's convolutions: over time with every mel bin a channel (conv1d), or over time "
                 "and frequency (conv2d, ESPnet's)", "choices": ("conv1d", "conv2d")})
@@ -136,7 +136,7 @@ class AsrConfig:
             raise ValueError(f"AsrConfig: `subsample` must be one of {SUBSAMPLES}, got {self.subsample!r}")
         if self.ctc_layer > self.encoder.num_encoder_layers:
             raise ValueError(f"AsrConfig: `ctc_layer` must be at most the encoder's {self.encoder.num_encoder_layers}"
-                             f" layers (0: the last), got {self.ctc_layer}")
+                             f" layers (0: the last, -1: the middle one), got {self.ctc_layer}")
         if self.encoder.d_model != self.decoder.d_model:
             raise ValueError(f"AsrConfig: the encoder's d_model ({self.encoder.d_model}) and the decoder's "
                              f"({self.decoder.d_model}) must be equal")
@@ -155,14 +155,15 @@ class AsrConfig:
     @property
     def ctc_layers(self) -> int:
         """Encoder layers below the CTC head."""
-        return self.ctc_layer or self.encoder.num_encoder_layers
+        n = self.encoder.num_encoder_layers
+        return {0: n, -1: (n + 1) // 2}.get(self.ctc_layer, self.ctc_layer)
 
     @classmethod
     def from_dict(cls, d: dict) -> AsrConfig:
         unknown = sorted(set(d) - {f.name for f in fields(cls)})
         if unknown:
             raise ValueError(f"AsrConfig: unknown keys {unknown}")
-        d = dict(d)
+        d = {"subsample": 4, "ctc_layer": 0, **d}  # runs saved before these fields: their front end and CTC head
         if d.get("window") is not None:
             d["window"] = tuple(d["window"])
         return cls(**d)

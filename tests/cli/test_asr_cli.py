@@ -84,7 +84,7 @@ def test_attention_pictures_and_lecture_page(run, tmp_path, capsys):
     from attnkit.viz import read_lecture_html
 
     page = read_lecture_html(tmp_path / "att" / "cross_attention_0_lecture.html")
-    assert page["keys"][:2] == ["0.00s", "0.04s"] and len(page["keys"]) == 38  # 1.5 s: 151 frames, 38 steps
+    assert page["keys"][:2] == ["0.00s", "0.08s"] and len(page["keys"]) == 19  # 1.5 s: 151 frames, 19 steps of 80 ms
     assert page["queries"][-1] in ("END", *"0123456789")
 
 

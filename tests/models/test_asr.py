@@ -21,7 +21,8 @@ def tiny_asr(seed: int = 0, **config) -> AsrModel:
     enc = TransformerConfig(d_model=32, num_heads=2, d_ff=64, num_encoder_layers=2, num_decoder_layers=0,
                             dropout=0.0, positional="rope", norm_first=True)
     dec = enc.replace(num_encoder_layers=0, num_decoder_layers=2, positional="sinusoidal", max_len=64)
-    m = AsrModel(AsrConfig(**{"n_mels": 8, "window": (2, 2), "encoder": enc, "decoder": dec, **config})).eval()
+    m = AsrModel(AsrConfig(**{"n_mels": 8, "window": (2, 2), "subsample": 4, "ctc_layer": 0, "encoder": enc,
+                              "decoder": dec, **config})).eval()
     with torch.no_grad():
         m.feature_mean.normal_()
         m.feature_std.uniform_(0.5, 2.0)
@@ -81,6 +82,9 @@ def test_ctc_at_an_inner_layer_reads_that_layer_and_its_one_pass_runs_only_there
     assert not calls and only.memory is None  # the early exit: layer 2 never ran
     torch.testing.assert_close(only.ctc_log_probs, enc.ctc_log_probs)
     assert m.config.ctc_layers == 1 and tiny_asr().config.ctc_layers == 2 and tiny_asr().ctc_norm is None
+    assert tiny_asr(ctc_layer=-1).config.ctc_layers == 1 and AsrConfig().ctc_layers == 3  # the middle: ceil(n / 2)
+    old = {k: v for k, v in AsrConfig().to_dict().items() if k not in ("subsample", "ctc_layer")}
+    assert AsrConfig.from_dict(old).replace(encoder=AsrConfig().encoder) == AsrConfig(subsample=4, ctc_layer=0)
 
 
 def test_decode_step_with_and_without_cache_equals_teacher_forcing():
