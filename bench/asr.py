@@ -151,7 +151,8 @@ def main() -> None:
     ap.add_argument("--utterances", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--parts", action="store_true", help="first the parts of the batch-1 path (see above)")
-    ap.add_argument("--chunk", type=int, default=4, help="streaming: encoder steps (40 or 80 ms each, by the run's subsample) per chunk")
+    ap.add_argument("--chunk", type=int, default=4,
+                    help="streaming: encoder steps (40 or 80 ms each, by the run's subsample) per chunk")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"{machine()}; commit {commit()}; {load()}")
