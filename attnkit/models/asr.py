@@ -1,12 +1,12 @@
 """Speech recognition of spoken digits: the lecture's encoder-decoder on sound, with a CTC head (hybrid
 CTC/attention, Watanabe et al. 2017, as ESPnet trains it).
 
-    log-mel frames (B, T, n_mels) -> global mean / variance normalisation -> two convolutions of stride 2
-    (the frame rate / 4: 40 ms a step; three with ``subsample`` 8: 80 ms) -> Transformer encoder with
+    log-mel frames (B, T, n_mels) -> global mean / variance normalisation -> three convolutions of stride 2
+    (``subsample`` 8: 80 ms a step; two with 4: 40 ms) -> Transformer encoder with
     truncated (window) self-attention -> memory (B, T', d)
-       -> CTC head: log-probabilities (B, T', 11) over blank + the ten digits, every frame at once (on the
-          last layer's output, or with ``ctc_layer`` k on layer k's, normalised: then the CTC one pass runs
-          only the first k layers, the intermediate CTC of Lee and Watanabe 2021 as an early exit)
+       -> CTC head: log-probabilities (B, T', 11) over blank + the ten digits, every frame at once (on layer
+          k's output, normalised, ``ctc_layer`` k: by default the middle layer; then the CTC one pass runs only
+          the first k layers, the intermediate CTC of Lee and Watanabe 2021 as an early exit; 0: the last)
        -> decoder: BOS, then one digit token per step (its own previous outputs fed back, the memory read
           through cross-attention), END; tokens PAD 0, BOS 1, END 2, digit d = 3 + d.
 
@@ -80,11 +80,11 @@ class AsrConfig:
 
     n_mels: int = field(default=40, metadata={"help": "log-mel bins per frame", "range": ints(1, 512)})
     window: tuple[int, int] | None = field(default=(8, 8), metadata={
-        "help": "truncated self-attention in the encoder: (left, right) encoder steps (40 ms each at subsample 4) "
+        "help": "truncated self-attention in the encoder: (left, right) encoder steps (80 ms each at subsample 8) "
                 "each step sees; None = all"})
     streaming: bool = field(default=False, metadata={
         "help": "causal convolutions and a window without right context: the encoder runs on chunks as they come"})
-    kernel: int = field(default=5, metadata={"help": "width in time of the two convolutions of the front end",
+    kernel: int = field(default=5, metadata={"help": "width in time of the front end's convolutions",
                                              "range": ints(1, 31)})
     subsample: int = field(default=8, metadata={
         "help": "frames (10 ms) per encoder step: 4 (two convolutions of stride 2) or 8 (three)",

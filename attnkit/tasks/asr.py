@@ -40,7 +40,7 @@ ENCODER_NOTE = "the encoder's stack; the decoder has the same width (--num-decod
 EVALUATION_DATA = ("asr: test (both test sets the run has), recordings, speaker, dev, or a TSV of WAV path and "
                    "transcript (default: test); digit error rate and utterance accuracy")
 LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns a Transcriber
-STREAM_CHUNK = 4  # encoder steps (40 ms each at subsample 4) per chunk when evaluate measures a streaming run's latency
+STREAM_CHUNK = 4  # encoder steps (80 ms each at subsample 8) per chunk when evaluate measures a streaming run's latency
 
 
 def parse_window(s: str) -> tuple[int, int] | None:
@@ -70,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--{name}-utterances", type=ints(1, 10**7), default=n, metavar="N",
                        help=f"{what} utterances generated")
     p.add_argument("--window", type=parse_window, default=(8, 8), metavar="L,R",
-                   help="truncated self-attention: 'L,R' encoder steps (40 ms each at --subsample 4) each step sees to "
+                   help="truncated self-attention: 'L,R' encoder steps (80 ms each at --subsample 8) each step sees to "
                         "its left and right, 'W' for W,W, or 'full' (default: 8,8; with --streaming 16,0)")
     p.add_argument("--streaming", action="store_true",
                    help="a streaming model: causal convolutions, a window with no right context (L,0), features "
