@@ -25,7 +25,8 @@ __all__ = ["PackedLinear", "onednn_available", "post_op_keeps_nan", "SMALL_ROWS"
 
 SMALL_ROWS = 4  # at most this many rows: attnkit's native small_linear kernel (one sequential pass over W)
 LAYER_ROWS = 32  # at most this many rows (B * L, a sentence): W in panels; a whole layer in one native call
-PANEL_ROWS = 64  # at most this many rows: a linear layer alone on the native panels (bench/linear.py), not oneDNN
+PANEL_ROWS = 40  # at most this many rows: a linear layer alone on the native panels, not oneDNN (bench/linear.py:
+# 1.03-2.13x at 40 rows for 144-720 inputs on the Xeon; past 40, float32 loses from 576 inputs)
 ACTIVATION_IDS = {"none": 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_tanh": 4}
 # attnkit activation -> oneDNN post-op (attr, algorithm) of ``_linear_pointwise``
 _POST_OPS = {"none": ("none", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh"), "relu": ("relu", ""),
@@ -88,7 +89,7 @@ class PackedLinear(nn.Module):
 
     - up to ``SMALL_ROWS`` rows (a decoding step): blocked, 4 rows of W interleaved in chunks of 16, one
       sequential pass over W;
-    - up to ``PANEL_ROWS`` (64, a sentence or two): panels of 16 columns, (N / 16, K, 16), rows of x broadcast
+    - up to ``PANEL_ROWS`` (40, a sentence): panels of 16 columns, (N / 16, K, 16), rows of x broadcast
       against them with no horizontal sums. bfloat16 panels interleave pairs of inputs, (N / 16, K / 2, 16, 2),
       for AVX512-BF16's dot products of pairs; they take bfloat16 from 2 rows, and CPUs without AVX512-BF16 keep
       bfloat16 blocked, up to ``LAYER_ROWS`` (32) rows.
