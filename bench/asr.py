@@ -83,11 +83,11 @@ def latency(tr, utterances, repeats: int) -> list[list[object]]:
 
 def _parts_of(tr, samples, repeats: int) -> list[float]:
     """One utterance's log-mel, front end, ``encode_frames`` and CTC collapse: seconds, each the best of repeats."""
-    m, e = tr.model, tr.encoder  # e: the inference engine, what ``decode`` runs
+    e = tr.encoder  # the inference engine, what ``decode`` runs
     f = log_mel(samples, tr.features)
     x, n = f[None], torch.tensor([f.shape[0]])
     enc = e.encode_frames(x, n, ctc_only=True)  # the CTC one pass's: with ctc_layer k, its first k layers
-    fns = (lambda: log_mel(samples, tr.features), lambda: m.features(x, n),
+    fns = (lambda: log_mel(samples, tr.features), lambda: e.front(x, n),
            lambda: e.encode_frames(x, n, ctc_only=True),
            lambda: ctc_greedy(enc.ctc_log_probs, enc.lengths))
     return [best_of(fn, repeats) for fn in fns]
@@ -97,7 +97,7 @@ def _parts_of(tr, samples, repeats: int) -> list[float]:
 def parts(tr, utterances, repeats: int) -> list[list[object]]:
     """The batch-1 path's parts (see the module doc), ms: the median over utterances."""
     per = {k: [] for k in ("log-mel features", "normalisation + front end", "encode_frames",
-                           "encoder + CTC head (encode_frames - front end)", "CTC collapse")}
+                           "encoder (its first ctc_layers) + CTC head (encode_frames - front end)", "CTC collapse")}
     for u in utterances:
         mel, front, enc, ctc = _parts_of(tr, u.samples, repeats)
         for k, v in zip(per, (mel, front, enc, enc - front, ctc)):
