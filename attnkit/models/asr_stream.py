@@ -1,13 +1,13 @@
 """A streaming speech recogniser's encoder run on chunks, as the sound comes in, with CTC labels emitted per chunk.
 
-A ``streaming`` ``AsrModel`` is causal everywhere: its convolutions see only earlier frames, encoder step i
-only steps i - left .. i (``window=(left, 0)``), and its features are normalised by fixed statistics. So the
-encoder's output for steps s0 .. e-1 needs only the frames up to 4 (e - 1) and a history of
-``layers * left + kernel`` steps before s0 (each layer reaches ``left`` steps further back, the convolutions a
-few more); positions are rotary (relative), so where the history starts does not matter. ``stream_ctc``
-runs the encoder on each chunk of ``chunk_steps`` new steps over that history only (time and memory per
-chunk stay constant however long the sound) and gives the same CTC log-probabilities as the whole utterance
-at once, to float rounding.
+A ``streaming`` ``AsrModel`` is causal everywhere: its convolutions see only earlier frames, encoder step i only
+steps i - left .. i (``window=(left, 0)``), and its features are normalised by fixed statistics. So the CTC head's
+output for steps s0 .. e-1 needs only the frames up to subsample x (e - 1) and a history of ``layers * left +
+kernel`` steps before s0, ``layers`` the ones below the CTC head (each reaches ``left`` steps further back, the
+convolutions a few more); only those layers run; positions are rotary (relative), so where the history starts does
+not matter. ``stream_ctc`` runs the encoder on each chunk of ``chunk_steps`` new steps over that history only
+(time and memory per chunk stay constant however long the sound) and gives the same CTC log-probabilities as the
+whole utterance at once, to float rounding.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Chunk(NamedTuple):
 
 def history_steps(model: AsrModel) -> int:
     """Steps before a chunk that its outputs depend on."""
-    return model.config.encoder.num_encoder_layers * model.config.window[0] + model.config.kernel
+    return model.config.ctc_layers * model.config.window[0] + model.config.kernel
 
 
 @torch.no_grad()
@@ -51,7 +51,7 @@ def stream_ctc(model: AsrModel, frames: Tensor, chunk_steps: int) -> list[Chunk]
         e = min(total, s0 + chunk_steps)
         a = max(0, s0 - history)
         f0, f1 = sub * a, min(frames.shape[0], sub * (e - 1) + 1)  # step i reads frames <= sub * i
-        enc = model.encode_frames(frames[None, f0:f1], torch.tensor([f1 - f0]))
+        enc = model.encode_frames(frames[None, f0:f1], torch.tensor([f1 - f0]), ctc_only=True)
         lp = enc.ctc_log_probs[0, s0 - a:e - a]
         out.append(Chunk(s0, f1 - 1, lp, time.perf_counter() - t0))
     return out

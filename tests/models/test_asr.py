@@ -132,10 +132,11 @@ def test_greedy_and_beam_through_generation_follow_the_model():
         assert float(beam.scores[b]) >= float(greedy.scores[b]) - 1e-5
 
 
-@pytest.mark.parametrize("chunk,frontend,sub", [(1, "conv1d", 4), (3, "conv2d", 4), (8, "conv1d", 4),
-                                                (100, "conv2d", 4), (2, "conv1d", 8), (5, "conv2d", 8)])
-def test_streaming_chunks_equal_the_whole_utterance(chunk, frontend, sub):
-    m = tiny_asr(1, streaming=True, window=(3, 0), kernel=3, frontend=frontend, channels=4, subsample=sub)
+@pytest.mark.parametrize("chunk,frontend,sub,ctc", [(1, "conv1d", 4, 0), (3, "conv2d", 4, 0), (8, "conv1d", 4, 0),
+                                                    (100, "conv2d", 4, 0), (2, "conv1d", 8, 1), (5, "conv2d", 8, 0)])
+def test_streaming_chunks_equal_the_whole_utterance(chunk, frontend, sub, ctc):
+    m = tiny_asr(1, streaming=True, window=(3, 0), kernel=3, frontend=frontend, channels=4, subsample=sub,
+                 ctc_layer=ctc)
     x = torch.randn(203, 8)
     whole = m.encode_frames(x[None], torch.tensor([203])).ctc_log_probs[0]
     chunks = stream_ctc(m, x, chunk)
