@@ -25,8 +25,10 @@ __all__ = ["PackedLinear", "onednn_available", "post_op_keeps_nan", "SMALL_ROWS"
 
 SMALL_ROWS = 4  # at most this many rows: attnkit's native small_linear kernel (one sequential pass over W)
 LAYER_ROWS = 32  # at most this many rows (B * L, a sentence): W in panels; a whole layer in one native call
-PANEL_ROWS = 40  # at most this many rows: a linear layer alone on the native panels, not oneDNN (bench/linear.py:
-# 1.03-2.13x at 40 rows for 144-720 inputs on the Xeon; past 40, float32 loses from 576 inputs)
+# bench/linear.py on the Xeon: the panels 1.03-2.13x oneDNN at 40 rows for 144-720 inputs; past 40 float32 loses
+# from 576 inputs, and with 1,024 inputs from 32 rows (wider inputs keep LAYER_ROWS, as measured on AMD)
+PANEL_ROWS = 40  # at most this many rows of at most PANEL_INPUTS inputs: the native panels, not oneDNN
+PANEL_INPUTS = 768
 ACTIVATION_IDS = {"none": 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_tanh": 4}
 # attnkit activation -> oneDNN post-op (attr, algorithm) of ``_linear_pointwise``
 _POST_OPS = {"none": ("none", ""), "gelu": ("gelu", "none"), "gelu_tanh": ("gelu", "tanh"), "relu": ("relu", ""),
@@ -89,10 +91,10 @@ class PackedLinear(nn.Module):
 
     - up to ``SMALL_ROWS`` rows (a decoding step): blocked, 4 rows of W interleaved in chunks of 16, one
       sequential pass over W;
-    - up to ``PANEL_ROWS`` (40, a sentence): panels of 16 columns, (N / 16, K, 16), rows of x broadcast
-      against them with no horizontal sums. bfloat16 panels interleave pairs of inputs, (N / 16, K / 2, 16, 2),
-      for AVX512-BF16's dot products of pairs; they take bfloat16 from 2 rows, and CPUs without AVX512-BF16 keep
-      bfloat16 blocked, up to ``LAYER_ROWS`` (32) rows.
+    - up to ``PANEL_ROWS`` (40, a sentence; ``LAYER_ROWS``, 32, past ``PANEL_INPUTS`` inputs): panels of 16 columns,
+      (N / 16, K, 16), rows of x broadcast against them with no horizontal sums. bfloat16 panels interleave pairs of
+      inputs, (N / 16, K / 2, 16, 2), for AVX512-BF16's dot products of pairs; they take bfloat16 from 2 rows, and
+      CPUs without AVX512-BF16 keep bfloat16 blocked, up to ``LAYER_ROWS`` (32) rows.
 
     The measured times of both against oneDNN are in BENCHMARKS.md ("Linear layers of a few rows").
     """
@@ -123,7 +125,8 @@ class PackedLinear(nn.Module):
 
     def small_weight(self, rows: int) -> Tensor | None:
         """W as the native kernel takes it for this many rows (see the class doc), or None: oneDNN's rows."""
-        if self.small is None or rows > (PANEL_ROWS if self.panels_from() <= LAYER_ROWS else LAYER_ROWS):
+        wide = self.panels_from() <= LAYER_ROWS and self.in_features <= PANEL_INPUTS
+        if self.small is None or rows > (PANEL_ROWS if wide else LAYER_ROWS):
             return None  # past the panels' rows (or, bfloat16 without AVX512-BF16, the blocked ones'): oneDNN
         return self.panel_weight() if rows >= self.panels_from() else self.blocked_weight()
 

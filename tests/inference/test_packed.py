@@ -9,6 +9,7 @@ from torch import nn
 
 from attnkit.functional import native as native_ext
 from attnkit.inference import LAYER_ROWS, PANEL_ROWS, SMALL_ROWS, PackedLinear, onednn_available
+from attnkit.inference.packed import PANEL_INPUTS
 from attnkit.inference.spec import Norm
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops")
@@ -49,6 +50,14 @@ def test_a_few_rows_take_the_small_kernel_with_the_same_results(dtype, tol, acti
                 assert (packed._blocked is not None) == (packed.small is not None)  # made on the first call
                 torch.testing.assert_close(packed.add(x, other).double(), ref + other.double(), atol=tol, rtol=tol)
         assert (packed._panels is not None) == (packed.small is not None)
+
+
+def test_the_panels_take_up_to_panel_rows_of_narrow_inputs_and_layer_rows_of_wide_ones():
+    narrow, wide = PackedLinear(nn.Linear(PANEL_INPUTS, 32)), PackedLinear(nn.Linear(PANEL_INPUTS + 16, 32))
+    if narrow.small is None:
+        pytest.skip("the native kernel does not run here")
+    assert narrow.small_weight(PANEL_ROWS) is not None and narrow.small_weight(PANEL_ROWS + 1) is None
+    assert wide.small_weight(LAYER_ROWS) is not None and wide.small_weight(LAYER_ROWS + 1) is None
 
 
 @settings(max_examples=60, deadline=None)
