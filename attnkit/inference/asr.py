@@ -37,7 +37,7 @@ class PackedFrontend:
     def __init__(self, ref: Frontend):
         if ref.kind != "conv1d":
             raise ValueError(f"PackedFrontend: runs the conv1d front end, got {ref.kind!r}")
-        self.kernel, self.pad = ref.kernel, ref._time_pad()
+        self.kernel, self.pad = ref.kernel, ref.time_pad()
         self.layers = [PackedLinear(SimpleNamespace(  # (d, C, k) -> (d, k, C) -> (d, k C): a window's order
             weight=c.weight.detach().permute(0, 2, 1).reshape(c.out_channels, -1).contiguous(),
             bias=c.bias.detach()), "gelu") for c in ref.convs]

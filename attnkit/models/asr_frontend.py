@@ -56,7 +56,8 @@ class Frontend(nn.Module):
             freq = (freq + 1) // 2
         self.proj = nn.Linear(channels * freq, d, **fk) if kind == "conv2d" else None
 
-    def _time_pad(self) -> tuple[int, int]:
+    def time_pad(self) -> tuple[int, int]:
+        """Frames of zeros (before, after) each convolution pads in time: kernel - 1 in all."""
         k = self.kernel
         return (k - 1, 0) if self.causal else ((k - 1) // 2, k - 1 - (k - 1) // 2)
 
@@ -64,7 +65,7 @@ class Frontend(nn.Module):
         if bool((lengths < h.shape[time_dim]).any()):  # padding to zero (none at batch 1: nothing to multiply)
             keep = masks.keep_positions(lengths, h.shape[time_dim]).to(h.dtype)  # (B, T)
             h = h * (keep[:, None, :] if time_dim == 2 and h.dim() == 3 else keep[:, None, :, None])
-        before, after = self._time_pad()
+        before, after = self.time_pad()
         pad = (before, after) if h.dim() == 3 else (0, 0, before, after)
         return F.gelu(conv(F.pad(h, pad)))
 
