@@ -21,7 +21,7 @@ from ..functional.pooling import masked_mean
 from ..nn import Encoder, TransformerConfig
 from ..nn.limits import check_fields, ints
 
-__all__ = ["SpeechConfig", "SpeechClassifier", "spec_augment"]
+__all__ = ["SpeechConfig", "SpeechClassifier", "spec_augment", "warp_frequency"]
 
 
 def _default_encoder() -> TransformerConfig:
@@ -88,6 +88,21 @@ def spec_augment(x: Tensor, lengths: Tensor, *, time_masks: int = 2, time_width:
             s = int(torch.randint(0, max(n - w, 1), (1,), generator=generator))
             x[i, s:s + w] = 0
     return x
+
+
+def warp_frequency(x: Tensor, factors: Tensor) -> Tensor:
+    """Each row's frequency axis stretched by its factor (vocal tract length perturbation, Jaitly and Hinton 2013,
+    as a stretch of the mel bins): out[b, :, j] = x[b, :, j / factors[b]], linearly interpolated, bins past the
+    top reading the top one. x (B, T, F), factors (B,) > 0 -> (B, T, F)."""
+    b, t, f = x.shape
+    if factors.shape != (b,) or not bool((factors > 0).all()):
+        raise ValueError(f"warp_frequency: `factors` must be ({b},) positive numbers, got {tuple(factors.shape)}")
+    pos = (torch.arange(f, dtype=torch.float32, device=x.device)[None] / factors[:, None].float()).clamp(max=f - 1)
+    lo = pos.floor().long()  # (B, F)
+    hi = (lo + 1).clamp(max=f - 1)
+    w = (pos - lo).to(x.dtype)[:, None, :]  # (B, 1, F)
+    take = lambda idx: x.gather(2, idx[:, None, :].expand(b, t, f))  # noqa: E731  (B, T, F) at bins idx
+    return take(lo) * (1 - w) + take(hi) * w
 
 
 class SpeechClassifier(nn.Module):

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from attnkit import masks
-from attnkit.models.speech import SpeechClassifier, SpeechConfig, spec_augment
+from attnkit.models.speech import SpeechClassifier, SpeechConfig, spec_augment, warp_frequency
 from attnkit.nn import TransformerConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -119,3 +119,14 @@ def test_parse_window_option():
     assert parse_window("full") is None and parse_window("4") == (4, 4) and parse_window("8,2") == (8, 2)
     with pytest.raises(argparse.ArgumentTypeError):
         parse_window("a,b")
+
+
+def test_warp_frequency_stretches_each_rows_mel_axis():
+    x = torch.arange(2 * 3 * 8, dtype=torch.float32).view(2, 3, 8)  # bins j hold 8 k + j
+    same = warp_frequency(x, torch.tensor([1.0, 1.0]))
+    torch.testing.assert_close(same, x)
+    out = warp_frequency(x, torch.tensor([2.0, 0.5]))
+    torch.testing.assert_close(out[0, 0], torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]))  # bin j reads j / 2
+    torch.testing.assert_close(out[1, 2], 40 + torch.tensor([0.0, 2.0, 4.0, 6.0, 7.0, 7.0, 7.0, 7.0]))  # 2 j, the top
+    with pytest.raises(ValueError, match="`factors` must be \\(2,\\) positive numbers"):
+        warp_frequency(x, torch.tensor([1.0, 0.0]))
