@@ -86,21 +86,18 @@ class EncoderStack:
             tap: int | None = None) -> Tensor | tuple[Tensor, Tensor]:
         """x (B, L, d), positions added (BERT's embeddings add their own) -> (B, L, d): the layers, the final norm.
         ``tap`` k: (the output of the first k layers, without a norm; the whole stack's), k = 0 .. len(layers)."""
-        heads_mask = for_heads(mask)
-        rotary = self.positions.rotary(x.shape[1], self.settings.head_dim, x.device)
-        n, below = len(self.layers), None
-        for i in range(n):
-            if i == tap:
-                below = x
-            x = self.layer(i, x, heads_mask, backend, rotary)
+        n = len(self.layers)
+        below = self.exit_at(x, mask, backend, n if tap is None else tap)
+        x = below if tap is None or tap == n else self.exit_at(below, mask, backend, n, start=tap)
         x = x if self.norm is None else self.norm(x)
         return x if tap is None else (x if tap == n else below, x)
 
-    def exit_at(self, x: Tensor, mask: Mask | Tensor | None, backend: str | None, k: int) -> Tensor:
-        """x (B, L, d) -> the output of the first k layers (B, L, d), without a norm: the rest not run."""
+    def exit_at(self, x: Tensor, mask: Mask | Tensor | None, backend: str | None, k: int, *,
+                start: int = 0) -> Tensor:
+        """x (B, L, d) -> the output of layers start .. k - 1 (B, L, d), without a norm: the rest not run."""
         heads_mask = for_heads(mask)
         rotary = self.positions.rotary(x.shape[1], self.settings.head_dim, x.device)
-        for i in range(k):
+        for i in range(start, k):
             x = self.layer(i, x, heads_mask, backend, rotary)
         return x
 
