@@ -124,7 +124,7 @@ def make_forward(augment: bool, vtlp: float = 0.0):
         frames, lengths, dec_in, labels, targets, target_lengths = batch
         core = model.module if hasattr(model, "module") else model
         if model.training and vtlp > 0:  # each utterance's frequency axis stretched by 1 +- up to vtlp
-            frames = warp_frequency(frames, 1 + vtlp * (2 * torch.rand(frames.shape[0]) - 1))
+            frames = warp_frequency(frames, 1 + vtlp * (2 * torch.rand(frames.shape[0], device=frames.device) - 1))
         if model.training and augment:  # masks in normalised units: a masked cell is the mean
             mean, std = core.feature_mean, core.feature_std
             frames = spec_augment((frames - mean) / std, lengths) * std + mean
