@@ -36,7 +36,7 @@ def test_train_reports_both_test_sets_and_evaluate_scores_them(run, capsys):
     root, out = run
     meta = json.loads((out / "ckpt-00000002" / "meta.json").read_text())
     assert meta["task"] == "asr" and meta["holdout_speaker"] == "bob" and meta["model"]["window"] == [8, 8]
-    assert meta["features"]["normalize"] is False and meta["decoding"] == {"beam": 5, "ctc_weight": 0.5}
+    assert meta["features"]["normalize"] is True and meta["decoding"] == {"beam": 5, "ctc_weight": 0.5}
     assert main(["evaluate", str(out), "--data-dir", str(root), "--beam", "2"]) == 0
     text = capsys.readouterr().out
     assert "recordings held out: 3 utterances" in text and "speaker held out (bob): 3 utterances" in text
@@ -141,3 +141,15 @@ def test_other_runs_and_options_are_refused_in_one_line(run, tmp_path, capsys):
     assert "--ctc-weight" in capsys.readouterr().err
     assert main(["evaluate", str(out), "--data", "speakerz"]) == 1
     assert "speakerz" in capsys.readouterr().err
+
+
+def test_features_normalised_per_utterance_by_default_and_by_training_statistics_when_streaming():
+    from attnkit.cli.main import build_parser
+    from attnkit.tasks.asr import feature_config
+
+    parser = build_parser()
+    for extra, per_utterance in (([], True), (["--normalize", "training"], False), (["--streaming"], False),
+                                 (["--streaming", "--normalize", "utterance"], False)):
+        args = parser.parse_args(["train", "asr", "--out", "x", "--n-mels", "24", *extra])
+        cfg = feature_config(args)
+        assert cfg.normalize is per_utterance and cfg.n_mels == 24, extra
