@@ -13,7 +13,8 @@ import pytest
 import soundfile
 
 import attnkit
-from attnkit.cli.main import main
+from attnkit.cli.main import build_parser, main
+from attnkit.tasks.asr import feature_config
 from tests.data.test_fsdd import write_set
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -144,9 +145,6 @@ def test_other_runs_and_options_are_refused_in_one_line(run, tmp_path, capsys):
 
 
 def test_features_normalised_per_utterance_by_default_and_by_training_statistics_when_streaming():
-    from attnkit.cli.main import build_parser
-    from attnkit.tasks.asr import feature_config
-
     parser = build_parser()
     for extra, per_utterance in (([], True), (["--normalize", "training"], False), (["--streaming"], False),
                                  (["--streaming", "--normalize", "utterance"], False)):
