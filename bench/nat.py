@@ -58,6 +58,7 @@ from cpu_peak import peak_gflops  # noqa: E402
 
 import attnkit  # noqa: E402
 from attnkit.data.multi30k import multi30k  # noqa: E402
+from attnkit.models.nat import ctc_row_length  # noqa: E402
 
 LOSS_NAMES = {"mask-predict": "NAT", "glat": "GLAT", "ctc": "CTC"}
 
@@ -170,7 +171,7 @@ def multiply_adds(tr, text: str, kw: dict) -> float:
     work = le * (s * (4 * d * d + 2 * d * f) + 2 * s * s * d) + ld * s * 2 * d * d
     layer = 6 * d * d + 2 * d * f  # a decoder position: Q, K, V, O of self-attention, Q, O of cross, feed-forward
     if tr.decoding == "nat":  # sequences: start, T tokens, END; CTC writes a row of upsample x S positions
-        t = s * tr.model.config.ctc_upsample if tr.ctc else n - 2
+        t = ctc_row_length(s, tr.model.config) if tr.ctc else n - 2
         return work + ld * (t * layer + 2 * t * t * d + 2 * t * s * d) + t * d * vocab
     return work + sum(ld * (layer + 2 * j * d + 2 * s * d) + d * vocab for j in range(1, n))  # n - 1 steps
 

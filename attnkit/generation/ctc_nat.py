@@ -3,7 +3,7 @@
     out = ctc_decode(model, input_ids, attention_mask)
     out.sequences         # (B, 1 + T + 1): start token, tokens, END, pad (``generate``'s layout)
 
-The decoder gets ``ctc_upsample`` x S mask tokens (S source tokens), writes every position at once, each
+The decoder gets ceil(``ctc_upsample`` x S) mask tokens (S source tokens), writes every position at once, each
 position its most likely token or the blank (the pad id; ``blank_penalty`` is taken off the blank's logit
 first: > 0 writes longer translations); the row collapses as CTC's does (``ctc.collapse``:
 repeats merged, then blanks dropped; here the whole batch at once), so the length comes out of the alignment: no
@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from ..functional.masks import keep_positions
-from ..models.nat import ctc_row_lengths
+from ..models.nat import ctc_row_length, ctc_row_lengths
 from ..nn.limits import floats
 from .ctc import collapse
 from .mask_predict import NATOutput, best_of_hidden, check_sources
@@ -63,7 +63,7 @@ def ctc_decode(model, input_ids: Tensor, attention_mask: Tensor | None = None, *
     b, dev = input_ids.shape[0], input_ids.device
     memory = model.encode(input_ids, attention_mask)  # (B, S, d)
     if attention_mask is None:  # every row of one length: ctc_row_lengths of S, in Python
-        width = min(max(input_ids.shape[1] * cfg.ctc_upsample, 1), cfg.max_target_length)
+        width = ctc_row_length(input_ids.shape[1], cfg)
         rows, real = input_ids.new_full((b,), width), None
     else:
         rows = ctc_row_lengths(attention_mask.sum(1), cfg)  # (B,), each >= 1

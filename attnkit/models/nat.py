@@ -16,7 +16,7 @@ How it is trained (``NATConfig.nat_loss``; the losses are in ``models.nat_losses
 - ``"mask-predict"`` (below);
 - ``"glat"``: glancing training (Qian et al. 2021): a first pass over a row of mask tokens, then as many
   reference tokens revealed as ``glat_ratio`` x the positions it got wrong, the loss on the others;
-- ``"ctc"``: the decoder's input is ``ctc_upsample`` x S mask tokens, the loss CTC over the target (the
+- ``"ctc"``: the decoder's input is ceil(``ctc_upsample`` x S) mask tokens, the loss CTC over the target (the
   blank is the pad id, never a target token); the length comes out of the alignment, no classifier.
 
 Training follows Mask-Predict (Ghazvininejad et al. 2019, a conditional masked language model):
@@ -40,6 +40,7 @@ but has no step-by-step decoding: ``attnkit.generation.generate`` is for autoreg
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Literal
 
 import torch
@@ -48,11 +49,11 @@ from torch import Tensor, nn
 from ..functional.masks import keep_positions, padding
 from ..functional.pooling import masked_mean
 from ..nn import LayerCache
-from ..nn.limits import check_fields, floats, ints
+from ..nn.limits import check_fields, floats
 from .seq2seq import EncoderDecoderModel, Seq2SeqConfig, memory_mask_from
 
 __all__ = ["NATConfig", "NATModel", "random_mask", "choose_positions", "length_classes", "row_lengths_for",
-           "ctc_row_lengths", "is_nat", "NAT_LOSSES"]
+           "ctc_row_lengths", "ctc_row_length", "is_nat", "NAT_LOSSES"]
 
 LengthStrategy = Literal["classifier", "end"]
 LENGTH_STRATEGIES = ("classifier", "end")
@@ -86,10 +87,10 @@ class NATConfig(Seq2SeqConfig):
     glat_ratio: float = field(default=0.5, metadata={"help": (
         "nat, --nat-loss glat: reference tokens revealed per position the first pass got wrong (default 0.5; "
         "0: none revealed, plain one-pass training)"), "range": floats(0, 1)})
-    ctc_upsample: int = field(default=2, metadata={"help": (
-        "nat, --nat-loss ctc: the decoder writes this many positions per source token (default 2); a target "
-        "longer than the row can align (its tokens plus one blank between repeats) adds no loss"),
-        "range": ints(1, 16)})
+    ctc_upsample: float = field(default=2, metadata={"help": (
+        "nat, --nat-loss ctc: the decoder writes this many positions per source token, rounded up (default 2; "
+        "1.5: 3 positions per 2 tokens, a quarter fewer than 2); a target longer than the row can align (its "
+        "tokens plus one blank between repeats) adds no loss"), "range": floats(1, 16)})
 
     def __post_init__(self):
         super().__post_init__()
@@ -157,8 +158,22 @@ def row_lengths_for(source_lengths: Tensor, config: NATConfig) -> Tensor:
 
 
 def ctc_row_lengths(source_lengths: Tensor, config: NATConfig) -> Tensor:
-    """CTC: the row written for a source of S tokens, ``ctc_upsample`` x S, in [1, max_target_length] -> (B,)."""
-    return (source_lengths.long() * config.ctc_upsample).clamp(1, config.max_target_length)
+    """CTC: the row written for a source of S tokens, ceil(``ctc_upsample`` x S), in [1, max_target_length] ->
+    (B,). The ratio is taken as the fraction p / q nearest it (q <= 1000), so the row is exact integer arithmetic:
+    (S p + q - 1) // q, never one more from a float's rounding (1.1 x 10 is 11, not 12)."""
+    p, q = _upsample_fraction(config.ctc_upsample)
+    return ((source_lengths.long() * p + q - 1) // q).clamp(1, config.max_target_length)
+
+
+def ctc_row_length(source_length: int, config: NATConfig) -> int:
+    """``ctc_row_lengths`` of one source length, in Python."""
+    p, q = _upsample_fraction(config.ctc_upsample)
+    return min(max((source_length * p + q - 1) // q, 1), config.max_target_length)
+
+
+def _upsample_fraction(ratio: float) -> tuple[int, int]:
+    f = Fraction(ratio).limit_denominator(1000)
+    return f.numerator, f.denominator
 
 
 def random_mask(lengths: Tensor, width: int, generator: torch.Generator | None = None) -> Tensor:

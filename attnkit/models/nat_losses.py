@@ -8,7 +8,7 @@ only they are scored. A model that already writes the sentence in one pass sees 
 helped, so the model learns the dependencies between target tokens step by step and decodes in one pass.
 The ratio is constant here (the paper anneals it from 0.5 to 0.3; not done).
 
-CTC (Libovický and Helcl 2018; Gu and Kong 2021): the decoder's input is ``ctc_upsample`` x S mask tokens
+CTC (Libovický and Helcl 2018; Gu and Kong 2021): the decoder's input is ceil(``ctc_upsample`` x S) mask tokens
 (S source tokens), every row position writes a token or the blank (the pad id, never a target token), and
 the loss sums over every alignment of the target to the row (``F.ctc_loss``). The output length is what the
 alignment leaves after merging repeats and dropping blanks: no length classifier. A target the row cannot
@@ -63,7 +63,7 @@ def glat_logits(model: NATModel, src: Tensor, mask: Tensor, rows: Tensor, length
 
 
 def ctc_logits(model: NATModel, src: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-    """The decoder over ``ctc_upsample`` x S mask tokens: src (B, S), mask (B, S) -> (log-probabilities
+    """The decoder over ceil(``ctc_upsample`` x S) mask tokens: src (B, S), mask (B, S) -> (log-probabilities
     (B, W, V) float32, row lengths (B,)); positions past a row's length are padding."""
     cfg = model.config
     memory = model.encode(src, mask)  # (B, S, d)

@@ -205,7 +205,7 @@ def warn_unaligned(train_x: list, cfg: NATConfig) -> None:
               for i, (_, t) in enumerate(train_x))
     if bad:
         print(f"warning: --nat-loss ctc: {bad} of {len(train_x)} training targets are longer than their row "
-              f"({cfg.ctc_upsample} x the source) can align; they add no loss (raise --ctc-upsample)",
+              f"({cfg.ctc_upsample:g} x the source) can align; they add no loss (raise --ctc-upsample)",
               file=sys.stderr, flush=True)
 
 
@@ -286,7 +286,7 @@ class NATTranslator(Translator):
         kw = self.options(kwargs)
         if self.ctc:
             pen = f", blank penalty {kw['blank_penalty']:g}" if kw["blank_penalty"] else ""
-            return f"NAT CTC one pass (a row of {self.model.config.ctc_upsample} x the source{pen})"
+            return f"NAT CTC one pass (a row of {self.model.config.ctc_upsample:g} x the source{pen})"
         how = "one pass" if kw["iterations"] == 1 else f"mask-predict {kw['iterations']} iterations"
         return f"NAT {how}, {kw['length_candidates']} length candidate{'s' * (kw['length_candidates'] > 1)}"
 

@@ -126,3 +126,9 @@ def test_an_unpadded_batch_has_the_rows_of_ctc_row_lengths():
         want = ctc_row_lengths(torch.tensor([s, s]), m.config)
         assert out.candidate_lengths[:, 0].tolist() == want.tolist() and m.seen[0][0].shape == (2, int(want[0]))
     assert int(want[0]) == m.config.max_target_length < 120
+    for s, pad in ((5, 0), (5, 2)):  # ratio 1.5: 8 positions for 5 tokens, 5 (ceil 4.5) for the padded row's 3
+        m = Scripted([[5] * 200] * 2, ctc_upsample=1.5, max_positions=64)
+        mask = torch.ones(2, s, dtype=torch.long)
+        mask[1, s - pad:] = 0
+        out = ctc_decode(m, torch.full((2, s), 4), mask if pad else None)
+        assert out.candidate_lengths[:, 0].tolist() == [8, 8 if not pad else 5] and m.seen[0][0].shape == (2, 8)

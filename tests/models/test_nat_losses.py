@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from attnkit.generation.ctc import collapse
 from attnkit.generation.ctc_nat import ctc_decode
-from attnkit.models.nat import NATConfig, NATModel, ctc_row_lengths
+from attnkit.models.nat import NATConfig, NATModel, ctc_row_length, ctc_row_lengths
 from attnkit.models.nat_losses import IGNORE, best_path, ctc_feasible, glance_reveal, glat_logits
 from attnkit.nn import TransformerConfig
 from attnkit.tasks.translate_nat import collate, forward
@@ -79,6 +79,17 @@ def test_which_targets_a_row_can_align():
     assert ctc_feasible(targets, lengths, torch.tensor([4, 2, 2, 1])).tolist() == [True, False, False, True]
     cfg = NATConfig(30, 30, TC, nat_loss="ctc", ctc_upsample=3, max_positions=10)
     assert ctc_row_lengths(torch.tensor([1, 3, 4]), cfg).tolist() == [3, 9, 10]
+
+
+def test_a_fractional_upsample_rounds_the_row_up_exactly():
+    s = torch.arange(0, 60)
+    for r, want in ((1.5, [0, 2, 3, 5, 6, 8]), (1.1, [0, 2, 3, 4, 5, 6]), (1.25, [0, 2, 3, 4, 5, 7])):
+        cfg = NATConfig(30, 30, TC, nat_loss="ctc", ctc_upsample=r, max_positions=64)
+        rows = ctc_row_lengths(s, cfg)
+        assert rows[:6].tolist() == [max(w, 1) for w in want]  # ceil(r S), at least 1
+        assert rows[10].item() == {1.5: 15, 1.1: 11, 1.25: 13}[r]  # 1.1 x 10 is 11 (a float product ceils to 12)
+        assert [ctc_row_length(int(n), cfg) for n in s] == rows.tolist()
+        assert bool((rows[1:] >= rows[:-1]).all()) and rows.max().item() == 64
 
 
 def test_best_path_is_the_most_likely_alignment():
