@@ -9,7 +9,8 @@ first: > 0 writes longer translations); the row collapses as CTC's does (``ctc.c
 repeats merged, then blanks dropped; here the whole batch at once), so the length comes out of the alignment: no
 length classifier, no candidates, no iterations. Only the rows' own positions go through the output layer. The
 model is reached through the ``mask_predict`` protocol (``encode``, ``decode_parallel``, ``output_logits``,
-``config``), so ``inference.NATEngine`` decodes it as the model does.
+``config``), so ``inference.NATEngine`` decodes it as the model does; one unpadded sentence on an engine takes its
+``first_pass`` (encoder, row, decoder, output layer and best labels in one native call).
 """
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ def ctc_decode(model, input_ids: Tensor, attention_mask: Tensor | None = None, *
     if attention_mask is not None and bool(attention_mask.all()):
         attention_mask = None  # no padding: the no-mask path
     b, dev = input_ids.shape[0], input_ids.device
+    shift = (cfg.blank_id, -float(blank_penalty)) if blank_penalty else None
+    bad = _never(cfg, tuple(extra), dev)
+    first = getattr(model, "first_pass", None) if b == 1 and attention_mask is None else None
+    got = first(input_ids, bad, shift=shift) if callable(first) else None  # an engine's one call: (1, W) each
+    if got is not None:
+        _, rows, best, logp, _ = got
+        rows = rows[:, 0]  # (1,) the row
+        return _output(cfg, best, logp.sum(1) / rows, rows)
     memory = model.encode(input_ids, attention_mask)  # (B, S, d)
     if attention_mask is None:  # every row of one length: ctc_row_lengths of S, in Python
         width = ctc_row_length(input_ids.shape[1], cfg)
@@ -69,8 +78,7 @@ def ctc_decode(model, input_ids: Tensor, attention_mask: Tensor | None = None, *
         rows = ctc_row_lengths(attention_mask.sum(1), cfg)  # (B,), each >= 1
         width = int(rows.max()) if b else 0
         real = None if bool((rows == width).all()) else keep_positions(rows, width)  # (B, W), None: every position
-    shift = (cfg.blank_id, -float(blank_penalty)) if blank_penalty else None
-    logp, best = _best_labels(model, memory, attention_mask, rows, width, real, _never(cfg, tuple(extra), dev), shift)
+    logp, best = _best_labels(model, memory, attention_mask, rows, width, real, bad, shift)
     scores = logp.sum(1) / rows  # (B,) the mean over each row's positions
     return _output(cfg, best, scores, rows)
 

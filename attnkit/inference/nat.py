@@ -13,8 +13,9 @@ there too (the layers' products in panels tile any number of rows); past them, a
 runs its products and norms on the rows' own positions only, attention on the padded grid (``packed_rows``).
 The length classifier is packed too.
 
-One sentence with one length candidate (latency at batch 1) takes ``first_pass``: the encoder, the best length,
-every layer's cross keys and values, the decoder over a row of mask tokens and each position's best token in one
+One sentence with one length candidate (latency at batch 1) takes ``first_pass``: the encoder, the best length
+(a CTC model: its row of ceil(upsample x S), up to ``PASS_ROWS``, the blank penalty inside), every layer's cross
+keys and values, the decoder over a row of mask tokens and each position's best token in one
 native call (``NatFirstPass``, ``inference/native/csrc/nat_first_pass.h``: the same entry points in the same
 order, bit-identical results), with ``python_first_pass``, the same calls from Python, as its reference and the
 path where a part does not run natively.
@@ -31,6 +32,7 @@ from torch import Tensor
 from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import for_heads, keep_positions, padding
 from ..functional.tokens import best_tokens
+from ..models.nat import ctc_fraction, ctc_row_length
 from ..models.seq2seq import memory_mask_from
 from ..nn import LayerCache
 from ..nn.transformer import DecoderOutput
@@ -63,6 +65,12 @@ class NATEngine:
         self.reference, self.config = model, model.config
         self.base = Seq2SeqEngine(spec, model)
         self.length = None if spec.length is None else PackedLinear(spec.length)  # one row: native
+        # a CTC model's row, ceil(S p / q) positions: (p, q); None: the length classifier decides
+        self.ctc_row = ctc_fraction(self.config) if self.config.nat_loss == "ctc" else None
+        # the longest decoder row the first pass runs natively: a CTC row of PASS_ROWS (where the output layer has
+        # its panels: not bfloat16 without AVX512-BF16), else a sentence's
+        wide = self.ctc_row is not None and self.base.output.panels_from() <= LAYER_ROWS
+        self.max_first_row = min(PASS_ROWS if wide else LAYER_ROWS, SHORT_MAX_LEN)
         # each layer in one native call where the decoder-layer step runs (the same kernels), W in panels
         base = self.base
         weights = [native.layer_weights(m, panels=True) for m in base.layers] if base.step_weights else []
@@ -250,30 +258,35 @@ class NATEngine:
 
     # -- the first pass of one sentence ----------------------------------------------------------
     @torch.no_grad()
-    def first_pass(self, input_ids: Tensor, suppressed: Tensor, *, use_cache: bool = False):
+    def first_pass(self, input_ids: Tensor, suppressed: Tensor, *, use_cache: bool = False,
+                   shift: tuple[int, float] | None = None):
         """Mask-Predict's first pass for one unpadded sentence with one length candidate, in one call: the
-        encoder, the classifier's best length T, the decoder over T mask tokens, each position's best token
-        outside ``suppressed``. The same calls as ``encode``, ``length_candidates``, ``decode_parallel`` and
-        ``output_logits``, without the checks and tensors that a batch, a mask or padding needs (the
-        decoder's input, mask embedding plus positions, is made once): what latency at batch 1 is made of.
+        encoder, the classifier's best length T (a CTC model: its row, ``ctc_row_length``), the decoder over T mask
+        tokens, each position's best token outside ``suppressed`` (``shift`` (id, x): x added to that token's logit
+        first, as ``best_of_hidden`` does). The same calls as ``encode``, ``length_candidates``,
+        ``decode_parallel`` and ``output_logits``, without the checks and tensors that a batch, a mask or padding
+        needs (the decoder's input, mask embedding plus positions, is made once): what latency at batch 1 is made
+        of.
 
         input_ids (1, S) -> (memory (1, S, d), lengths (1, 1), tokens (1, T), log-probabilities (1, T), the
         cross-attention cache with ``use_cache`` else None); None where this does not apply (a batch, a
         model that cuts at END or that the native layers do not run): the caller takes the general path."""
         base = self.base
         s = input_ids.shape[1] if input_ids.dim() == 2 else 0
-        if (self.length is None or self.layer_kernel is None or not base.encoder.all_native
-                or input_ids.dim() != 2 or input_ids.shape[0] != 1 or not 0 < s <= min(LAYER_ROWS, SHORT_MAX_LEN)):
+        if ((self.length is None and self.ctc_row is None) or self.layer_kernel is None
+                or not base.encoder.all_native or input_ids.dim() != 2 or input_ids.shape[0] != 1
+                or not 0 < s <= min(LAYER_ROWS, SHORT_MAX_LEN)):
             return None
         run = self.first_pass_kernel()
         if run is None or input_ids.dtype != torch.long or not input_ids.is_contiguous():
-            return self.python_first_pass(input_ids, suppressed, use_cache)
-        memory, lengths, tokens, logp, kv = run(input_ids, suppressed)  # tokens None: T > the layers' rows
+            return self.python_first_pass(input_ids, suppressed, use_cache, shift)
+        # tokens None: T > the layers' rows
+        memory, lengths, tokens, logp, kv = run(input_ids, suppressed, *(shift or (-1, 0.0)))
         if not use_cache and tokens is not None:
             return memory, lengths, tokens, logp, None
         keys, values = base.split_cross(kv, 1, s)  # per layer (1, H, S, dh)
         if tokens is None:
-            logp, tokens = self.long_row(memory, int(lengths[0, 0]), keys, values, suppressed)
+            logp, tokens = self.long_row(memory, int(lengths[0, 0]), keys, values, suppressed, shift)
         return memory, lengths, tokens, logp, [LayerCache(None, kv) for kv in zip(keys, values)] if use_cache else None
 
     def first_pass_kernel(self):
@@ -285,31 +298,42 @@ class NATEngine:
             self._native_first = native_first_pass(self) or False
         return self._native_first or None
 
-    def python_first_pass(self, input_ids: Tensor, suppressed: Tensor, use_cache: bool):
+    def python_first_pass(self, input_ids: Tensor, suppressed: Tensor, use_cache: bool,
+                          shift: tuple[int, float] | None = None):
         """``first_pass`` from Python: its reference (the same calls, one by one)."""
         base = self.base
         memory = self.encode(input_ids)  # (1, S, d)
-        lengths = self.length_candidates(memory, None, 1)  # (1, 1)
+        if self.ctc_row is None:
+            lengths = self.length_candidates(memory, None, 1)  # (1, 1)
+        else:
+            lengths = input_ids.new_full((1, 1), ctc_row_length(input_ids.shape[1], self.config))
         t = int(lengths[0, 0])
         keys, values = base.cross_keys_values(memory)  # per layer (1, H, S, dh)
         cache = [LayerCache(None, kv) for kv in zip(keys, values)] if use_cache else None
-        if t > LAYER_ROWS or t > SHORT_MAX_LEN:  # a row longer than the native first pass takes
-            logp, tokens = self.long_row(memory, t, keys, values, suppressed)
+        if t > self.max_first_row:  # a row longer than the native first pass takes
+            logp, tokens = self.long_row(memory, t, keys, values, suppressed, shift)
         else:
             x = self.native_layers(self.masked_rows(t), base._no_lengths, keys, values, base._no_lengths)
             x = x.view(t, base.d_model)  # (1, T, d) -> (T, d)
             norm = base.final_norm
+            lim = self.max_first_row  # the native pass's output layer: W in panels up to its longest row
             if norm is not None and norm.affine:  # the decoder's LayerNorm inside the output layer's call
-                logits = base.output.norm_rows(x, norm)
+                logits = base.output.norm_rows(x, norm, lim)
             else:
-                logits = base.output.rows(x if norm is None else norm(x))
+                logits = base.output.rows(x if norm is None else norm(x), lim)
+            if shift is not None:
+                logits[:, shift[0]] += shift[1]
             logp, tokens = best_tokens(logits, suppressed)  # (T, V) logits -> (T,), (T,)
             logp, tokens = logp.view(1, t), tokens.view(1, t)
         return memory, lengths, tokens, logp, cache
 
-    def long_row(self, memory: Tensor, t: int, keys: list[Tensor], values: list[Tensor], suppressed: Tensor):
+    def long_row(self, memory: Tensor, t: int, keys: list[Tensor], values: list[Tensor], suppressed: Tensor,
+                 shift: tuple[int, float] | None = None):
         """A first pass's row longer than the native layers take: (log-probabilities (1, T), tokens (1, T))."""
         tokens = torch.full((1, t), self.config.mask_id, dtype=torch.long, device=memory.device)
         x = self.decode_parallel(tokens, memory, cache=[LayerCache(None, kv) for kv in zip(keys, values)])
-        logp, tokens = best_tokens(self.base.output.rows(x.last_hidden_state.view(t, self.base.d_model)), suppressed)
+        logits = self.base.output.rows(x.last_hidden_state.view(t, self.base.d_model))  # (T, V)
+        if shift is not None:
+            logits[:, shift[0]] += shift[1]
+        logp, tokens = best_tokens(logits, suppressed)
         return logp.view(1, t), tokens.view(1, t)

@@ -123,10 +123,12 @@ class PackedLinear(nn.Module):
         pad = -self.out_features % 16
         self._small_bias = self.bias if self.bias is None or not pad else F.pad(self.bias, (0, pad))
 
-    def small_weight(self, rows: int) -> Tensor | None:
-        """W as the native kernel takes it for this many rows (see the class doc), or None: oneDNN's rows."""
+    def small_weight(self, rows: int, limit: int | None = None) -> Tensor | None:
+        """W as the native kernel takes it for this many rows (see the class doc), or None: oneDNN's rows; ``limit``:
+        the panels up to that many rows instead of ``PANEL_ROWS`` (``native_layouts``' choice, as a one-call pass
+        makes it)."""
         wide = self.panels_from() <= LAYER_ROWS and self.in_features <= PANEL_INPUTS
-        if self.small is None or rows > (PANEL_ROWS if wide else LAYER_ROWS):
+        if self.small is None or rows > ((limit or PANEL_ROWS) if wide else LAYER_ROWS):
             return None  # past the panels' rows (or, bfloat16 without AVX512-BF16, the blocked ones'): oneDNN
         return self.panel_weight() if rows >= self.panels_from() else self.blocked_weight()
 
@@ -200,9 +202,10 @@ class PackedLinear(nn.Module):
                 self._panels = w.reshape(n // 16, 16, k).transpose(1, 2).contiguous()
         return self._panels
 
-    def rows(self, x: Tensor) -> Tensor:
-        """act(x W^T + b) for x (N, in) -> (N, out), with no reshaping (the decoders' per-step call)."""
-        w = self.small_weight(x.shape[0])
+    def rows(self, x: Tensor, limit: int | None = None) -> Tensor:
+        """act(x W^T + b) for x (N, in) -> (N, out), with no reshaping (the decoders' per-step call); ``limit``: see
+        ``small_weight``."""
+        w = self.small_weight(x.shape[0], limit)
         if w is not None and x.is_contiguous():
             y = self.small(x, w, self._small_bias, None, self._act_id)
             return y if y.shape[1] == self.out_features else y[:, :self.out_features]  # padding rows dropped
@@ -211,14 +214,14 @@ class PackedLinear(nn.Module):
         y = torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, *self._post_op)
         return y if self._in_kernel else _activate(y, self.activation)
 
-    def norm_rows(self, x: Tensor, norm: Norm) -> Tensor:
+    def norm_rows(self, x: Tensor, norm: Norm, limit: int | None = None) -> Tensor:
         """act(norm(x) W^T + b) for x (N, in) -> (N, out): an affine LayerNorm inside the kernel's widening of x at
-        a few rows (one call), else the norm then ``rows``."""
-        w = self.small_weight(x.shape[0])
+        a few rows (one call), else the norm then ``rows``; ``limit``: see ``small_weight``."""
+        w = self.small_weight(x.shape[0], limit)
         if w is not None and norm.affine and x.is_contiguous():
             y = self.small(x, w, self._small_bias, None, self._act_id, None, None, norm.eps, norm.weight, norm.bias)
             return y if y.shape[1] == self.out_features else y[:, :self.out_features]
-        return self.rows(norm(x))
+        return self.rows(norm(x), limit)
 
     def forward(self, x: Tensor) -> Tensor:
         lead = x.shape[:-1]

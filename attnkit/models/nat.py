@@ -53,7 +53,7 @@ from ..nn.limits import check_fields, floats
 from .seq2seq import EncoderDecoderModel, Seq2SeqConfig, memory_mask_from
 
 __all__ = ["NATConfig", "NATModel", "random_mask", "choose_positions", "length_classes", "row_lengths_for",
-           "ctc_row_lengths", "ctc_row_length", "is_nat", "NAT_LOSSES"]
+           "ctc_row_lengths", "ctc_row_length", "ctc_fraction", "is_nat", "NAT_LOSSES"]
 
 LengthStrategy = Literal["classifier", "end"]
 LENGTH_STRATEGIES = ("classifier", "end")
@@ -161,18 +161,19 @@ def ctc_row_lengths(source_lengths: Tensor, config: NATConfig) -> Tensor:
     """CTC: the row written for a source of S tokens, ceil(``ctc_upsample`` x S), in [1, max_target_length] ->
     (B,). The ratio is taken as the fraction p / q nearest it (q <= 1000), so the row is exact integer arithmetic:
     (S p + q - 1) // q, never one more from a float's rounding (1.1 x 10 is 11, not 12)."""
-    p, q = _upsample_fraction(config.ctc_upsample)
+    p, q = ctc_fraction(config)
     return ((source_lengths.long() * p + q - 1) // q).clamp(1, config.max_target_length)
 
 
 def ctc_row_length(source_length: int, config: NATConfig) -> int:
     """``ctc_row_lengths`` of one source length, in Python."""
-    p, q = _upsample_fraction(config.ctc_upsample)
+    p, q = ctc_fraction(config)
     return min(max((source_length * p + q - 1) // q, 1), config.max_target_length)
 
 
-def _upsample_fraction(ratio: float) -> tuple[int, int]:
-    f = Fraction(ratio).limit_denominator(1000)
+def ctc_fraction(config: NATConfig) -> tuple[int, int]:
+    """``ctc_upsample`` as the fraction p / q nearest it with q <= 1000 -> (p, q): 1.5 -> (3, 2), 2 -> (2, 1)."""
+    f = Fraction(config.ctc_upsample).limit_denominator(1000)
     return f.numerator, f.denominator
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from attnkit.functional import native
 from attnkit.inference import LAYER_ROWS, onednn_available
 from attnkit.inference.native import compositions, packed_rows
+from attnkit.models.nat import ctc_row_length
 
 from .test_nat import model, nat_engine
 
@@ -105,6 +106,15 @@ def test_bad_input_to_the_native_pass_is_a_one_line_value_error(ids, suppressed,
     assert message in str(e.value) and "NatFirstPass" in str(e.value)
 
 
+@pytest.mark.parametrize("shift_id,shift,message", [(40, 1.0, "`shift_id` must be -1 (none) or a token id in [0, 40)"),
+                                                    (-2, 1.0, "`shift_id` must be -1 (none)"),
+                                                    (0, float("nan"), "and `shift` finite, got 0 and nan")])
+def test_a_bad_logit_shift_is_a_one_line_value_error(shift_id, shift, message):
+    with pytest.raises(ValueError) as e:
+        nat().first_pass_kernel()(torch.tensor([[3, 4]]), torch.tensor([0]), shift_id, shift)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
 def test_the_python_entry_checks_ids_before_the_native_pass():
     fast = nat()
     with pytest.raises(ValueError, match="outside the source vocabulary"):
@@ -118,8 +128,8 @@ def _parts(fast):
     return dict(encoder=enc.stack, decoder=fast.stack, src_table=base.src_table,
                 positions=enc.positions.rows(0, 64).contiguous(), mask_rows=fast.masked_rows(40).clone(),
                 encoder_norm=(enc.norm.weight, enc.norm.bias), decoder_norm=(norm.weight, norm.bias), norm_eps=1e-5,
-                length=packed_rows(fast.length), length_offset=4, cross_kv=packed_rows(base.cross_kv),
-                output=packed_rows(base.output), max_rows=LAYER_ROWS)
+                length=packed_rows(fast.length), length_offset=4, ctc_row=None, cross_kv=packed_rows(base.cross_kv),
+                output=packed_rows(base.output), max_rows=LAYER_ROWS, max_row=LAYER_ROWS)
 
 
 def _rows(linear, **change):
@@ -148,7 +158,11 @@ def _rows(linear, **change):
     (lambda f, p: p.update(src_table=p["src_table"].double()), "`src_table` must be a contiguous (V, 64) CPU tensor"),
     (lambda f, p: p.update(src_table=p["src_table"].t()), "`src_table` must be a contiguous (V, 64) CPU tensor"),
     (lambda f, p: p.update(length_offset=-1), "`length_offset` must be >= 0"),
-    (lambda f, p: p.update(max_rows=0), "`max_rows` must be >= 1"),
+    (lambda f, p: p.update(max_rows=0), "`max_rows` and `max_row` must be >= 1"),
+    (lambda f, p: p.update(max_row=0), "`max_rows` and `max_row` must be >= 1"),
+    (lambda f, p: p.update(ctc_row=(3, 2)), "give either `length` (the classifier) or `ctc_row`"),
+    (lambda f, p: p.update(length=None), "give either `length` (the classifier) or `ctc_row`"),
+    (lambda f, p: p.update(length=None, ctc_row=(0, 1)), "`ctc_row` must be (p, q), whole numbers in [1, 1000000]"),
 ])
 def test_bad_weights_are_refused_when_the_pass_is_made(change, message):
     fast = nat()
@@ -168,3 +182,47 @@ def test_the_pass_is_made_once_and_only_where_every_part_runs_natively():
     ids = torch.randint(4, 40, (1, 6))
     same(other.first_pass(ids, torch.tensor([0])), fast.first_pass(ids, torch.tensor([0])))
     assert compositions() is K
+
+
+def ctc(ratio=2.0, seed=0, dtype=torch.float32):
+    """The NATEngine of a random CTC model (``nat``'s sizes): its row is ceil(ratio S), no length classifier."""
+    m = model(True, seed=seed, d_model=64, vocab=40, decoder_layers=3, nat_loss="ctc", ctc_upsample=ratio)
+    return nat_engine(m.to(dtype))
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), ratio=st.sampled_from([1.0, 1.5, 2.0, 2.5]), bf16=st.booleans(), seed=st.integers(0, 3),
+       penalty=st.sampled_from([0.0, 2.0, -1.5]))
+def test_a_ctc_model_s_pass_writes_its_row_bit_for_bit_as_the_python_pass(data, ratio, bf16, seed, penalty):
+    if bf16 and not BF16:
+        return
+    fast = ctc(ratio, seed, torch.bfloat16 if bf16 else torch.float32)
+    assert fast.length is None and fast.first_pass_kernel() is not None
+    s = data.draw(st.integers(1, LAYER_ROWS), label="S")
+    ids = torch.randint(3, 40, (1, s), generator=torch.Generator().manual_seed(s))
+    bad = torch.tensor([1, 2])
+    shift = (0, -penalty) if penalty else None
+    got, want = fast.first_pass(ids, bad, shift=shift), fast.python_first_pass(ids, bad, False, shift)
+    same(got, want)
+    t = ctc_row_length(s, fast.config)
+    assert int(got[1]) == t and got[2].shape == (1, t)  # past PASS_ROWS (ratio 2.5, S > 25) from Python
+    assert not bool(torch.isin(got[2], bad).any())
+
+
+def test_ctc_decode_of_one_sentence_takes_the_pass_and_writes_the_reference_translation():
+    from attnkit.generation.ctc_nat import ctc_decode
+
+    for ratio in (1.5, 2.0):
+        fast = ctc(ratio, seed=1)
+        calls = []
+        fast.first_pass = lambda *a, first=fast.first_pass, calls=calls, **k: calls.append(1) or first(*a, **k)
+        for s in (1, 7, 20):
+            ids = torch.randint(3, 40, (1, s), generator=torch.Generator().manual_seed(s))
+            for penalty in (0.0, 3.0):
+                got = ctc_decode(fast, ids, blank_penalty=penalty)
+                want = ctc_decode(fast.reference, ids, blank_penalty=penalty)
+                assert torch.equal(got.sequences, want.sequences) and got.candidate_lengths.tolist() == [[
+                    ctc_row_length(s, fast.config)]]
+                torch.testing.assert_close(got.sequences_scores, want.sequences_scores, atol=1e-5, rtol=1e-5)
+        assert len(calls) == 6
+        assert ctc_decode(fast, torch.randint(3, 40, (2, 5))).sequences.shape[0] == 2 and len(calls) == 6  # a batch

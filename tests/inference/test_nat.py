@@ -22,12 +22,12 @@ pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built wit
 
 
 def model(norm_first: bool, length="classifier", activation="relu", positional="sinusoidal", seed=0, d_model=32,
-          vocab=30, decoder_layers=2, nat_loss="mask-predict"):
+          vocab=30, decoder_layers=2, nat_loss="mask-predict", ctc_upsample=2):
     tc = TransformerConfig(d_model=d_model, num_heads=2, d_ff=48, num_encoder_layers=2,
                            num_decoder_layers=decoder_layers, dropout=0.0, norm_first=norm_first,
                            activation=activation, positional=positional, max_len=64)
     cfg = NATConfig(vocab, vocab, tc, share_embeddings=True, max_positions=64, length=length, max_length_offset=4,
-                    nat_loss=nat_loss)
+                    nat_loss=nat_loss, ctc_upsample=ctc_upsample)
     torch.manual_seed(seed)
     return spread(NATModel(cfg).eval())
 

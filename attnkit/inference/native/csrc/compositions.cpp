@@ -50,9 +50,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::class_<NatFirstPass>(m, "NatFirstPass", "a non-autoregressive model's first pass over one unpadded "
                            "sentence, in one call (nat_first_pass.h)")
       .def(py::init<LayerStack, LayerStack, at::Tensor, at::Tensor, at::Tensor, std::optional<TensorPair>,
-                    std::optional<TensorPair>, double, PackedRows, int64_t, PackedRows, PackedRows, int64_t>(),
+                    std::optional<TensorPair>, double, std::optional<PackedRows>, int64_t,
+                    std::optional<std::pair<int64_t, int64_t>>, PackedRows, PackedRows, int64_t, int64_t>(),
            py::kw_only(), py::arg("encoder"), py::arg("decoder"), py::arg("src_table"), py::arg("positions"),
            py::arg("mask_rows"), py::arg("encoder_norm"), py::arg("decoder_norm"), py::arg("norm_eps"),
-           py::arg("length"), py::arg("length_offset"), py::arg("cross_kv"), py::arg("output"), py::arg("max_rows"))
-      .def("__call__", &NatFirstPass::operator(), py::arg("input_ids"), py::arg("suppressed"), nogil);
+           py::arg("length"), py::arg("length_offset"), py::arg("ctc_row"), py::arg("cross_kv"), py::arg("output"),
+           py::arg("max_rows"), py::arg("max_row"))
+      .def("__call__", &NatFirstPass::operator(), py::arg("input_ids"), py::arg("suppressed"),
+           py::arg("shift_id") = -1, py::arg("shift") = 0.0, nogil);
 }

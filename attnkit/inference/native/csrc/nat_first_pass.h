@@ -7,18 +7,21 @@
 //   x      = E_src[ids] + P[:S]                           (1, S, d)   (the table already times sqrt(d))
 //   memory = LN_enc(encoder layers(x))                    (1, S, d)   (layers_forward)
 //   T      = clamp(argmax(mean_s(memory) W_len + b) + S - m, 1, max_T)   (small_linear)
+//            or, a CTC model's row, clamp(ceil(S p / q), 1, max_T)   (no classifier)
 //   kv     = memory W_kv + b                              (S, layers 2d): every layer's cross K, V
 //   y      = decoder layers(M[:T], kv)                    (1, T, d)   (layers_forward; M: T mask tokens)
-//   tokens, logp = best allowed token of LN_dec(y) W_out + b   (small_linear, best_tokens)
+//   tokens, logp = best allowed token of LN_dec(y) W_out + b   (small_linear, best_tokens; a call's `shift`
+//            added to one token's logit first: CTC's blank penalty)
 //
 // NatFirstPass holds the weights, checked once when it is made; a call checks the sentence and the
-// suppressed ids. A T the decoder layers do not take in one call (more than max_rows) returns no tokens:
+// suppressed ids. A T the decoder layers do not take in one call (more than max_row) returns no tokens:
 // the caller continues from the memory and T on its general path.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
@@ -72,14 +75,17 @@ class NatFirstPass {
   // encoder, decoder: the layers (LayerStack: the encoder's without, the decoder's with cross-attention, the same
   // settings); src_table (V_src, d); positions (P, d) or empty; mask_rows (1, max_T, d): the decoder's input of
   // max_T mask tokens (T is clamped to [1, max_T]); the final norms (weight, bias) or none, their eps norm_eps;
-  // length, cross_kv, output: the length classifier, every decoder layer's cross K, V projection, the output
-  // layer.
+  // length, cross_kv, output: the length classifier (none for a CTC model), every decoder layer's cross K, V
+  // projection, the output layer; ctc_row (p, q): a CTC model's row of ceil(S p / q) positions instead of the
+  // classifier's length; max_rows: the longest source, max_row: the longest decoder row, one call takes.
   NatFirstPass(LayerStack encoder, LayerStack decoder, at::Tensor src_table, at::Tensor positions, at::Tensor mask_rows,
                std::optional<TensorPair> encoder_norm, std::optional<TensorPair> decoder_norm, double norm_eps,
-               PackedRows length, int64_t length_offset, PackedRows cross_kv, PackedRows output, int64_t max_rows)
+               std::optional<PackedRows> length, int64_t length_offset, std::optional<std::pair<int64_t, int64_t>> ctc_row,
+               PackedRows cross_kv, PackedRows output, int64_t max_rows, int64_t max_row)
       : enc_(std::move(encoder)), dec_(std::move(decoder)), src_(std::move(src_table)), pos_(std::move(positions)),
-        mask_(std::move(mask_rows)), norm_eps_(norm_eps), length_(std::move(length)), kv_(std::move(cross_kv)),
-        out_(std::move(output)), offset_(length_offset), max_rows_(max_rows) {
+        mask_(std::move(mask_rows)), norm_eps_(norm_eps), length_(std::move(length)), ctc_row_(ctc_row),
+        kv_(std::move(cross_kv)), out_(std::move(output)), offset_(length_offset), max_rows_(max_rows),
+        max_row_(max_row) {
     const char* who = "NatFirstPass";
     const LayerWeights& e = enc_.first();
     const LayerWeights& l = dec_.first();
@@ -109,8 +115,13 @@ class NatFirstPass {
     if (encoder_norm) enc_norm_ = {std::get<0>(*encoder_norm), std::get<1>(*encoder_norm)};
     if (decoder_norm) dec_norm_ = {std::get<0>(*decoder_norm), std::get<1>(*decoder_norm)};
     const int64_t layers = static_cast<int64_t>(dec_.layers.size());
-    const std::pair<const PackedRows*, const char*> linears[] = {{&length_, "length"}, {&kv_, "cross_kv"},
-                                                                 {&out_, "output"}};
+    TORCH_CHECK(length_.has_value() != ctc_row_.has_value(), who,
+                ": give either `length` (the classifier) or `ctc_row` (a CTC model's row), not both or neither");
+    TORCH_CHECK(!ctc_row_ || (ctc_row_->first >= 1 && ctc_row_->second >= 1 && ctc_row_->first <= 1000000 &&
+                              ctc_row_->second <= 1000000),
+                who, ": `ctc_row` must be (p, q), whole numbers in [1, 1000000]");
+    const std::pair<const PackedRows*, const char*> linears[] = {{length_ ? &*length_ : &out_, "length"},
+                                                                 {&kv_, "cross_kv"}, {&out_, "output"}};
     for (const auto& [rows, name] : linears)
       TORCH_CHECK(rows->inputs() == d && rows->blocked.scalar_type() == dt, who, ": `", name, "` must take d = ", d,
                   " inputs in the layers' dtype");
@@ -121,13 +132,14 @@ class NatFirstPass {
                     mask_.size(1) >= 1 && mask_.is_contiguous() && mask_.scalar_type() == dt &&
                     mask_.device().is_cpu(),
                 who, ": `mask_rows` must be a contiguous (1, max_T, ", d, ") CPU tensor in the layers' dtype");
-    TORCH_CHECK(max_rows_ >= 1, who, ": `max_rows` must be >= 1");
+    TORCH_CHECK(max_rows_ >= 1 && max_row_ >= 1, who, ": `max_rows` and `max_row` must be >= 1");
   }
 
-  // ids (1, S) int64, suppressed (n,) int64 ids in [0, V_out) -> memory (1, S, d), lengths (1, 1) int64,
-  // tokens (1, T) int64 and logp (1, T) float32 (undefined when T > max_rows), kv (S, layers 2d).
+  // ids (1, S) int64, suppressed (n,) int64 ids in [0, V_out), shift_id (-1: none) and shift: added to that
+  // token's logit before the choice -> memory (1, S, d), lengths (1, 1) int64 (the row, for CTC), tokens (1, T)
+  // int64 and logp (1, T) float32 (undefined when T > max_row), kv (S, layers 2d).
   using Result = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
-  Result operator()(const at::Tensor& ids, const at::Tensor& suppressed) const {
+  Result operator()(const at::Tensor& ids, const at::Tensor& suppressed, int64_t shift_id, double shift) const {
     const char* who = "NatFirstPass";
     TORCH_CHECK_VALUE(ids.defined() && ids.device().is_cpu() && ids.scalar_type() == at::kLong && ids.dim() == 2 &&
                           ids.size(0) == 1 && ids.size(1) >= 1 && ids.is_contiguous(),
@@ -141,6 +153,9 @@ class NatFirstPass {
       TORCH_CHECK_VALUE(idp[i] >= 0 && idp[i] < vocab, who, ": `input_ids` holds ", idp[i], " at position ", i,
                         ", outside the source vocabulary [0, ", vocab, ")");
     const at::Tensor bad = sorted_ids(suppressed, out_.outputs);
+    TORCH_CHECK_VALUE(shift_id >= -1 && shift_id < out_.outputs && std::isfinite(shift), who,
+                      ": `shift_id` must be -1 (none) or a token id in [0, ", out_.outputs, ") and `shift` finite, got ",
+                      shift_id, " and ", shift);
     // the encoder
     at::Tensor x = at::embedding(src_, ids);  // (1, S, d)
     if (pos_.numel()) x = x + pos_.narrow(0, 0, s);
@@ -148,14 +163,19 @@ class NatFirstPass {
     const at::Tensor no_lengths = at::empty({0}, ids.options());
     at::Tensor memory = layers_forward(x, enc_, no_lengths, none, none, no_lengths);
     if (!enc_norm_.empty()) memory = at::layer_norm(memory, {d}, enc_norm_[0], enc_norm_[1], norm_eps_);
-    // the length: the classifier's best offset from the mean of the memory
-    const at::Tensor scores = length_(memory.sum(1) / s);  // (1, 2m + 1)
-    const int64_t best = std::get<1>(scores.topk(1, 1)).item<int64_t>();
-    const int64_t t = std::clamp<int64_t>(best + s - offset_, 1, mask_.size(1));
+    // the length: the classifier's best offset from the mean of the memory, or CTC's row
+    int64_t t;
+    if (length_) {
+      const at::Tensor scores = (*length_)(memory.sum(1) / s);  // (1, 2m + 1)
+      const int64_t best = std::get<1>(scores.topk(1, 1)).item<int64_t>();
+      t = std::clamp<int64_t>(best + s - offset_, 1, mask_.size(1));
+    } else {
+      t = std::clamp<int64_t>((s * ctc_row_->first + ctc_row_->second - 1) / ctc_row_->second, 1, mask_.size(1));
+    }
     at::Tensor lengths = at::full({1, 1}, t, ids.options());
     // every decoder layer's cross keys and values, then the decoder over T mask tokens
     const at::Tensor kv = kv_(memory.view({s, d}));  // (S, layers 2d)
-    if (t > max_rows_) return {memory, lengths, at::Tensor(), at::Tensor(), kv};
+    if (t > max_row_) return {memory, lengths, at::Tensor(), at::Tensor(), kv};
     const int64_t layers = static_cast<int64_t>(dec_.layers.size()), h = dec_.first().num_heads, dh = d / h;
     // (S, layers 2d) -> (1, S, layers, 2, H, dh) -> (layers, 2, 1, H, S, dh)
     const at::Tensor split = kv.view({1, s, layers, 2, h, dh}).permute({2, 3, 0, 4, 1, 5});
@@ -169,6 +189,7 @@ class NatFirstPass {
     const at::Tensor rows = y.view({t, d});
     at::Tensor logits = dec_norm_.empty() ? out_(rows) : out_(rows, dec_norm_[0], dec_norm_[1], norm_eps_);
     logits = logits.contiguous();
+    if (shift_id >= 0) logits.select(1, shift_id).add_(shift);
     auto [logp, tokens] = best_tokens(logits, bad);
     const int64_t* tp = tokens.data_ptr<int64_t>();
     for (int64_t i = 0; i < t; ++i) {
@@ -203,8 +224,10 @@ class NatFirstPass {
   at::Tensor src_, pos_, mask_;
   std::vector<at::Tensor> enc_norm_, dec_norm_;  // (weight, bias), or empty: none
   double norm_eps_;
-  PackedRows length_, kv_, out_;
-  int64_t offset_, max_rows_;
+  std::optional<PackedRows> length_;
+  std::optional<std::pair<int64_t, int64_t>> ctc_row_;
+  PackedRows kv_, out_;
+  int64_t offset_, max_rows_, max_row_;
 };
 
 }  // namespace attnkit_ops
