@@ -1,8 +1,8 @@
 """Non-autoregressive vs autoregressive translation on Multi30k test_2016_flickr De->En, in one run.
 
     flock /tmp/attnkit-heavy.lock .venv/bin/python bench/nat.py --ar runs/de-en --nat runs/de-en-nat \\
-        [--nat runs/de-en-glat --nat runs/de-en-ctc] [--nat-raw runs/de-en-nat-raw] [--threads 2] \\
-        [--latency-sentences 100] [--latency-block 10] [--repeats 3] [--batch-sizes 64,32] [--no-beam] \\
+        [--nat runs/de-en-glat --nat runs/de-en-ctc] [--nat-raw runs/de-en-nat-raw] [--blank-penalty 0,0,2] \\
+        [--threads 2] [--latency-sentences 100] [--latency-block 10] [--repeats 3] [--batch-sizes 64,32] [--no-beam] \\
         [--phases] [--dtype bfloat16]
 
 Rows: the autoregressive run (greedy; beam search, --beam, unless --no-beam), then each --nat run by how it was
@@ -80,6 +80,14 @@ def nat_rows(tr, k: int, prefix: str = "", blank_penalty: float = 0.0) -> list[t
     return out
 
 
+def penalties(text: str) -> list[float]:
+    """--blank-penalty: "2" or "2,1.5" -> [2.0] or [2.0, 1.5]."""
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be numbers separated by commas, got {text!r}") from None
+
+
 def rows(args) -> list[tuple[str, object, dict]]:
     dtype = getattr(torch, args.dtype)
     ar = attnkit.load_pretrained(args.ar, dtype=dtype)
@@ -89,9 +97,13 @@ def rows(args) -> list[tuple[str, object, dict]]:
         raise SystemExit("bench/nat.py: --ar must be an autoregressive run and --nat, --nat-raw NAT runs")
     k = args.length_candidates
     out = [("AR greedy", ar, {})] + ([] if args.no_beam else [(f"AR beam {args.beam}", ar, {"num_beams": args.beam})])
-    for tr in nats:
-        out += nat_rows(tr, k, blank_penalty=args.blank_penalty)
-    pen = args.blank_penalty if args.raw_blank_penalty is None else args.raw_blank_penalty
+    pens = args.blank_penalty * len(nats) if len(args.blank_penalty) == 1 else args.blank_penalty
+    if len(pens) != len(nats):
+        raise SystemExit(f"bench/nat.py: --blank-penalty gives {len(pens)} values for {len(nats)} --nat runs: "
+                         "give one, or one per run")
+    for tr, pen in zip(nats, pens):
+        out += nat_rows(tr, k, blank_penalty=pen)
+    pen = args.blank_penalty[0] if args.raw_blank_penalty is None else args.raw_blank_penalty
     for tr in raws:  # without distillation: the one pass (and Mask-Predict 10 of a Mask-Predict run)
         out += [r for r in nat_rows(tr, k, "no distillation: ", pen) if "1 length" in r[0]
                 or "10 it." in r[0] or "CTC one pass" in r[0]]
@@ -238,8 +250,9 @@ def main() -> int:
     p.add_argument("--data-root", type=Path, default=None)
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--length-candidates", type=int, default=3)
-    p.add_argument("--blank-penalty", type=float, default=0.0,
-                   help="CTC runs: taken off the blank's logit (choose it on the validation set; default 0)")
+    p.add_argument("--blank-penalty", type=penalties, default=[0.0],
+                   help="CTC runs: taken off the blank's logit (choose it on the validation set; default 0): one "
+                   "value for every --nat run, or one per run, comma-separated (2,1.5)")
     p.add_argument("--raw-blank-penalty", type=float, default=None,
                    help="the same for the --nat-raw CTC runs (chosen on the validation set for them; default: "
                    "--blank-penalty)")
