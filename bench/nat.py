@@ -69,9 +69,10 @@ def nat_rows(tr, k: int, prefix: str = "", blank_penalty: float = 0.0) -> list[t
     10 iterations."""
     loss = tr.model.config.nat_loss
     name = prefix + LOSS_NAMES[loss]
-    if loss == "ctc":
+    if loss == "ctc":  # the row in the name: two CTC runs are two rows
         pen = f", blank penalty {blank_penalty:g}" if blank_penalty else ""
-        return [(f"{name} one pass{pen}", tr, {"blank_penalty": blank_penalty} if blank_penalty else {})]
+        return [(f"{name} one pass ({tr.model.config.ctc_upsample:g} x S){pen}", tr,
+                 {"blank_penalty": blank_penalty} if blank_penalty else {})]
     out = [(f"{name} one pass, 1 length", tr, {"iterations": 1, "length_candidates": 1}),
            (f"{name} one pass, {k} lengths", tr, {"iterations": 1, "length_candidates": k})]
     if loss == "mask-predict":
@@ -103,6 +104,9 @@ def rows(args) -> list[tuple[str, object, dict]]:
                          "give one, or one per run")
     for tr, pen in zip(nats, pens):
         out += nat_rows(tr, k, blank_penalty=pen)
+    if len({name for name, _, _ in out}) < len(out):
+        raise SystemExit("bench/nat.py: two rows of the same name (the same kind of --nat run twice): give runs "
+                         "that differ")
     pen = args.blank_penalty[0] if args.raw_blank_penalty is None else args.raw_blank_penalty
     for tr in raws:  # without distillation: the one pass (and Mask-Predict 10 of a Mask-Predict run)
         out += [r for r in nat_rows(tr, k, "no distillation: ", pen) if "1 length" in r[0]
