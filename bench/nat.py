@@ -104,13 +104,17 @@ def rows(args) -> list[tuple[str, object, dict]]:
                          "give one, or one per run")
     for tr, pen in zip(nats, pens):
         out += nat_rows(tr, k, blank_penalty=pen)
-    if len({name for name, _, _ in out}) < len(out):
-        raise SystemExit("bench/nat.py: two rows of the same name (the same kind of --nat run twice): give runs "
-                         "that differ")
-    pen = args.blank_penalty[0] if args.raw_blank_penalty is None else args.raw_blank_penalty
-    for tr in raws:  # without distillation: the one pass (and Mask-Predict 10 of a Mask-Predict run)
+    raw = args.blank_penalty[:1] if args.raw_blank_penalty is None else args.raw_blank_penalty
+    raw = raw * len(raws) if len(raw) == 1 else raw
+    if len(raw) != len(raws):
+        raise SystemExit(f"bench/nat.py: --raw-blank-penalty gives {len(raw)} values for {len(raws)} --nat-raw "
+                         "runs: give one, or one per run")
+    for tr, pen in zip(raws, raw):  # without distillation: the one pass (and Mask-Predict 10 of a Mask-Predict run)
         out += [r for r in nat_rows(tr, k, "no distillation: ", pen) if "1 length" in r[0]
                 or "10 it." in r[0] or "CTC one pass" in r[0]]
+    if len({name for name, _, _ in out}) < len(out):
+        raise SystemExit("bench/nat.py: two rows of the same name (the same kind of run twice): give runs that "
+                         "differ")
     return out
 
 
@@ -257,9 +261,9 @@ def main() -> int:
     p.add_argument("--blank-penalty", type=penalties, default=[0.0],
                    help="CTC runs: taken off the blank's logit (choose it on the validation set; default 0): one "
                    "value for every --nat run, or one per run, comma-separated (2,1.5)")
-    p.add_argument("--raw-blank-penalty", type=float, default=None,
-                   help="the same for the --nat-raw CTC runs (chosen on the validation set for them; default: "
-                   "--blank-penalty)")
+    p.add_argument("--raw-blank-penalty", type=penalties, default=None,
+                   help="the same for the --nat-raw runs, one value or one per run (chosen on the validation set "
+                   "for them; default: --blank-penalty's first)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                    help="every run's weights in this dtype (default float32, as trained)")
