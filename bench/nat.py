@@ -89,7 +89,20 @@ def penalties(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"must be numbers separated by commas, got {text!r}") from None
 
 
+def per_run(values: list[float], runs: list, option: str, runs_option: str) -> list[float]:
+    """One value for every run, or one per run -> one per run; else a one-line error naming ``option``."""
+    if len(values) == 1:
+        return values * len(runs)
+    if len(values) != len(runs):
+        raise SystemExit(f"bench/nat.py: {option} gives {len(values)} values for {len(runs)} {runs_option} runs: "
+                         "give one, or one per run")
+    return values
+
+
 def rows(args) -> list[tuple[str, object, dict]]:
+    pens = per_run(args.blank_penalty, args.nat, "--blank-penalty", "--nat")
+    raw = args.blank_penalty[:1] if args.raw_blank_penalty is None else args.raw_blank_penalty
+    raw_pens = per_run(raw, args.nat_raw or [], "--raw-blank-penalty", "--nat-raw")
     dtype = getattr(torch, args.dtype)
     ar = attnkit.load_pretrained(args.ar, dtype=dtype)
     nats = [attnkit.load_pretrained(run, dtype=dtype) for run in args.nat]
@@ -98,18 +111,9 @@ def rows(args) -> list[tuple[str, object, dict]]:
         raise SystemExit("bench/nat.py: --ar must be an autoregressive run and --nat, --nat-raw NAT runs")
     k = args.length_candidates
     out = [("AR greedy", ar, {})] + ([] if args.no_beam else [(f"AR beam {args.beam}", ar, {"num_beams": args.beam})])
-    pens = args.blank_penalty * len(nats) if len(args.blank_penalty) == 1 else args.blank_penalty
-    if len(pens) != len(nats):
-        raise SystemExit(f"bench/nat.py: --blank-penalty gives {len(pens)} values for {len(nats)} --nat runs: "
-                         "give one, or one per run")
     for tr, pen in zip(nats, pens):
         out += nat_rows(tr, k, blank_penalty=pen)
-    raw = args.blank_penalty[:1] if args.raw_blank_penalty is None else args.raw_blank_penalty
-    raw = raw * len(raws) if len(raw) == 1 else raw
-    if len(raw) != len(raws):
-        raise SystemExit(f"bench/nat.py: --raw-blank-penalty gives {len(raw)} values for {len(raws)} --nat-raw "
-                         "runs: give one, or one per run")
-    for tr, pen in zip(raws, raw):  # without distillation: the one pass (and Mask-Predict 10 of a Mask-Predict run)
+    for tr, pen in zip(raws, raw_pens):  # no distillation: the one pass (and Mask-Predict 10 of a Mask-Predict run)
         out += [r for r in nat_rows(tr, k, "no distillation: ", pen) if "1 length" in r[0]
                 or "10 it." in r[0] or "CTC one pass" in r[0]]
     if len({name for name, _, _ in out}) < len(out):

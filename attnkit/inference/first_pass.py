@@ -51,6 +51,6 @@ def native_first_pass(engine):
                             .contiguous(), encoder_norm=pair(enc.norm), decoder_norm=pair(base.final_norm),
                             norm_eps=norms[0].eps if norms else 1e-5, length=None if engine.length is None else
                             native.packed_rows(engine.length), length_offset=engine.config.max_length_offset,
-                            ctc_row=None if engine.length is not None else engine.ctc_row,
+                            ctc_row=engine.ctc_row,
                             cross_kv=native.packed_rows(base.cross_kv), output=native.packed_rows(base.output),
                             max_rows=rows, max_row=engine.max_first_row)

@@ -65,14 +65,14 @@ class NATEngine:
         self.reference, self.config = model, model.config
         self.base = Seq2SeqEngine(spec, model)
         self.length = None if spec.length is None else PackedLinear(spec.length)  # one row: native
+        base = self.base
         # a CTC model's row, ceil(S p / q) positions: (p, q); None: the length classifier decides
         self.ctc_row = ctc_fraction(self.config) if self.config.nat_loss == "ctc" else None
         # the longest decoder row the first pass runs natively: a CTC row of PASS_ROWS (where the output layer has
         # its panels: not bfloat16 without AVX512-BF16), else a sentence's
-        wide = self.ctc_row is not None and self.base.output.panels_from() <= LAYER_ROWS
+        wide = self.ctc_row is not None and base.output.panels_from() <= LAYER_ROWS
         self.max_first_row = min(PASS_ROWS if wide else LAYER_ROWS, SHORT_MAX_LEN)
         # each layer in one native call where the decoder-layer step runs (the same kernels), W in panels
-        base = self.base
         weights = [native.layer_weights(m, panels=True) for m in base.layers] if base.step_weights else []
         self.layer_weights = weights if weights and None not in weights else None
         self.stack = native.layer_stack(base.layers, weights) if self.layer_weights else None

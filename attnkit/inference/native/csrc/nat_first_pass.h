@@ -120,8 +120,8 @@ class NatFirstPass {
     TORCH_CHECK(!ctc_row_ || (ctc_row_->first >= 1 && ctc_row_->second >= 1 && ctc_row_->first <= 1000000 &&
                               ctc_row_->second <= 1000000),
                 who, ": `ctc_row` must be (p, q), whole numbers in [1, 1000000]");
-    const std::pair<const PackedRows*, const char*> linears[] = {{length_ ? &*length_ : &out_, "length"},
-                                                                 {&kv_, "cross_kv"}, {&out_, "output"}};
+    std::vector<std::pair<const PackedRows*, const char*>> linears = {{&kv_, "cross_kv"}, {&out_, "output"}};
+    if (length_) linears.emplace_back(&*length_, "length");
     for (const auto& [rows, name] : linears)
       TORCH_CHECK(rows->inputs() == d && rows->blocked.scalar_type() == dt, who, ": `", name, "` must take d = ", d,
                   " inputs in the layers' dtype");
