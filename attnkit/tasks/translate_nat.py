@@ -120,12 +120,19 @@ def init_subwords(run: Path):
 
 def initialise(model: NATModel, run: Path) -> dict:
     """--init: the AR run's weights into ``model`` (all of them must fit; the length head keeps its random
-    start) -> a note for the run's meta."""
+    start; a decoder of fewer layers than the AR run's takes its first ones) -> a note for the run's meta."""
     folder, meta = _init_run(run)
-    fresh = load_weights(folder, model, missing_ok=("length_head.",))
-    print(f"initialised from {folder} ({len(fresh)} tensors of the length classifier start fresh)",
+    ours = model.config.transformer.num_decoder_layers
+    theirs = int(meta.get("model", {}).get("transformer", {}).get("num_decoder_layers", ours))
+    if theirs < ours:
+        raise CheckpointError(f"--init: {folder} has {theirs} decoder layers, fewer than --num-decoder-layers "
+                              f"{ours}; give at most {theirs}")
+    left_out = tuple(f"decoder.layers.{i}." for i in range(ours, theirs))
+    fresh = load_weights(folder, model, missing_ok=("length_head.",), unused_ok=left_out)
+    dropped = f"; its decoder layers {ours}-{theirs - 1} left out" if left_out else ""
+    print(f"initialised from {folder} ({len(fresh)} tensors of the length classifier start fresh{dropped})",
           file=sys.stderr, flush=True)
-    return {"run": str(run), "checkpoint": folder.name, "step": meta.get("step")}
+    return {"run": str(run), "checkpoint": folder.name, "step": meta.get("step"), "decoder_layers": ours}
 
 
 def config(args, seq2seq_fields: dict) -> NATConfig:

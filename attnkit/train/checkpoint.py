@@ -307,11 +307,16 @@ def _read_safetensors(path: Path) -> dict:
         raise CheckpointError(f"checkpoint: {path} cannot be read ({_one_line(e)})") from None
 
 
-def load_weights(folder: str | os.PathLike, model: nn.Module, *, missing_ok: tuple[str, ...] = ()) -> list[str]:
+def load_weights(folder: str | os.PathLike, model: nn.Module, *, missing_ok: tuple[str, ...] = (),
+                 unused_ok: tuple[str, ...] = ()) -> list[str]:
     """The folder's weights into ``model``, verified; every tensor must fit. ``missing_ok``: name prefixes of
-    the model's parameters the folder may lack (they keep their values). Returns the names left as they were."""
+    the model's parameters the folder may lack (they keep their values); ``unused_ok``: name prefixes of the
+    folder's tensors the model may lack (left out). Returns the names left as they were."""
     folder = Path(folder)
-    return fill(folder, model, _read_safetensors(verified(folder, WEIGHTS)), missing_ok=missing_ok)
+    state = _read_safetensors(verified(folder, WEIGHTS))
+    if unused_ok:
+        state = {k: v for k, v in state.items() if not k.startswith(unused_ok)}
+    return fill(folder, model, state, missing_ok=missing_ok)
 
 
 def fill(folder: Path, model: nn.Module, state: dict, *, missing_ok: tuple[str, ...] = ()) -> list[str]:

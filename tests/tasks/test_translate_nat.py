@@ -210,6 +210,29 @@ def test_init_starts_from_the_autoregressive_run(tmp_path, capsys):
         assert re.search(match, err) and len(err.strip().splitlines()) == 1, (argv, err)
 
 
+def test_init_takes_the_first_decoder_layers_of_a_deeper_run(tmp_path, capsys):
+    """--init into a NAT decoder of fewer layers: its layers start as the AR run's first ones, the rest are left
+    out (and said so); a NAT decoder deeper than the AR run's is one clear line."""
+    from safetensors.torch import load_file
+
+    c = write_corpus(tmp_path / "corpus", n_train=60, n_dev=6)
+    data = ["--train-src", str(c["train_src"]), "--train-tgt", str(c["train_tgt"]), "--dev-src", str(c["dev_src"]),
+            "--dev-tgt", str(c["dev_tgt"]), *TINY]
+    ar, nat = tmp_path / "ar", tmp_path / "nat"
+    assert main(["train", "translate", *data, "--num-decoder-layers", "2", "--max-steps", "2", "--out", str(ar)]) == 0
+    nat_args = ["train", "translate", *data, "--decoder", "nat", "--nat-loss", "ctc", "--init", str(ar)]
+    assert main([*nat_args, "--max-steps", "1", "--warmup-steps", "10000000", "--out", str(nat)]) == 0
+    assert "its decoder layers 1-1 left out" in capsys.readouterr().err
+    start = load_file(str(ar / json.loads((ar / "best.json").read_text())["path"] / "model.safetensors"))
+    after = load_file(str(nat / "ckpt-00000001" / "model.safetensors"))
+    assert not any(k.startswith("decoder.layers.1.") for k in after)
+    first = [k for k in after if k.startswith("decoder.layers.0.")]
+    assert first and all(torch.allclose(after[k], start[k], rtol=0, atol=1e-8) for k in first)
+    assert main([*nat_args, "--num-decoder-layers", "3", "--max-steps", "1", "--out", str(tmp_path / "x")]) == 1
+    err = capsys.readouterr().err
+    assert "has 2 decoder layers, fewer than --num-decoder-layers 3" in err and len(err.strip().splitlines()) == 1
+
+
 def test_glat_and_ctc_runs_train_save_their_loss_and_decode(tmp_path, capsys):
     """--nat-loss glat / ctc: a tiny run each; meta.json keeps the loss and its setting, the run loads back with
     it and decodes (a CTC run in one pass, the length from the alignment); bad values are one line naming the
