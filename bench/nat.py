@@ -63,12 +63,13 @@ from attnkit.models.nat import ctc_row_length  # noqa: E402
 LOSS_NAMES = {"mask-predict": "NAT", "glat": "GLAT", "ctc": "CTC"}
 
 
-def nat_rows(tr, k: int, prefix: str = "", blank_penalty: float = 0.0) -> list[tuple[str, object, dict]]:
+def nat_rows(tr, k: int, prefix: str = "", blank_penalty: float = 0.0, ar_layers: int | None = None
+             ) -> list[tuple[str, object, dict]]:
     """The rows of one NAT run, by how it was trained: CTC one pass (with ``blank_penalty``, chosen on the
     validation set); GLAT one pass with 1 and k lengths; Mask-Predict's one pass (1 and k lengths) and 4 and
-    10 iterations."""
-    loss = tr.model.config.nat_loss
-    name = prefix + LOSS_NAMES[loss]
+    10 iterations. A decoder of other than ``ar_layers`` layers is named."""
+    loss, layers = tr.model.config.nat_loss, tr.model.config.transformer.num_decoder_layers
+    name = prefix + LOSS_NAMES[loss] + (f" ({layers}-layer decoder)" if ar_layers not in (None, layers) else "")
     if loss == "ctc":  # the row in the name: two CTC runs are two rows
         pen = f", blank penalty {blank_penalty:g}" if blank_penalty else ""
         return [(f"{name} one pass ({tr.model.config.ctc_upsample:g} x S){pen}", tr,
@@ -111,10 +112,11 @@ def rows(args) -> list[tuple[str, object, dict]]:
         raise SystemExit("bench/nat.py: --ar must be an autoregressive run and --nat, --nat-raw NAT runs")
     k = args.length_candidates
     out = [("AR greedy", ar, {})] + ([] if args.no_beam else [(f"AR beam {args.beam}", ar, {"num_beams": args.beam})])
+    layers = ar.model.config.transformer.num_decoder_layers
     for tr, pen in zip(nats, pens):
-        out += nat_rows(tr, k, blank_penalty=pen)
+        out += nat_rows(tr, k, blank_penalty=pen, ar_layers=layers)
     for tr, pen in zip(raws, raw_pens):  # no distillation: the one pass (and Mask-Predict 10 of a Mask-Predict run)
-        out += [r for r in nat_rows(tr, k, "no distillation: ", pen) if "1 length" in r[0]
+        out += [r for r in nat_rows(tr, k, "no distillation: ", pen, layers) if "1 length" in r[0]
                 or "10 it." in r[0] or "CTC one pass" in r[0]]
     if len({name for name, _, _ in out}) < len(out):
         raise SystemExit("bench/nat.py: two rows of the same name (the same kind of run twice): give runs that "
