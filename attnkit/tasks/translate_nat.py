@@ -70,8 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--init", type=Path, default=None, metavar="RUN",
                    help="nat: start from this autoregressive run's best weights and vocabulary (embeddings, "
                         "encoder, decoder; the length classifier starts fresh), as Guo et al. (2020) start NAT "
-                        "from a trained autoregressive model; the shapes must match, except that a decoder of fewer layers "
-                        "(--num-decoder-layers) takes the run's first ones (default: random weights)")
+                        "from a trained autoregressive model; the shapes must match, except that a decoder of "
+                        "fewer layers (--num-decoder-layers) takes the run's first ones (default: random weights)")
     g.add_argument("--length", choices=LENGTH_STRATEGIES, default="classifier",
                    help="nat: classifier (default): the output length from a classifier on the encoder output; "
                         "end: a long row, cut at the first END")
