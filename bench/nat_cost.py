@@ -31,7 +31,8 @@ from nat import latency, throughput  # noqa: E402
 
 import attnkit  # noqa: E402
 from attnkit.data.multi30k import multi30k  # noqa: E402
-from attnkit.models.nat import ctc_row_length  # noqa: E402
+from attnkit.models.nat import ctc_row_lengths  # noqa: E402
+from attnkit.models.nat_losses import ctc_feasible  # noqa: E402
 
 
 def cuts(text: str) -> list[tuple[int, float]]:
@@ -62,13 +63,14 @@ def cut(tr, layers: int, upsample: float):
 
 
 def unalignable(tr, src: list[str], ref: list[str]) -> float:
-    """The share (%) of references whose CTC alignment needs more positions than the row of their source."""
-    bad = 0
-    for s, t in zip(src, ref):
-        row = ctc_row_length(len(tr.source_ids(s, "source")), tr.model.config)  # the row ctc_decode writes
-        ids = tr.subwords.encode(t)
-        bad += len(ids) + sum(a == b for a, b in zip(ids, ids[1:])) > row
-    return 100.0 * bad / max(len(src), 1)
+    """The share (%) of references whose CTC alignment needs more positions than the row of their source
+    (``ctc_feasible``, as training counts them)."""
+    if not src:
+        return 0.0
+    rows = ctc_row_lengths(torch.tensor([len(tr.source_ids(s, "source")) for s in src]), tr.model.config)
+    ids = [tr.subwords.encode(t) for t in ref]
+    targets = torch.tensor([t + [-1] * (max(map(len, ids)) - len(t)) for t in ids])  # (N, L) padded with -1
+    return 100.0 * float((~ctc_feasible(targets, torch.tensor([len(t) for t in ids]), rows)).float().mean())
 
 
 def main() -> int:
