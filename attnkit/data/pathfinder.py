@@ -4,7 +4,11 @@ An image holds two main curves and a few shorter distractors, each a chain of st
 ("paddles") with gaps between them, turning by at most ``continuity`` degrees from one paddle to
 the next. Two dots mark curve ends: both ends of the same main curve (label 1, connected) or one end
 of each main curve (label 0). Positive and negative images are drawn the same way (two main curves,
-the same distractors, two dots); only where the second dot sits differs. Curves keep at least
+the same distractors, two dots); only where the second dot sits differs. With ``match_distance`` (the
+default) the second main curve is placed with an end exactly as far from the first dot as the first curve's
+other end, and a negative's second dot sits there: the two dots are equally far apart in both classes, so the
+label is in the path, not in the distance (without it, a band of distances alone scores 96% at 16x16).
+Curves keep at least
 ``min_distance`` pixels from each other and from themselves (beyond neighbouring paddles), and
 ``min_distance + dot_radius`` from the four main-curve ends where dots may sit, so no curve or dot
 touches another curve and the gaps inside a curve are the only breaks. Lines are anti-aliased, 8-bit.
@@ -54,6 +58,10 @@ class PathfinderConfig:
         "help": "pixels between different curves, and between non-neighbouring parts of one", "range": PIXELS})
     thickness: float = field(default=1.0, metadata={"help": "line width in pixels", "range": PIXELS})
     dot_radius: float = field(default=1.5, metadata={"help": "radius of the two dots in pixels", "range": PIXELS})
+    match_distance: bool = field(default=True, metadata={
+        "help": "place the second main curve with one end as far from the first dot as the first curve's other end, "
+                "so the two dots are as far apart in negatives as in positives (without it the distance alone "
+                "gives the label: 96% at 16x16, 89% at 32x32)"})
     n_train: int = field(default=20_000, metadata={"help": "training images", "range": COUNT})
     n_val: int = field(default=2_000, metadata={"help": "validation images", "range": COUNT})
     n_test: int = field(default=2_000, metadata={"help": "test images", "range": COUNT})
@@ -111,23 +119,33 @@ def _clear(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _curve(rng: np.random.Generator, n: int, cfg: PathfinderConfig, taken: np.ndarray, ends: np.ndarray,
-           main: bool) -> np.ndarray | None:
+           main: bool, anchor: tuple[np.ndarray, float] | None = None) -> np.ndarray | None:
     """One curve of ``n`` paddles inside the image, ``min_distance`` from the ``taken`` points and
     ``min_distance + dot_radius`` from the main curves' ``ends`` (where dots may sit); a ``main`` curve's
-    own ends keep that clearance from everything too. None if none was found."""
+    own ends keep that clearance from everything too. ``anchor`` (point, radius): the curve's last end
+    lies on that circle. None if none was found."""
     margin = cfg.dot_radius + 1.0
-    for _ in range(4):
+    for _ in range(4 if anchor is None else 16):
         segs = _shapes(rng, n, cfg, 16)  # (c, n, 2, 2)
         lo, hi = segs.min((1, 2)), segs.max((1, 2))  # (c, 2)
         segs, lo, hi = (x[np.all(hi - lo <= cfg.size - 2 * margin, -1)] for x in (segs, lo, hi))
         if not len(segs):
             continue
-        shifts = rng.uniform(margin - lo[:, None], cfg.size - margin - hi[:, None], (len(segs), 10, 2))  # inside
+        if anchor is None:
+            shifts = rng.uniform(margin - lo[:, None], cfg.size - margin - hi[:, None], (len(segs), 10, 2))  # inside
+            inside = np.ones(shifts.shape[:2], bool)  # (c, 10)
+        else:
+            theta = rng.uniform(0.0, 2 * math.pi, (len(segs), 10))
+            on_circle = anchor[0] + anchor[1] * np.stack([np.cos(theta), np.sin(theta)], -1)  # (c, 10, 2)
+            shifts = on_circle - segs[:, None, -1, 1]  # (c, 10, 2): moves the last end onto the circle
+            inside = np.all((lo[:, None] + shifts >= margin) & (hi[:, None] + shifts <= cfg.size - margin), -1)
         pts = _points(segs)[0]  # (c, P, 2)
         wide = cfg.min_distance + cfg.dot_radius
         for c in range(len(segs)):
+            if not inside[c].any():
+                continue
             placed = pts[c, None] + shifts[c, :, None]  # (10, P, 2)
-            ok = (_clear(placed, taken) >= cfg.min_distance) & (_clear(placed, ends) >= wide)  # (10,)
+            ok = inside[c] & (_clear(placed, taken) >= cfg.min_distance) & (_clear(placed, ends) >= wide)  # (10,)
             if main:
                 tips = np.stack([segs[c, 0, 0], segs[c, -1, 1]])[None] + shifts[c, :, None]  # (10, 2, 2)
                 ok &= _clear(tips, taken) >= wide
@@ -157,7 +175,10 @@ def _image(rng: np.random.Generator, positive: bool, cfg: PathfinderConfig) -> t
         curves: list[np.ndarray] = []
         taken, ends = np.zeros((0, 2)), np.zeros((0, 2))
         for k, n in enumerate([cfg.contour_length] * 2 + [cfg.distractor_length] * cfg.num_distractors):
-            segs = _curve(rng, n, cfg, taken, ends, main=k < 2)
+            anchor = None
+            if k == 1 and cfg.match_distance:  # b's last end as far from a's start as a's last end
+                anchor = (curves[0][0, 0], float(np.linalg.norm(curves[0][-1, 1] - curves[0][0, 0])))
+            segs = _curve(rng, n, cfg, taken, ends, main=k < 2, anchor=anchor)
             if segs is None:
                 break
             curves.append(segs)
@@ -167,7 +188,10 @@ def _image(rng: np.random.Generator, positive: bool, cfg: PathfinderConfig) -> t
         else:
             a, b = curves[0], curves[1]
             ends_b = [b[0, 0], b[-1, 1]]
-            second = a[-1, 1] if positive else ends_b[int(rng.integers(2))]
+            if positive:
+                second = a[-1, 1]
+            else:  # with match_distance, the end of b as far from the first dot as a's last end
+                second = b[-1, 1] if cfg.match_distance else ends_b[int(rng.integers(2))]
             dots = [a[0, 0], second]
             return draw_pathfinder(curves, dots, cfg), {"curves": curves, "dots": dots}
     raise ValueError(f"pathfinder: could not place {2 + cfg.num_distractors} curves apart from each other in a "

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -154,8 +154,15 @@ def _text(s: TaskSettings, folder: Path | None, download: bool) -> TaskData:
 
 
 def _folder(data_dir: Path, s: TaskSettings, seed: int) -> Path:
-    """``<family>-L<len>-n<train>-<val>-<test>[-<hash of the generator options>]-seed<S>``: one folder per data."""
-    tag = f"-{hashlib.sha256(json.dumps(s.generator, sort_keys=True).encode()).hexdigest()[:8]}" if s.generator else ""
+    """``<family>-L<len>-n<train>-<val>-<test>[-<hash of the generator options>]-seed<S>``: one folder per data.
+    Pathfinder's hash covers every option of its generator, defaults included: a changed default is new data."""
+    options = s.generator
+    side = math.isqrt(s.seq_len)
+    if s.task == "pathfinder" and side * side == s.seq_len:
+        options = asdict(pathfinder_config(side, s.replace(n_train=1, n_val=1, n_test=1), 0))
+        for k in ("n_train", "n_val", "n_test", "seed"):  # in the name already
+            del options[k]
+    tag = f"-{hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:8]}" if options else ""
     return data_dir / f"{s.task}-L{s.seq_len}-n{s.n_train}-{s.n_val}-{s.n_test}{tag}-seed{seed}"
 
 

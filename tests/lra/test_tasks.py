@@ -10,7 +10,7 @@ from attnkit.lra.depth import model_by_depth, nesting_depth, rule_by_depth
 from attnkit.lra.model import PerPosition, build_model
 from attnkit.lra.pretrain import mask_tokens, pretrain
 from attnkit.lra.settings import SUITES
-from attnkit.lra.tasks import prepare_task
+from attnkit.lra.tasks import _folder, prepare_task
 from attnkit.train.metrics import IGNORE
 
 
@@ -107,3 +107,13 @@ def test_image_crops_the_centre_before_pooling(tmp_path):
     pixels = (whole.train[0][0] - 1).reshape(28, 28)[4:24, 4:24].double()  # (20, 20)
     pooled = pixels.reshape(10, 2, 10, 2).mean((1, 3)).round().long() + 1  # (10, 10)
     assert torch.equal(centre.train[0][0], pooled.flatten())
+
+
+def test_pathfinder_folder_names_every_generator_option(tmp_path):
+    """A generator option, given or by default, names the data: no stale images when a default changes."""
+    s = SUITES["full"]["pathfinder"]
+    assert _folder(tmp_path, s, 0) == _folder(tmp_path, s.replace(generator={"match_distance": True}), 0)
+    assert _folder(tmp_path, s, 0) != _folder(tmp_path, s.replace(generator={"match_distance": False}), 0)
+    assert _folder(tmp_path, s, 0) != _folder(tmp_path, s, 1)
+    name = _folder(tmp_path, s, 0).name
+    assert name.startswith("pathfinder-L256-n8000-500-1000-") and name.endswith("-seed0") and len(name) == 45
