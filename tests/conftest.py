@@ -1,3 +1,6 @@
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from hypothesis import settings
@@ -19,3 +22,17 @@ def one_thread():
     yield
     torch.set_num_threads(n)
 
+
+
+@pytest.fixture(scope="session")
+def bench_script():
+    """``bench_script("nat_cost")``: the module of ``bench/nat_cost.py`` (bench/ is on sys.path only for the import)."""
+    folder = str(Path(__file__).resolve().parents[1] / "bench")
+
+    def load(name: str):
+        sys.path.insert(0, folder)
+        try:
+            return __import__(name)
+        finally:
+            sys.path.remove(folder)
+    return load

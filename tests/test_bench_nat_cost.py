@@ -1,9 +1,6 @@
 """bench/nat_cost.py: a CTC run's weights cut to fewer decoder layers and another row, and the share of references
 such a row cannot align."""
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -11,17 +8,10 @@ from attnkit.models.nat import NATConfig, NATModel
 from attnkit.nn import TransformerConfig
 from attnkit.tasks.translate_nat import NATTranslator
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
-def nat_cost():
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import nat_cost
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return nat_cost
+def nat_cost(bench_script):
+    return bench_script("nat_cost")
 
 
 class Pieces:

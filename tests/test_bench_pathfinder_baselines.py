@@ -9,18 +9,15 @@ import pytest
 import torch
 
 from attnkit.data import pathfinder as P
+from attnkit.lra.settings import SUITES
+from attnkit.lra.tasks import pathfinder_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def pb():
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import pathfinder_baselines
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return pathfinder_baselines
+def pb(bench_script):
+    return bench_script("pathfinder_baselines")
 
 
 def test_band_rule_finds_the_band_and_scores_the_other_half(pb):
@@ -37,8 +34,7 @@ def test_cnn_maps_images_to_two_scores(pb):
 
 
 def test_script_prints_both_rules_and_the_cnn(tmp_path):
-    cfg = P.PathfinderConfig(size=16, contour_length=3, distractor_length=2, num_distractors=1, paddle_length=2.5,
-                             paddle_gap=1.5, min_distance=2.0, dot_radius=1.0, n_train=16, n_val=8, n_test=8)
+    cfg = pathfinder_config(16, SUITES["full"]["pathfinder"].replace(n_train=16, n_val=8, n_test=8), 0)
     P.write_pathfinder(P.generate_pathfinder(cfg), tmp_path)
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "pathfinder_baselines.py"), "--images", "40",
                           "--data-dir", str(tmp_path), "--steps", "2", "--batch-size", "4", "--threads", "1"],

@@ -19,12 +19,8 @@ def test_commit_names_the_checkout_of_the_scripts_from_another_directory(tmp_pat
     assert got.stdout.strip() == head.stdout.strip() != ""
 
 
-def test_machine_names_the_instruction_sets_cores_torch_and_threads():
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import _timing
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+def test_machine_names_the_instruction_sets_cores_torch_and_threads(bench_script):
+    _timing = bench_script("_timing")
     got = re.fullmatch(r".+ \(([a-z0-9_, ]+)\), \d+ cores, torch \S+, \d+ threads", _timing.machine())
     assert got is not None, _timing.machine()
     isa = got.group(1).split(", ")

@@ -87,26 +87,18 @@ def _dot_distances(cfg: P.PathfinderConfig, n: int) -> tuple[np.ndarray, np.ndar
     return dist, np.arange(n) % 2 == 0, infos
 
 
-def _best_band(dist: np.ndarray, positive: np.ndarray) -> float:
-    """Accuracy on the second half of 'positive iff the dots' distance is in [lo, hi]', the band chosen on the first."""
-    half = len(dist) // 2
-    grid = np.arange(0.0, 24.0, 0.25)
-    lo, hi = max(((lo, hi) for lo in grid for hi in grid if hi > lo),
-                 key=lambda b: (((dist[:half] >= b[0]) & (dist[:half] <= b[1])) == positive[:half]).mean())
-    return float((((dist[half:] >= lo) & (dist[half:] <= hi)) == positive[half:]).mean())
-
-
-def test_matched_distance_hides_the_label_from_the_dots_distance():
+def test_matched_distance_hides_the_label_from_the_dots_distance(bench_script):
     """Pathfinder-16's curves: without matching, a band of dot distances nearly gives the label; with it (the
     default) both classes put the second dot exactly as far from the first as the first curve's other end."""
     small = dict(size=16, contour_length=3, distractor_length=2, num_distractors=1, paddle_length=2.5,
                  paddle_gap=1.5, min_distance=2.0, dot_radius=1.0)
+    band_accuracy = bench_script("pathfinder_baselines").band_rule  # the band chosen on half, scored on the rest
     dist, positive, infos = _dot_distances(P.PathfinderConfig(**small), 240)
     for info, d in zip(infos, dist):
         a, b = info["curves"][:2]
         assert abs(np.linalg.norm(a[-1, 1] - a[0, 0]) - d) < 1e-9  # as far as a's own ends
         assert abs(np.linalg.norm(b[-1, 1] - a[0, 0]) - d) < 1e-9  # b's last end on the same circle
-    assert _best_band(dist, positive) < 0.65
+    assert band_accuracy(dist, positive)[2] < 0.65
     dist, positive, _ = _dot_distances(P.PathfinderConfig(**small, match_distance=False), 240)
-    assert _best_band(dist, positive) > 0.85
+    assert band_accuracy(dist, positive)[2] > 0.85
 
