@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -7,6 +8,29 @@ from hypothesis import settings
 
 settings.register_profile("attnkit", max_examples=25, deadline=None, derandomize=True)
 settings.load_profile("attnkit")
+
+
+def pytest_generate_tests(metafunc):
+    """A test that uses ``cpu_variant`` (a module's ``pytestmark = pytest.mark.usefixtures("cpu_variant")``) runs
+    once per variant of the native kernels this CPU runs: on an AVX-512 host avx512, avx2 and generic."""
+    if "cpu_variant" in metafunc.fixturenames:
+        from attnkit.functional.native import isa
+
+        metafunc.parametrize("cpu_variant", isa.supported(), indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def cpu_variant(request):
+    """Forces the native kernels' variant (``ATTNKIT_CPU_ISA``) for the tests of a module, then restores it."""
+    from attnkit.functional.native import isa
+
+    before = os.environ.get(isa.ENV)
+    os.environ[isa.ENV] = request.param
+    yield request.param
+    if before is None:
+        os.environ.pop(isa.ENV, None)
+    else:
+        os.environ[isa.ENV] = before
 
 
 @pytest.fixture(autouse=True)

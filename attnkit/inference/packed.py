@@ -233,10 +233,14 @@ class PackedLinear(nn.Module):
 
 
 @functools.cache
+def _bf16_of(kernel) -> bool:
+    return bool(kernel.cpu_has_bf16())
+
+
 def _has_bf16() -> bool:
-    """Whether this CPU runs the native kernels' AVX512-BF16 instructions."""
+    """Whether the native kernels' variant runs AVX512-BF16 instructions on this CPU (the AVX-512 variant only)."""
     kernel = native.kernel()
-    return kernel is not None and bool(kernel.cpu_has_bf16())
+    return kernel is not None and _bf16_of(kernel)
 
 
 def _small_kernel(weight: Tensor):

@@ -9,6 +9,9 @@ from hypothesis import strategies as st
 from attnkit.functional import norm
 from attnkit.functional.norm import add_layer_norm, add_norm_kernel_runs
 
+# every native variant this CPU runs (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cpu_variant")
+
 needs_kernel = pytest.mark.skipif(not add_norm_kernel_runs(torch.float32, 16), reason="native kernel does not run here")
 
 

@@ -10,6 +10,9 @@ from hypothesis import strategies as st
 from attnkit.functional import native
 from attnkit.functional.tokens import _reference, best_tokens
 
+# every native variant this CPU runs (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cpu_variant")
+
 
 @settings(max_examples=80, deadline=None)
 @given(m=st.integers(0, 12), v=st.integers(1, 70), seed=st.integers(0, 2**16),

@@ -16,7 +16,8 @@ from attnkit.models.bert import BertConfig, BertModel
 from attnkit.nn import TransformerConfig
 from attnkit.nn.blocks import EncoderLayer
 
-pytestmark = pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops")
+pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
+              pytest.mark.usefixtures("cpu_variant")]
 
 
 def _bert():

@@ -17,8 +17,17 @@ from attnkit.models.nat import ctc_row_length
 from .test_nat import model, nat_engine
 
 K = compositions()
-pytestmark = pytest.mark.skipif(K is None or not onednn_available(), reason="no native kernel or no oneDNN")
+pytestmark = [pytest.mark.skipif(K is None or not onednn_available(), reason="no native kernel or no oneDNN"),
+              pytest.mark.usefixtures("cpu_variant")]
 BF16 = K is not None and bool(native.kernel().cpu_has_bf16())
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _variant_kernels(cpu_variant):
+    """K and BF16 of the variant under test (the module-level ones above are the default variant's)."""
+    global K, BF16
+    K = compositions()
+    BF16 = K is not None and bool(native.kernel().cpu_has_bf16())
 
 
 def nat(norm_first=True, activation="relu", positional="sinusoidal", seed=0, dtype=torch.float32, longest=False):

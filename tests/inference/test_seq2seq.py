@@ -15,7 +15,8 @@ from attnkit.nn import TransformerConfig
 from tests.inference.engines import engine_of, padded_source, spread
 from tests.markers import needs_native
 
-pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
+pytestmark = [pytest.mark.usefixtures("cpu_variant"),
+              pytest.mark.skipif(not onednn_available(), reason="torch built without oneDNN linear ops"),
               pytest.mark.usefixtures("one_thread")]
 
 

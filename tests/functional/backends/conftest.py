@@ -8,9 +8,10 @@ from attnkit.functional import native
 
 
 @pytest.fixture(scope="module")
-def native_kernel():
-    """The compiled native kernel module; skips where it cannot be built (no AVX-512 or no compiler)."""
-    kern = native.kernel()
+def native_kernel(cpu_variant):
+    """The compiled native kernel module of each variant this CPU runs; skips where it cannot be built (no C++
+    compiler)."""
+    kern = native.kernel(cpu_variant)
     if kern is None:
-        pytest.skip("native kernel unavailable here (needs AVX-512 and a C++ compiler)")
+        pytest.skip(f"native kernel unavailable here: {native.unavailable(cpu_variant)}")
     return kern

@@ -15,6 +15,9 @@ from attnkit.functional.backends.band.geometry import Geometry
 
 from ._helpers import compare, rand
 
+# every native variant this CPU runs (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cpu_variant")
+
 
 @settings(max_examples=40, deadline=None)
 @given(lead=st.sampled_from([(), (2,), (2, 3), (1, 2, 2)]), lq=st.integers(1, 150), dl=st.integers(-20, 20),

@@ -16,6 +16,9 @@ from tests.markers import needs_native
 
 from ._helpers import check_other_ranks, check_packed_qkv_views, rand
 
+# every native variant this CPU runs (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cpu_variant")
+
 
 @pytest.fixture(scope="module")
 def bf16_kernel(native_kernel):

@@ -14,6 +14,9 @@ from tests.markers import needs_native
 
 from ._helpers import check_other_ranks, check_packed_qkv_views, rand
 
+# every native variant this CPU runs (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cpu_variant")
+
 
 def _mask(kind: str, lk: int, batch: int, seed: int):
     g = torch.Generator().manual_seed(seed)

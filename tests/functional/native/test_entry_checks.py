@@ -11,6 +11,9 @@ import pytest
 
 from attnkit.functional import native
 
+# every native variant this CPU runs (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cpu_variant")
+
 REFUSE_ALL = textwrap.dedent('''
     def refuse_all(bad):
         for name, call in bad.items():

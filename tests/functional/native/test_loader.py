@@ -25,20 +25,21 @@ def no_kernel(monkeypatch):
     def fail(*args, **kwargs):
         raise RuntimeError("Ninja is required to load C++ extensions")
 
-    native.kernel.cache_clear()
+    native._kernel.cache_clear()
     monkeypatch.setattr(ext, "load", fail)
     yield
     monkeypatch.undo()
-    native.kernel.cache_clear()
+    native._kernel.cache_clear()
 
 
-def test_failed_build_warns_once_and_the_pytorch_paths_run(no_kernel):
-    if native._cpu_problem() is not None:
-        pytest.skip("no AVX-512: the loader never tries to build")
-    with pytest.warns(RuntimeWarning, match="Ninja is required"):
+def test_failed_build_warns_once_and_the_pytorch_paths_run(no_kernel, caplog):
+    with caplog.at_level(logging.WARNING, logger="attnkit"), pytest.warns(RuntimeWarning, match="Ninja is required"):
         assert native.kernel() is None
+    tried = [r.getMessage() for r in caplog.records]
+    assert len(tried) == len(native.isa.supported())  # every variant down to generic, each said once
+    assert all("Ninja is required" in m for m in tried) and "using the PyTorch paths" in tried[-1]
     assert native.kernel() is None  # cached: no second warning, no second build
-    assert "Ninja is required" in native.unavailable()
+    assert "Ninja is required" in native.unavailable() and native.cpu_isa() is None
     q, k, v = (torch.randn(2, 2, 700, 16) for _ in range(3))
     mask = M.window(20, 20) & M.padding(torch.tensor([700, 300]))
     with torch.no_grad():
@@ -51,21 +52,50 @@ def test_failed_build_warns_once_and_the_pytorch_paths_run(no_kernel):
         for name in ("tiled", "short"):  # named explicitly: they raise, saying why, instead of substituting
             with pytest.raises(ValueError, match=f"backend '{name}' needs attnkit's native kernel.*Ninja"):
                 attnkit.attention(short, short, short, backend=name)
-    assert attnkit.functional.capabilities()["short"].available.startswith("the build failed")
+    assert "build of attnkit_native failed" in attnkit.functional.capabilities()["short"].available
+
+
+def test_a_failed_build_falls_back_to_the_next_variant_down(monkeypatch, caplog):
+    """The best variant's build fails: the next one down runs, said once; the variants are separate builds."""
+    import torch.utils.cpp_extension as ext
+
+    runs = native.isa.supported()
+    if len(runs) < 2:
+        pytest.skip("this CPU runs the generic variant only")
+    real = ext.load
+
+    def fail_best(name, *args, **kwargs):
+        if name.startswith(f"attnkit_native_{runs[0]}_"):
+            raise RuntimeError("error: this compiler cannot target it")
+        return real(name, *args, **kwargs)
+
+    native._kernel.cache_clear()
+    monkeypatch.setattr(ext, "load", fail_best)
+    try:
+        with caplog.at_level(logging.WARNING, logger="attnkit"):
+            assert native.kernel() is not None and native.cpu_isa() == runs[1]
+        said = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+        assert said == [f"attnkit: the {runs[0]} build of attnkit_native failed (RuntimeError: error: this compiler "
+                        f"cannot target it); using the {runs[1]} variant"]
+        assert native.unavailable() is None
+    finally:
+        monkeypatch.undo()
+        native._kernel.cache_clear()
 
 
 def test_build_name_covers_every_source_and_the_build_command(tmp_path, monkeypatch):
     import torch.utils.cpp_extension as ext
 
     name = native.build_name()
-    assert name.startswith("attnkit_native_") and native.build_name() == name
+    assert name.startswith(f"attnkit_native_{native.isa.selected()}_") and native.build_name() == name
+    assert len({native.build_name(variant=v) for v in native.isa.supported()}) == len(native.isa.supported())
     copy = tmp_path / "csrc"
     copy.mkdir()
     for f in native.CSRC.iterdir():
         (copy / f.name).write_bytes(f.read_bytes())
     monkeypatch.setattr(native, "CSRC", copy)
     assert native.build_name() == name
-    (copy / "simd.h").write_text((copy / "simd.h").read_text() + "\n// a header changed\n")
+    (copy / "vec.h").write_text((copy / "vec.h").read_text() + "\n// a header changed\n")
     changed = native.build_name()
     assert changed != name  # torch's own cache only watches the .cpp files it is given
     monkeypatch.setattr(ext, "include_paths", lambda *a, **k: ["/elsewhere/torch/include"])
@@ -101,7 +131,6 @@ def test_every_build_is_announced(tmp_path, monkeypatch, caplog):
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     monkeypatch.setattr(native, "SLOW_LOAD_S", 0.05)
-    monkeypatch.setattr(native, "_cpu_problem", lambda: None)
     seconds = {"build": 0.3}
 
     def fake_load(name, sources, build_directory, **kwargs):
@@ -116,7 +145,7 @@ def test_every_build_is_announced(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(ext, "load", fake_load)
 
     def load_once() -> list[str]:
-        native.kernel.cache_clear()
+        native._kernel.cache_clear()
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="attnkit"):
             assert native.kernel() == "module"
@@ -131,4 +160,4 @@ def test_every_build_is_announced(tmp_path, monkeypatch, caplog):
         monkeypatch.setattr(native, "SLOW_LOAD_S", 30.0)  # (so that a stalled machine cannot trip the timer)
         assert load_once() == []  # up to date: nothing to say
     finally:
-        native.kernel.cache_clear()
+        native._kernel.cache_clear()

@@ -12,6 +12,9 @@ from attnkit.functional import native as kernels
 from attnkit.inference import native
 from tests.functional.native.test_entry_checks import REFUSE_ALL, run_refusals
 
+# every native variant this CPU runs (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("cpu_variant")
+
 SCRIPT = REFUSE_ALL + textwrap.dedent('''
     import torch
     from attnkit.inference import native

@@ -16,7 +16,15 @@ from attnkit.inference.native import compositions
 
 K = compositions()
 BF16 = K is not None and bool(native.kernel().cpu_has_bf16())  # the CPU runs AVX512-BF16
-pytestmark = pytest.mark.skipif(K is None, reason="no native kernel")
+pytestmark = [pytest.mark.skipif(K is None, reason="no native kernel"), pytest.mark.usefixtures("cpu_variant")]
+@pytest.fixture(autouse=True, scope="module")
+def _variant_kernels(cpu_variant):
+    """K and BF16 of the variant under test (the module-level ones above are the default variant's)."""
+    global K, BF16
+    K = compositions()
+    BF16 = K is not None and bool(native.kernel().cpu_has_bf16())
+
+
 FIELDS = {12: ("qkv", "self_out", "ff1", "ff2", "self_norm", "ff_norm"),
           18: ("qkv", "self_out", "cross_q", "cross_out", "ff1", "ff2", "self_norm", "cross_norm", "ff_norm")}
 EPS, ACTS = 1e-5, {0: lambda y: y, 1: F.relu, 2: F.silu, 3: F.gelu, 4: lambda y: F.gelu(y, approximate="tanh")}

@@ -20,6 +20,7 @@
 #include "short_attention.h"
 #include "window_attention.h"
 
+namespace ATTNKIT_VARIANT {
 namespace attnkit_ops {
 
 using at::Tensor;
@@ -234,3 +235,4 @@ inline Tensor short_forward(Tensor q, Tensor k, Tensor v, Tensor lengths, Tensor
 inline bool cpu_has_bf16() { return attnkit_simd::cpu_has_bf16(); }
 
 }  // namespace attnkit_ops
+}  // namespace ATTNKIT_VARIANT

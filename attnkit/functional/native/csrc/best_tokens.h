@@ -20,69 +20,71 @@
 #include <limits>
 #include <tuple>
 
-#include "simd.h"
+#include "vec.h"
 
+namespace ATTNKIT_VARIANT {
 namespace attnkit_tokens {
 
-inline __mmask16 first(int64_t n) { return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1); }
-
-// The lanes of k from p, fill elsewhere (masked-off elements are not read).
-inline __m512 load(const float* p, __mmask16 k, __m512 fill) { return _mm512_mask_loadu_ps(fill, k, p); }
-inline __m512 load(const uint16_t* p, __mmask16 k, __m512 fill) {
-  const __m256i h = _mm256_maskz_loadu_epi16(k, p);
-  return _mm512_mask_mov_ps(fill, k, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
-}
+using namespace attnkit_simd;
 
 // One row of v logits; bad: sorted suppressed ids. Returns the id (-1: undecided) and writes logp.
+// Lanes past a stretch's end read nothing and count as -inf.
 template <typename S>
 inline int64_t best_row(const S* x, int64_t v, const int64_t* bad, int64_t nbad, float& logp) {
-  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  const __m512 pinf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  const V ninf = set1(-std::numeric_limits<float>::infinity());
+  const V pinf = set1(std::numeric_limits<float>::infinity());
+  auto load = [&](int64_t j, int64_t end) {
+    const M k = first_lanes(end - j);
+    return select(k, load16(x + j, k), ninf);
+  };
   // pass 1: the row's max; NaN or +inf anywhere leaves the row undecided
-  __m512 mx = ninf;
-  __mmask16 odd = 0;
+  V mx = ninf;
+  M odd = from_bits(0);
   for (int64_t j = 0; j < v; j += 16) {
-    const __m512 y = load(x + j, first(v - j), ninf);
-    odd |= _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(y, pinf, _CMP_EQ_OQ);
-    mx = _mm512_max_ps(mx, y);
+    const V y = load(j, v);
+    odd = odd | unord(y, y) | eq(y, pinf);
+    mx = max(mx, y);
   }
   logp = std::numeric_limits<float>::quiet_NaN();
-  const float m = _mm512_reduce_max_ps(mx);
-  if (odd || m == -std::numeric_limits<float>::infinity()) return -1;
-  // the best allowed: the stretches between suppressed ids, each lane keeping its first largest
-  __m512 best = ninf;
-  __m512i at = _mm512_set1_epi32(-1);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const float m = reduce_max(mx);
+  if (any(odd) || m == -std::numeric_limits<float>::infinity()) return -1;
+  // the best allowed: the stretches between suppressed ids, each lane keeping its first largest (its token id
+  // as a float: exact below 2^24, and V < 2^31 - 16 is checked at the entry)
+  V best = ninf, at = set1(-1.0f);
+  alignas(64) float iota[16];
+  for (int i = 0; i < 16; ++i) iota[i] = static_cast<float>(i);
+  const V lane = loadu(iota);
   int64_t a = 0;
   for (int64_t s = 0; s <= nbad; ++s) {
     const int64_t b = s < nbad ? bad[s] : v;  // allowed: [a, b)
     for (int64_t j = a; j < b; j += 16) {
-      const __mmask16 k = first(b - j);
-      const __m512 y = load(x + j, k, ninf);
-      const __mmask16 gt = _mm512_mask_cmp_ps_mask(k, y, best, _CMP_GT_OQ);
-      best = _mm512_mask_mov_ps(best, gt, y);
-      at = _mm512_mask_mov_epi32(at, gt, _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(j))));
+      const V y = load(j, b);
+      const M gt_ = gt(y, best);
+      best = select(gt_, y, best);
+      at = select(gt_, lane + set1(static_cast<float>(j)), at);
     }
     a = b + 1;
   }
-  const float top = _mm512_reduce_max_ps(best);
-  const __mmask16 tops = _mm512_mask_cmp_epi32_mask(_mm512_cmp_ps_mask(best, _mm512_set1_ps(top), _CMP_EQ_OQ), at,
-                                                    _mm512_set1_epi32(-1), _MM_CMPINT_NE);
-  if (top == -std::numeric_limits<float>::infinity() || tops == 0) return -1;  // nothing allowed (or all -inf)
-  const int32_t id = _mm512_mask_reduce_min_epi32(tops, at);
+  const float top = reduce_max(best);
+  if (top == -std::numeric_limits<float>::infinity()) return -1;  // nothing allowed (or all -inf)
+  alignas(64) float bv[16], av[16];
+  storeu(bv, best), storeu(av, at);
+  double id = -1;
+  for (int i = 0; i < 16; ++i)
+    if (bv[i] == top && av[i] >= 0 && (id < 0 || av[i] < id)) id = av[i];
+  if (id < 0) return -1;
   // pass 2: sum of exp(x - max) over every token
-  const __m512 mv = _mm512_set1_ps(m);
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < v; j += 16) {
-    const __m512 y = load(x + j, first(v - j), ninf);
-    sum = _mm512_add_ps(sum, attnkit_simd::exp_ps(_mm512_sub_ps(y, mv)));
-  }
-  logp = top - m - std::log(_mm512_reduce_add_ps(sum));
-  return id;
+  const V mv = set1(m);
+  V sum = zero();
+  for (int64_t j = 0; j < v; j += 16) sum = sum + exp_ps(load(j, v) - mv);
+  logp = top - m - std::log(reduce_add(sum));
+  return static_cast<int64_t>(id);
 }
 
 }  // namespace attnkit_tokens
+}  // namespace ATTNKIT_VARIANT
 
+namespace ATTNKIT_VARIANT {
 namespace attnkit_ops {
 
 // logits (M, V) float32 or bfloat16, contiguous; suppressed (n,) int64, strictly increasing, in [0, V)
@@ -97,7 +99,7 @@ inline std::tuple<at::Tensor, at::Tensor> best_tokens(const at::Tensor& logits, 
                   suppressed.dim() == 1 && suppressed.is_contiguous(),
               who, ": `suppressed` must be a contiguous (n,) int64 CPU tensor");
   const int64_t m = logits.size(0), v = logits.size(1), nbad = suppressed.numel();
-  TORCH_CHECK(v < (int64_t{1} << 31) - 16, who, ": V=", v, " is too large");
+  TORCH_CHECK(v < (int64_t{1} << 24) - 16, who, ": V=", v, " is too large");
   const int64_t* bad = suppressed.data_ptr<int64_t>();
   for (int64_t s = 0; s < nbad; ++s)
     TORCH_CHECK(bad[s] >= 0 && bad[s] < v && (s == 0 || bad[s] > bad[s - 1]), who,
@@ -121,3 +123,4 @@ inline std::tuple<at::Tensor, at::Tensor> best_tokens(const at::Tensor& logits, 
 }
 
 }  // namespace attnkit_ops
+}  // namespace ATTNKIT_VARIANT

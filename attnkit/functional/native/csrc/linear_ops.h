@@ -13,7 +13,7 @@
 #include <type_traits>
 
 #include "add_norm.h"
-#include "simd.h"
+#include "vec.h"
 #include "panel_linear.h"
 #include "small_linear.h"
 
@@ -21,6 +21,7 @@
 // more than a few rows; float32 (N / 16, K, 16), bfloat16 (N / 16, K / 2, 16, 2) on a CPU with AVX512-BF16),
 // bias (N,) or undefined, residual (M, N) or undefined: contiguous, all float32 or all bfloat16, on the CPU;
 // K and N multiples of 16; act 0 none, 1 ReLU, 2 SiLU, 3 GELU (erf), 4 GELU (tanh).
+namespace ATTNKIT_VARIANT {
 namespace attnkit_ops {
 
 // A packed weight's layout, from its dtype and shape: 1 blocked (N / 4, K / 16, 4, 16), 2 panels (float32
@@ -159,3 +160,4 @@ inline at::Tensor small_linear(const at::Tensor& x, const at::Tensor& weight, co
 }
 
 }  // namespace attnkit_ops
+}  // namespace ATTNKIT_VARIANT

@@ -12,7 +12,7 @@
 #include "norm_ops.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  using namespace attnkit_ops;
+  using namespace ATTNKIT_VARIANT::attnkit_ops;
   const auto nogil = py::call_guard<py::gil_scoped_release>();
   m.def("window_forward", &window_forward, "exact windowed attention forward (float32 / bfloat16, AVX-512)", nogil);
   m.def("window_backward", &window_backward, "its backward (float32, recomputing the weights)", nogil);

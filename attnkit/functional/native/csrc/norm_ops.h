@@ -8,9 +8,10 @@
 #include <vector>
 
 #include "add_norm.h"
-#include "simd.h"
+#include "vec.h"
 
 // x, r (..., d) contiguous, weight and bias (d,), all float32 or all bfloat16 on the CPU; d a multiple of 16.
+namespace ATTNKIT_VARIANT {
 namespace attnkit_ops {
 
 inline at::Tensor add_norm(const at::Tensor& x, const at::Tensor& r, const at::Tensor& weight, const at::Tensor& bias,
@@ -49,3 +50,4 @@ inline at::Tensor add_norm(const at::Tensor& x, const at::Tensor& r, const at::T
 }
 
 }  // namespace attnkit_ops
+}  // namespace ATTNKIT_VARIANT

@@ -19,46 +19,52 @@
 // exact products added to float32 sums, two steps of K per instruction, twice float32's rate.
 #pragma once
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
-#include "simd.h"
+#include "vec.h"
 
+namespace ATTNKIT_VARIANT {
 namespace attnkit_linear {
 
+using namespace attnkit_simd;
+
 constexpr int kPanel = 16;     // outputs per panel
-constexpr int kMaxTile = 14;   // rows of x per register tile (x 2 panels = 28 accumulators)
+// Rows of x per register tile and panels per tile: 14 x 2 = 28 accumulators on AVX-512 (32 registers); 6 x 1
+// where the registers hold 8 V (AVX2's 16 ymm, NEON's 32 q: 6 accumulators, a panel's load, a broadcast).
+constexpr int kMaxTile = kWide ? 14 : 6;
+constexpr int kTilePanels = kWide ? 2 : 1;
 constexpr int kPrefetchRows = 64;  // rows of a panel prefetched ahead (4 KB of float32)
 
 // sums[m * ldo + 16 p + c] = sum_j x[m * k + j] * W[panel p, j, c] for m < MR, p < NP: one register tile.
+// (Variants with 8 V registers take 6 x 1: see kMaxTile.)
 // x: rows of K from row 0 of the tile; w: the first panel; panel_stride = 16 K.
 // Prefetch: the first tile of rows prefetches W ahead (past the panels' end: the next panels').
 template <int MR, int NP, bool Prefetch>
 inline void panel_tile(const float* xf, const float* w, int64_t k, float* sums, int64_t ldo) {
   const int64_t panel_stride = k * kPanel;
-  __m512 acc[MR][NP];
+  V acc[MR][NP];
   for (int m = 0; m < MR; ++m)
-    for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_setzero_ps();
+    for (int p = 0; p < NP; ++p) acc[m][p] = zero();
   for (int64_t j = 0; j < k; ++j) {
     if (Prefetch)
-      for (int p = 0; p < NP; ++p)
-        _mm_prefetch(reinterpret_cast<const char*>(w + p * panel_stride + (j + kPrefetchRows) * kPanel), _MM_HINT_T0);
-    __m512 wv[NP];
-    for (int p = 0; p < NP; ++p) wv[p] = _mm512_loadu_ps(w + p * panel_stride + j * kPanel);
+      for (int p = 0; p < NP; ++p) prefetch_l1(w + p * panel_stride + (j + kPrefetchRows) * kPanel);
+    V wv[NP];
+    for (int p = 0; p < NP; ++p) wv[p] = loadu(w + p * panel_stride + j * kPanel);
     for (int m = 0; m < MR; ++m) {
-      const __m512 xb = _mm512_set1_ps(xf[m * k + j]);
-      for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_fmadd_ps(xb, wv[p], acc[m][p]);
+      const V xb = set1(xf[m * k + j]);
+      for (int p = 0; p < NP; ++p) acc[m][p] = fmadd(xb, wv[p], acc[m][p]);
     }
   }
   for (int m = 0; m < MR; ++m)
-    for (int p = 0; p < NP; ++p) _mm512_storeu_ps(sums + m * ldo + p * kPanel, acc[m][p]);
+    for (int p = 0; p < NP; ++p) storeu(sums + m * ldo + p * kPanel, acc[m][p]);
 }
 
 // The same tile for bfloat16: x bfloat16 rows of K, w pair-interleaved panels; two steps of K at a time.
-// (A function of its own: the AVX512-BF16 target stays off the float32 tile, which CPUs without it run.)
+// (A function of its own: the AVX512-BF16 target stays off the float32 tile, which CPUs without it run. Only
+// the AVX-512 variant has it; elsewhere bfloat16 panels are refused at the entry point.)
+#if ATTNKIT_AVX512
 template <int MR, int NP, bool Prefetch>
 ATTNKIT_BF16 inline void panel_tile(const uint16_t* xb, const uint16_t* w, int64_t k, float* sums, int64_t ldo) {
   const int64_t panel_stride = k * kPanel;
@@ -68,7 +74,7 @@ ATTNKIT_BF16 inline void panel_tile(const uint16_t* xb, const uint16_t* w, int64
   for (int64_t j = 0; j < k; j += 2) {  // a pair of steps: one cache line of each panel
     if (Prefetch)
       for (int p = 0; p < NP; ++p)
-        _mm_prefetch(reinterpret_cast<const char*>(w + p * panel_stride + (j + kPrefetchRows) * kPanel), _MM_HINT_T0);
+        prefetch_l1(w + p * panel_stride + (j + kPrefetchRows) * kPanel);
     __m512i wv[NP];
     for (int p = 0; p < NP; ++p) wv[p] = _mm512_loadu_si512(w + p * panel_stride + j * kPanel);
     for (int m = 0; m < MR; ++m) {
@@ -81,20 +87,15 @@ ATTNKIT_BF16 inline void panel_tile(const uint16_t* xb, const uint16_t* w, int64
   for (int m = 0; m < MR; ++m)
     for (int p = 0; p < NP; ++p) _mm512_storeu_ps(sums + m * ldo + p * kPanel, acc[m][p]);
 }
+#else
+template <int MR, int NP, bool Prefetch>
+inline void panel_tile(const uint16_t*, const uint16_t*, int64_t, float*, int64_t) {}  // never called
+#endif
 
 // A tile of mr (1 .. kMaxTile) rows, the register count fixed at compile time.
 template <int NP, bool Prefetch, typename S>
 inline void panel_rows(int mr, const S* x, const S* w, int64_t k, float* sums, int64_t ldo) {
-  switch (mr) {
-#define ATTNKIT_PANEL_CASE(R) \
-  case R: panel_tile<R, NP, Prefetch>(x, w, k, sums, ldo); break;
-    ATTNKIT_PANEL_CASE(1) ATTNKIT_PANEL_CASE(2) ATTNKIT_PANEL_CASE(3) ATTNKIT_PANEL_CASE(4)
-    ATTNKIT_PANEL_CASE(5) ATTNKIT_PANEL_CASE(6) ATTNKIT_PANEL_CASE(7) ATTNKIT_PANEL_CASE(8)
-    ATTNKIT_PANEL_CASE(9) ATTNKIT_PANEL_CASE(10) ATTNKIT_PANEL_CASE(11) ATTNKIT_PANEL_CASE(12)
-    ATTNKIT_PANEL_CASE(13) ATTNKIT_PANEL_CASE(14)
-#undef ATTNKIT_PANEL_CASE
-    default: break;
-  }
+  with_constant<kMaxTile>(mr, [&](auto r) { panel_tile<decltype(r)::value, NP, Prefetch>(x, w, k, sums, ldo); });
 }
 
 // sums (M, n_end - n_begin) = x W^T for outputs [n_begin, n_end) (multiples of 16) of every row.
@@ -104,9 +105,9 @@ inline void panel_sums(const S* x, const S* w, int64_t m_rows, int64_t k, int64_
                        float* sums) {
   const int64_t width = n_end - n_begin;
   const int64_t tiles = (m_rows + kMaxTile - 1) / kMaxTile;
-  for (int64_t c = 0; c < width; c += 2 * kPanel) {
+  for (int64_t c = 0; c < width; c += kTilePanels * kPanel) {
     const S* wc = w + (n_begin + c) * k;  // panel (n_begin + c) / 16 starts at 16 K of its index
-    const bool two = c + 2 * kPanel <= width;
+    const bool two = kTilePanels == 2 && c + 2 * kPanel <= width;
     for (int64_t i = 0, m0 = 0; i < tiles; ++i) {  // near-equal tiles: 20 rows -> 10 + 10
       const int64_t m1 = (m_rows * (i + 1)) / tiles;
       const int mr = static_cast<int>(m1 - m0);
@@ -115,11 +116,14 @@ inline void panel_sums(const S* x, const S* w, int64_t m_rows, int64_t k, int64_
         panel_rows<2, true>(mr, x + m0 * k, wc, k, out, width);
       else if (two)
         panel_rows<2, false>(mr, x + m0 * k, wc, k, out, width);
-      else
+      else if (kTilePanels == 2 || i == 0)  // (a lone last panel of AVX-512's pairs prefetches in every tile)
         panel_rows<1, true>(mr, x + m0 * k, wc, k, out, width);
+      else
+        panel_rows<1, false>(mr, x + m0 * k, wc, k, out, width);
       m0 = m1;
     }
   }
 }
 
 }  // namespace attnkit_linear
+}  // namespace ATTNKIT_VARIANT

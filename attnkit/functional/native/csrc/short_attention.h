@@ -1,4 +1,4 @@
-// Full attention for short sequences, one (sequence, head) at a time, on AVX-512 CPUs. The checked entry
+// Full attention for short sequences, one (sequence, head) at a time, on every CPU (bfloat16: AVX512-BF16). The checked entry
 // point is in attention_ops.h; the Python backend is ``backends/short.py``.
 //
 // out[i] = sum_j softmax_j(scale * q[i] . k[j]) v[j] over the keys j < nk (padding: nk = length).
@@ -17,8 +17,6 @@
 // softmax does; a -inf score is a weight of 0 (a row of them gives zeros, as SDPA's kernel does).
 #pragma once
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -26,14 +24,22 @@
 #include <type_traits>
 #include <vector>
 
-#include "simd.h"
+#include "vec.h"
 
+namespace ATTNKIT_VARIANT {
 namespace attnkit_short {
 
-using attnkit_simd::exp_ps;
+using namespace attnkit_simd;
 
 constexpr int QC = 64;  // queries per chunk (rows of S and P in the buffers)
+// Register tiles (queries x blocks of 16 keys or 16 output features): AVX-512's 32 registers take 4 x 4 for
+// Q K^T, 4 x up to 4 for whole rows (kw <= 64) and 8 x 2 for P V; variants with 8 V registers 6 x 1, 2 x up to 2
+// (kw <= 32) and 6 x 1.
+constexpr int kScoreQ = kWide ? 4 : 6, kScoreB = kWide ? 4 : 1;
+constexpr int kRowQ = kWide ? 4 : 2, kRowKeys = kWide ? 64 : 32;
+constexpr int kPvQ = kWide ? 8 : 6, kPvC = kWide ? 2 : 1;
 
+#if ATTNKIT_AVX512
 // In-register transpose of a 16 x 16 block of 32-bit elements: r[i] lane j <-> r[j] lane i.
 inline void transpose16(__m512i r[16]) {
   __m512i t[16];
@@ -72,22 +78,24 @@ inline void transpose_keys(const void* k, int64_t row_bytes, int nk, int cols, i
       for (int t = 0; t < 16; ++t) _mm512_storeu_si512(kt + (c0 + t) * kw + j0, r[t]);
     }
 }
+#else
+inline void transpose_keys(const void* k, int64_t row_bytes, int nk, int cols, int kw, uint32_t* kt) {
+  const char* base = static_cast<const char*>(k);
+  for (int j = 0; j < kw; ++j) {
+    if (j < nk) {
+      const uint32_t* row = reinterpret_cast<const uint32_t*>(base + j * row_bytes);
+      for (int c = 0; c < cols; ++c) std::memcpy(kt + c * kw + j, row + c, 4);
+    } else {
+      for (int c = 0; c < cols; ++c) kt[c * kw + j] = 0;
+    }
+  }
+}
+#endif
 
 inline uint32_t word(const uint16_t* p) {  // two bfloat16 as one 32-bit lane (unaligned-safe)
   uint32_t w;
   std::memcpy(&w, p, 4);
   return w;
-}
-
-// f(std::integral_constant<int, m>) with m = min(n, N), n >= 1: picks a register tile size at run time.
-template <int N, typename F>
-inline void with_constant(int n, F&& f) {
-  if constexpr (N == 1)
-    f(std::integral_constant<int, 1>{});
-  else if (n >= N)
-    f(std::integral_constant<int, N>{});
-  else
-    with_constant<N - 1>(n, f);
 }
 
 // ---- the register tile of steps 2 and 4; step 2: S rows for NQ queries x NB key blocks -------------
@@ -96,27 +104,31 @@ inline void with_constant(int n, F&& f) {
 // a: NQ rows, row stride as; m: depth rows of 16 NB 32-bit words, row stride ms. Q K^T takes a = Q,
 // m = Kt; P V takes a = P, m = V (bfloat16: in pair layout). In bfloat16 a step t is one pair: a's
 // elements 2t, 2t + 1 against m's pair words (vdpbf16ps).
+// (bfloat16 only in the AVX-512 variant, on a CPU with AVX512-BF16: elsewhere the entry point refuses it, and
+// these are never called.)
 template <int NQ, int NB>
 ATTNKIT_BF16 __attribute__((always_inline)) inline void accumulate_bf16(
-    const uint16_t* a, int64_t as, const uint32_t* m, int64_t ms, int depth, __m512 (&acc)[NQ][NB]) {
+    const uint16_t* a, int64_t as, const uint32_t* m, int64_t ms, int depth, V (&acc)[NQ][NB]) {
   for (int i = 0; i < NQ; ++i)
-    for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_setzero_ps();
+    for (int b = 0; b < NB; ++b) acc[i][b] = zero();
+#if ATTNKIT_AVX512
   for (int t = 0; t < depth; ++t) {
     __m512i mv[NB];
     for (int b = 0; b < NB; ++b) mv[b] = _mm512_loadu_si512(m + t * ms + 16 * b);
     for (int i = 0; i < NQ; ++i) {
       const __m512i ab = _mm512_set1_epi32(static_cast<int>(word(a + i * as + 2 * t)));
-      for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_dpbf16_ps(acc[i][b], (__m512bh)mv[b], (__m512bh)ab);
+      for (int b = 0; b < NB; ++b) acc[i][b].v = _mm512_dpbf16_ps(acc[i][b].v, (__m512bh)mv[b], (__m512bh)ab);
     }
   }
+#endif
 }
 
 template <int NQ, int NB>
 ATTNKIT_BF16 inline void scores_bf16(const uint16_t* q, int64_t qs, const uint32_t* kt, int kw, int pairs, float* s) {
-  __m512 acc[NQ][NB];
+  V acc[NQ][NB];
   accumulate_bf16<NQ, NB>(q, qs, kt, kw, pairs, acc);
   for (int i = 0; i < NQ; ++i)
-    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(s + i * kw + 16 * b, acc[i][b]);
+    for (int b = 0; b < NB; ++b) storeu(s + i * kw + 16 * b, acc[i][b]);
 }
 
 // The max a row's scores are shifted by: a row whose scores are all -inf keeps them at -inf (weights 0).
@@ -125,92 +137,94 @@ inline float row_shift(float mx) { return mx == -std::numeric_limits<float>::inf
 // 1 / (sum of a row's weights); a row with no weight gives zeros, a NaN sum stays NaN.
 inline float inverse(float sum) { return sum == 0.0f ? 0.0f : 1.0f / sum; }
 
-inline __mmask16 live_keys(int nk, int j) {  // lanes j .. j + 15 that are keys (< nk)
-  return nk - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max(nk - j, 0)) - 1u);
-}
+inline M live_keys(int nk, int j) { return first_lanes(nk - j); }  // lanes j .. j + 15 that are keys (< nk)
 
 // The same tile in float32 (FMAs; a step t is one element).
 template <int NQ, int NB>
 __attribute__((always_inline)) inline void accumulate_f32(const float* a, int64_t as, const float* m, int64_t ms,
-                                                          int depth, __m512 (&acc)[NQ][NB]) {
+                                                          int depth, V (&acc)[NQ][NB]) {
   for (int i = 0; i < NQ; ++i)
-    for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_setzero_ps();
+    for (int b = 0; b < NB; ++b) acc[i][b] = zero();
   for (int t = 0; t < depth; ++t) {
-    __m512 mv[NB];
-    for (int b = 0; b < NB; ++b) mv[b] = _mm512_loadu_ps(m + t * ms + 16 * b);
+    V mv[NB];
+    for (int b = 0; b < NB; ++b) mv[b] = loadu(m + t * ms + 16 * b);
     for (int i = 0; i < NQ; ++i) {
-      const __m512 ab = _mm512_set1_ps(a[i * as + t]);
-      for (int b = 0; b < NB; ++b) acc[i][b] = _mm512_fmadd_ps(ab, mv[b], acc[i][b]);
+      const V ab = set1(a[i * as + t]);
+      for (int b = 0; b < NB; ++b) acc[i][b] = fmadd(ab, mv[b], acc[i][b]);
     }
   }
 }
 
 template <int NQ, int NB>
 inline void scores_f32(const float* q, int64_t qs, const float* kt, int kw, int d, float* s) {
-  __m512 acc[NQ][NB];
+  V acc[NQ][NB];
   accumulate_f32<NQ, NB>(q, qs, kt, kw, d, acc);
   for (int i = 0; i < NQ; ++i)
-    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(s + i * kw + 16 * b, acc[i][b]);
+    for (int b = 0; b < NB; ++b) storeu(s + i * kw + 16 * b, acc[i][b]);
 }
 
-ATTNKIT_BF16 inline void store_p(uint16_t* p, __m512 e) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(e));
+#if ATTNKIT_AVX512
+ATTNKIT_BF16 inline void store_p(uint16_t* p, V e) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(e.v));
 }
-inline void store_p(float* p, __m512 e) { _mm512_storeu_ps(p, e); }
+#else
+inline void store_p(uint16_t* p, V e) { store16(p, e); }
+#endif
+inline void store_p(float* p, V e) { storeu(p, e); }
 
 // Whole rows at once (all kw = 16 NB keys): scores, then the softmax straight from the registers into P
 // (unnormalised; bfloat16 for bfloat16 inputs) and 1 / sum into inv, for NQ queries. Used when the
-// keys fit (kw <= 64). (Compiled with AVX512-BF16 allowed for both dtypes, so that the bfloat16
+// keys fit (kw <= kRowKeys). (Compiled with AVX512-BF16 allowed for both dtypes, so that the bfloat16
 // helpers inline; the float32 instantiation uses no BF16 instruction.)
 template <int NQ, int NB, typename S>
 ATTNKIT_BF16 inline void rows(const S* q, int64_t qs, const uint32_t* kt, int kw, int depth, int nk, float scale,
                               std::conditional_t<sizeof(S) == 2, uint16_t, float>* p, float* inv) {
-  __m512 acc[NQ][NB];
+  V acc[NQ][NB];
   if constexpr (sizeof(S) == 2)
     accumulate_bf16<NQ, NB>(q, qs, kt, kw, depth, acc);
   else
     accumulate_f32<NQ, NB>(q, qs, reinterpret_cast<const float*>(kt), kw, depth, acc);
-  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), sc = _mm512_set1_ps(scale);
+  const V ninf = set1(-std::numeric_limits<float>::infinity()), sc = set1(scale);
   for (int i = 0; i < NQ; ++i) {
-    __m512 mx = ninf;
-    for (int b = 0; b < NB; ++b) mx = _mm512_max_ps(mx, _mm512_mask_mul_ps(ninf, live_keys(nk, 16 * b), acc[i][b], sc));
-    const __m512 m = _mm512_set1_ps(row_shift(_mm512_reduce_max_ps(mx)));
-    __m512 sum = _mm512_setzero_ps();
+    V mx = ninf;
+    for (int b = 0; b < NB; ++b) mx = max(mx, select(live_keys(nk, 16 * b), acc[i][b] * sc, ninf));
+    const V m = set1(row_shift(reduce_max(mx)));
+    V sum = zero();
     for (int b = 0; b < NB; ++b) {
-      const __m512 e = _mm512_maskz_mov_ps(live_keys(nk, 16 * b), exp_ps(_mm512_fmsub_ps(acc[i][b], sc, m)));
-      sum = _mm512_add_ps(sum, e);
+      const V e = zero_unless(live_keys(nk, 16 * b), exp_ps(fmsub(acc[i][b], sc, m)));
+      sum = sum + e;
       store_p(p + i * kw + 16 * b, e);
     }
-    inv[i] = inverse(_mm512_reduce_add_ps(sum));
+    inv[i] = inverse(reduce_add(sum));
   }
 }
 
-// P and 1 / sum for queries [0, nq) when kw <= 64: 4 queries at a time.
+// P and 1 / sum for queries [0, nq) when kw <= kRowKeys: kRowQ queries at a time.
 template <typename S>
 void rows_all(const S* q, int64_t qs, const uint32_t* kt, int kw, int depth, int nk, int nq, float scale,
               std::conditional_t<sizeof(S) == 2, uint16_t, float>* p, float* inv) {
-  for (int i0 = 0; i0 < nq; i0 += 4) {
-    const int nqi = std::min(4, nq - i0);
+  for (int i0 = 0; i0 < nq; i0 += kRowQ) {
+    const int nqi = std::min(kRowQ, nq - i0);
     const S* qq = q + i0 * qs;
     auto* pp = p + i0 * kw;
-    with_constant<4>(nqi, [&](auto nq_) {
-      with_constant<4>(kw / 16, [&](auto nb_) {
+    with_constant<kRowQ>(nqi, [&](auto nq_) {
+      with_constant<kRowKeys / 16>(kw / 16, [&](auto nb_) {
         rows<decltype(nq_)::value, decltype(nb_)::value, S>(qq, qs, kt, kw, depth, nk, scale, pp, inv + i0);
       });
     });
   }
 }
 
-// S for queries [0, nq) (row stride kw), all kw / 16 key blocks: 4 queries x up to 4 blocks per call.
+// S for queries [0, nq) (row stride kw), all kw / 16 key blocks: kScoreQ queries x up to kScoreB blocks per call.
 template <typename S>
 void scores(const S* q, int64_t qs, const uint32_t* kt, int kw, int depth, int nq, float* s) {
-  for (int i0 = 0; i0 < nq; i0 += 4)
-    for (int b0 = 0; b0 < kw / 16; b0 += 4) {
-      const int nqi = std::min(4, nq - i0), nb = std::min(4, kw / 16 - b0);
+  for (int i0 = 0; i0 < nq; i0 += kScoreQ)
+    for (int b0 = 0; b0 < kw / 16; b0 += kScoreB) {
+      const int nqi = std::min(kScoreQ, nq - i0), nb = std::min(kScoreB, kw / 16 - b0);
       const S* qq = q + i0 * qs;
       float* ss = s + i0 * kw + 16 * b0;
-      with_constant<4>(nqi, [&](auto nq_) {
-        with_constant<4>(nb, [&](auto nb_) {
+      with_constant<kScoreQ>(nqi, [&](auto nq_) {
+        with_constant<kScoreB>(nb, [&](auto nb_) {
           constexpr int NQ = decltype(nq_)::value, NB = decltype(nb_)::value;
           if constexpr (sizeof(S) == 2)
             scores_bf16<NQ, NB>(reinterpret_cast<const uint16_t*>(qq), qs, kt + 16 * b0, kw, depth, ss);
@@ -225,43 +239,36 @@ void scores(const S* q, int64_t qs, const uint32_t* kt, int kw, int depth, int n
 // ---- step 3: softmax of row s (kw scores, keys >= nk masked) into p; returns 1 / sum ---------------
 template <typename P>
 inline float softmax_row(const float* s, int kw, int nk, float scale, P* p) {
-  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), sc = _mm512_set1_ps(scale);
-  __m512 mx = ninf;
+  const V ninf = set1(-std::numeric_limits<float>::infinity()), sc = set1(scale);
+  V mx = ninf;
+  for (int j = 0; j < kw; j += 16) mx = max(mx, select(live_keys(nk, j), loadu(s + j) * sc, ninf));
+  const V m = set1(row_shift(reduce_max(mx)));
+  V sum = zero();
   for (int j = 0; j < kw; j += 16) {
-    const __mmask16 ok = live_keys(nk, j);
-    mx = _mm512_max_ps(mx, _mm512_mask_mul_ps(ninf, ok, _mm512_loadu_ps(s + j), sc));
-  }
-  const __m512 m = _mm512_set1_ps(row_shift(_mm512_reduce_max_ps(mx)));
-  __m512 sum = _mm512_setzero_ps();
-  for (int j = 0; j < kw; j += 16) {
-    const __mmask16 ok = live_keys(nk, j);
-    const __m512 e = _mm512_maskz_mov_ps(ok, exp_ps(_mm512_fmsub_ps(_mm512_loadu_ps(s + j), sc, m)));
-    sum = _mm512_add_ps(sum, e);
+    const V e = zero_unless(live_keys(nk, j), exp_ps(fmsub(loadu(s + j), sc, m)));
+    sum = sum + e;
     store_p(p + j, e);
   }
-  return inverse(_mm512_reduce_add_ps(sum));
+  return inverse(reduce_add(sum));
 }
 
 // ---- step 4: O = P V for NQ queries x 16 NC output features ----------------------------------------
 template <int NQ, int NC>
 ATTNKIT_BF16 inline void pv_bf16(
     const uint16_t* p, int kw, const uint32_t* vp, int dv, int npairs, const float* inv, uint16_t* o, int64_t os) {
-  __m512 acc[NQ][NC];
+  V acc[NQ][NC];
   accumulate_bf16<NQ, NC>(p, kw, vp, dv, npairs, acc);
   for (int i = 0; i < NQ; ++i)
-    for (int c = 0; c < NC; ++c)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i * os + 16 * c),
-                          (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(acc[i][c], _mm512_set1_ps(inv[i]))));
+    for (int c = 0; c < NC; ++c) store_p(o + i * os + 16 * c, acc[i][c] * set1(inv[i]));
 }
 
 template <int NQ, int NC>
 inline void pv_f32(const float* p, int kw, const float* v, int64_t vs, int nk, const float* inv, float* o,
                    int64_t os) {
-  __m512 acc[NQ][NC];
+  V acc[NQ][NC];
   accumulate_f32<NQ, NC>(p, kw, v, vs, nk, acc);
   for (int i = 0; i < NQ; ++i)
-    for (int c = 0; c < NC; ++c)
-      _mm512_storeu_ps(o + i * os + 16 * c, _mm512_mul_ps(acc[i][c], _mm512_set1_ps(inv[i])));
+    for (int c = 0; c < NC; ++c) storeu(o + i * os + 16 * c, acc[i][c] * set1(inv[i]));
 }
 
 // ---- one (sequence, head) ---------------------------------------------------------------------------
@@ -284,12 +291,12 @@ struct Scratch {
 
 // Prefetches the n rows at p (step bytes apart, `bytes` long each) into L2 (prefetcht2): on the model's
 // calls faster than into L1 (prefetcht0), where the next job's rows evict the current one's (BENCHMARKS.md,
-// "Design measurements"). An asm statement, because GCC 12 dropped __builtin_prefetch / _mm_prefetch here as dead code.
+// "Design measurements").
 inline void prefetch_rows(const void* p, int64_t step, int n, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (int i = 0; i < n; ++i, c += step) {
-    for (int64_t b = 0; b < bytes; b += 64) asm volatile("prefetcht2 %0" : : "m"(*(c + b)));
-    asm volatile("prefetcht2 %0" : : "m"(*(c + bytes - 1)));  // the last line, if the row is not 64-byte aligned
+    for (int64_t b = 0; b < bytes; b += 64) prefetch_l2(c + b);
+    prefetch_l2(c + bytes - 1);  // the last line, if the row is not 64-byte aligned
   }
 }
 
@@ -314,6 +321,7 @@ void attend(const Seq<S>& a, int d, int dv, float scale, Scratch& w) {
   const int words = bf16 ? d / 2 : d;    // 32-bit words per key row
   transpose_keys(a.k, a.ks * static_cast<int64_t>(sizeof(S)), a.nk, words, kw, w.kt.data());
   const int npairs = (a.nk + 1) / 2;
+#if ATTNKIT_AVX512
   if constexpr (bf16) {  // vp[t][c]: v[2t][c] in the low half, v[2t + 1][c] (or 0) in the high half
     for (int t = 0; t < npairs; ++t) {
       const uint16_t* lo = a.v + 2 * t * a.vs;
@@ -326,22 +334,23 @@ void attend(const Seq<S>& a, int d, int dv, float scale, Scratch& w) {
       }
     }
   }
+#endif
   using P = std::conditional_t<bf16, uint16_t, float>;
   P* p = reinterpret_cast<P*>(w.p.data());
   for (int i0 = 0; i0 < a.nq; i0 += QC) {
     const int nq = std::min(QC, a.nq - i0);
-    if (kw <= 64) {
+    if (kw <= kRowKeys) {
       rows_all<S>(a.q + i0 * a.qs, a.qs, w.kt.data(), kw, words, a.nk, nq, scale, p, w.inv.data());
     } else {
       scores<S>(a.q + i0 * a.qs, a.qs, w.kt.data(), kw, words, nq, w.s.data());
       for (int i = 0; i < nq; ++i) w.inv[i] = softmax_row(w.s.data() + i * kw, kw, a.nk, scale, p + i * kw);
     }
     S* o = a.o + i0 * a.os;
-    for (int r = 0; r < nq; r += 8)
-      for (int c = 0; c < dv; c += 32) {
-        const int nr = std::min(8, nq - r), nc = std::min(2, (dv - c) / 16);
-        with_constant<8>(nr, [&](auto nr_) {
-          with_constant<2>(nc, [&](auto nc_) {
+    for (int r = 0; r < nq; r += kPvQ)
+      for (int c = 0; c < dv; c += 16 * kPvC) {
+        const int nr = std::min(kPvQ, nq - r), nc = std::min(kPvC, (dv - c) / 16);
+        with_constant<kPvQ>(nr, [&](auto nr_) {
+          with_constant<kPvC>(nc, [&](auto nc_) {
             constexpr int NQ = decltype(nr_)::value, NC = decltype(nc_)::value;
             if constexpr (bf16)
               pv_bf16<NQ, NC>(p + r * kw, kw, w.vp.data() + c, dv, npairs, w.inv.data() + r, o + r * a.os + c, a.os);
@@ -354,3 +363,4 @@ void attend(const Seq<S>& a, int d, int dv, float scale, Scratch& w) {
 }
 
 }  // namespace attnkit_short
+}  // namespace ATTNKIT_VARIANT

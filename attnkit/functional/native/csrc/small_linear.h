@@ -4,7 +4,7 @@
 // At one to a few rows a linear layer is a pass over its weights, and its time is the weights' bytes over
 // the memory bandwidth plus the call's own cost. W stays in nn.Linear's layout (N, K), row-major: each output
 // is the dot product of a row of x with a row of W, read once. Four rows of W x up to four rows of x accumulate
-// in 16 registers (float32 sums); four rows of x more reread those W rows from L1. W is either in nn.Linear's
+// in 16 registers (float32 sums; on variants with fewer registers, 4 x 1); four rows of x more reread those W rows from L1. W is either in nn.Linear's
 // layout (N, K) or blocked, each 4 rows interleaved in chunks of 16 ((N / 4, K / 16, 4, 16)): one sequential
 // stream, which the hardware prefetchers follow best.
 // x is widened to float32 once (a scratch of M x K floats); bfloat16 W is widened as it is loaded. The
@@ -13,64 +13,60 @@
 // none when a LayerNorm follows (post-LN: LN(r + x W^T + b) from the float32 sums, row_mean_rstd below).
 #pragma once
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
-#include "simd.h"
+#include "vec.h"
 
+namespace ATTNKIT_VARIANT {
 namespace attnkit_linear {
 
-using attnkit_simd::exp_ps;
-using attnkit_simd::load16;
-using attnkit_simd::store16;
+using namespace attnkit_simd;
 
 constexpr int kAhead = 4;  // blocks of W rows prefetched ahead
+// Rows of x per register tile: 4 rows of W x 4 rows of x = 16 accumulators on AVX-512; 4 x 1 where
+// registers hold 8 V (AVX2, NEON), where 4 x 4 would spill.
+constexpr int kXRows = kWide ? 4 : 1;
 
 enum Act : int64_t { kNone = 0, kRelu = 1, kSilu = 2, kGelu = 3, kGeluTanh = 4 };
 
 // 1 / (1 + exp(-|x|)) pieces: returns sigmoid(x) without overflow (exp only of non-positive numbers).
-inline __m512 sigmoid_ps(__m512 x) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));  // exp(-|x|) in (0, 1]
-  const __m512 inv = _mm512_div_ps(one, _mm512_add_ps(one, e));
-  const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-  return _mm512_mask_mul_ps(inv, neg, e, inv);  // x >= 0: 1 / (1 + e); x < 0: e / (1 + e)
+inline V sigmoid_ps(V x) {
+  const V one = set1(1.0f);
+  const V e = exp_ps(zero() - abs(x));  // exp(-|x|) in (0, 1]
+  const V inv = one / (one + e);
+  return select(lt(x, zero()), e * inv, inv);  // x >= 0: 1 / (1 + e); x < 0: e / (1 + e)
 }
 
 // erf(z) by Abramowitz-Stegun 7.1.26 on |z|, sign restored.
-inline __m512 erf_ps(__m512 z) {
-  const __m512 a = _mm512_abs_ps(z), one = _mm512_set1_ps(1.0f);
-  const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), a, one));
-  __m512 p = _mm512_set1_ps(1.061405429f);
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
-  p = _mm512_mul_ps(p, t);
-  const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(a, a)));
-  const __m512 r = _mm512_fnmadd_ps(p, e, one);  // 1 - p e
-  const __mmask16 neg = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
-  return _mm512_mask_sub_ps(r, neg, _mm512_setzero_ps(), r);
+inline V erf_ps(V z) {
+  const V a = abs(z), one = set1(1.0f);
+  const V t = one / fmadd(set1(0.3275911f), a, one);
+  V p = set1(1.061405429f);
+  p = fmadd(p, t, set1(-1.453152027f));
+  p = fmadd(p, t, set1(1.421413741f));
+  p = fmadd(p, t, set1(-0.284496736f));
+  p = fmadd(p, t, set1(0.254829592f));
+  p = p * t;
+  const V e = exp_ps(zero() - a * a);
+  const V r = fnmadd(p, e, one);  // 1 - p e
+  return select(lt(z, zero()), zero() - r, r);
 }
 
-inline __m512 activate(__m512 y, int64_t act) {
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+inline V activate(V y, int64_t act) {
+  const V half = set1(0.5f), one = set1(1.0f);
   switch (act) {
     case kRelu:  // max returns its second operand when one is NaN: NaN stays NaN, as torch.relu
-      return _mm512_max_ps(_mm512_setzero_ps(), y);
+      return max(zero(), y);
     case kSilu:
-      return _mm512_mul_ps(y, sigmoid_ps(y));
+      return y * sigmoid_ps(y);
     case kGelu:
-      return _mm512_mul_ps(_mm512_mul_ps(half, y),
-                           _mm512_add_ps(one, erf_ps(_mm512_mul_ps(y, _mm512_set1_ps(0.70710678118654752f)))));
+      return (half * y) * (one + erf_ps(y * set1(0.70710678118654752f)));
     case kGeluTanh: {  // 0.5 y (1 + tanh(u)) = y sigmoid(2u)
-      const __m512 y3 = _mm512_mul_ps(_mm512_mul_ps(y, y), y);
-      const __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
-                                     _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), y3, y));
-      return _mm512_mul_ps(y, sigmoid_ps(_mm512_add_ps(u, u)));
+      const V y3 = (y * y) * y;
+      const V u = set1(0.7978845608028654f) * fmadd(set1(0.044715f), y3, y);
+      return y * sigmoid_ps(u + u);
     }
     default:
       return y;
@@ -90,38 +86,33 @@ inline int64_t at_(int r, int64_t j, int64_t k) { return Blocked ? (j / 16) * 64
 template <typename S, int R, int MB, bool Blocked>
 inline void block(const S* w, const float* xf, int64_t k, float* sums, int64_t ldo) {
   constexpr int kPerLine = 64 / sizeof(S);  // elements of W per cache line
-  __m512 acc[R][MB];
+  V acc[R][MB];
   for (int r = 0; r < R; ++r)
-    for (int m = 0; m < MB; ++m) acc[r][m] = _mm512_setzero_ps();
+    for (int m = 0; m < MB; ++m) acc[r][m] = zero();
   const S* ahead = w + kAhead * R * k;
   for (int64_t j = 0; j < k; j += 16) {
     if (Blocked) {  // R * 16 elements a step, one stream
-      for (int l = 0; l < R * 16; l += kPerLine)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + j * R + l), _MM_HINT_T0);
+      for (int l = 0; l < R * 16; l += kPerLine) prefetch_l1(ahead + j * R + l);
     } else if (j % kPerLine == 0) {
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * k + j), _MM_HINT_T0);
+      for (int r = 0; r < R; ++r) prefetch_l1(ahead + r * k + j);
     }
-    __m512 xv[MB];
-    for (int m = 0; m < MB; ++m) xv[m] = _mm512_loadu_ps(xf + m * k + j);
+    V xv[MB];
+    for (int m = 0; m < MB; ++m) xv[m] = loadu(xf + m * k + j);
     for (int r = 0; r < R; ++r) {
-      const __m512 wv = load16(w + at_<Blocked>(r, j, k));
-      for (int m = 0; m < MB; ++m) acc[r][m] = _mm512_fmadd_ps(wv, xv[m], acc[r][m]);
+      const V wv = load16(w + at_<Blocked>(r, j, k));
+      for (int m = 0; m < MB; ++m) acc[r][m] = fmadd(wv, xv[m], acc[r][m]);
     }
   }
   for (int m = 0; m < MB; ++m)
-    for (int r = 0; r < R; ++r) sums[m * ldo + r] = _mm512_reduce_add_ps(acc[r][m]);
+    for (int r = 0; r < R; ++r) sums[m * ldo + r] = reduce_add(acc[r][m]);
 }
 
 template <typename S, int R, bool Blocked>
 inline void rows_of_w(const S* w, const float* xf, int64_t m_rows, int64_t k, float* sums, int64_t ldo) {
-  int64_t m = 0;
-  for (; m + 4 <= m_rows; m += 4) block<S, R, 4, Blocked>(w, xf + m * k, k, sums + m * ldo, ldo);
-  switch (m_rows - m) {
-    case 3: block<S, R, 3, Blocked>(w, xf + m * k, k, sums + m * ldo, ldo); break;
-    case 2: block<S, R, 2, Blocked>(w, xf + m * k, k, sums + m * ldo, ldo); break;
-    case 1: block<S, R, 1, Blocked>(w, xf + m * k, k, sums + m * ldo, ldo); break;
-    default: break;
-  }
+  for (int64_t m = 0; m < m_rows; m += kXRows)
+    with_constant<kXRows>(static_cast<int>(m_rows - m), [&](auto mb) {
+      block<S, R, decltype(mb)::value, Blocked>(w, xf + m * k, k, sums + m * ldo, ldo);
+    });
 }
 
 // The epilogue of outputs [n_begin, n_end) of every row, from their float32 sums (M, n_end - n_begin):
@@ -134,10 +125,10 @@ inline void epilogue(const float* sums, const S* bias, const S* res, O* out, int
   for (int64_t m = 0; m < m_rows; ++m)
     for (int64_t j = 0; j < width; j += 16) {
       const int64_t col = n_begin + j;
-      __m512 y = _mm512_loadu_ps(sums + m * width + j);
-      if (bias != nullptr) y = _mm512_add_ps(y, load16(bias + col));
+      V y = loadu(sums + m * width + j);
+      if (bias != nullptr) y = y + load16(bias + col);
       y = activate(y, act);
-      if (res != nullptr) y = _mm512_add_ps(y, load16(res + m * n + col));
+      if (res != nullptr) y = y + load16(res + m * n + col);
       store16(out + m * n + col, y);
     }
 }
@@ -156,16 +147,16 @@ inline void small_linear_cols(const float* xf, const S* w, const S* bias, const 
 
 // mean and 1 / sqrt(var + eps) of a float32 row of d (a multiple of 16) values, two passes (as add_norm.h).
 inline void row_mean_rstd(const float* y, int64_t d, float eps, float& mean, float& rstd) {
-  __m512 s = _mm512_setzero_ps();
-  for (int64_t j = 0; j < d; j += 16) s = _mm512_add_ps(s, _mm512_loadu_ps(y + j));
-  mean = _mm512_reduce_add_ps(s) / static_cast<float>(d);
-  const __m512 m = _mm512_set1_ps(mean);
-  s = _mm512_setzero_ps();
+  V s = zero();
+  for (int64_t j = 0; j < d; j += 16) s = s + loadu(y + j);
+  mean = reduce_add(s) / static_cast<float>(d);
+  const V m = set1(mean);
+  s = zero();
   for (int64_t j = 0; j < d; j += 16) {
-    const __m512 t = _mm512_sub_ps(_mm512_loadu_ps(y + j), m);
-    s = _mm512_fmadd_ps(t, t, s);
+    const V t = loadu(y + j) - m;
+    s = fmadd(t, t, s);
   }
-  rstd = 1.0f / std::sqrt(_mm512_reduce_add_ps(s) / static_cast<float>(d) + eps);
+  rstd = 1.0f / std::sqrt(reduce_add(s) / static_cast<float>(d) + eps);
 }
 
 // xf (M, K) = x in float32; with g and h (K,): LN(x) * g + h per row, mean and variance as row_mean_rstd.
@@ -173,21 +164,22 @@ template <typename S>
 inline void widen_rows(const S* x, int64_t m, int64_t k, const S* g, const S* h, float eps, float* xf) {
   for (int64_t i = 0; i < m; ++i) {
     float* y = xf + i * k;
-    for (int64_t j = 0; j < k; j += 16) _mm512_storeu_ps(y + j, load16(x + i * k + j));
+    for (int64_t j = 0; j < k; j += 16) storeu(y + j, load16(x + i * k + j));
     if (g == nullptr) continue;
     float mean, rstd;
     row_mean_rstd(y, k, eps, mean, rstd);
-    const __m512 mv = _mm512_set1_ps(mean), rv = _mm512_set1_ps(rstd);
+    const V mv = set1(mean), rv = set1(rstd);
     for (int64_t j = 0; j < k; j += 16) {
-      const __m512 t = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(y + j), mv), rv);
-      _mm512_storeu_ps(y + j, _mm512_fmadd_ps(t, load16(g + j), load16(h + j)));
+      const V t = (loadu(y + j) - mv) * rv;
+      storeu(y + j, fmadd(t, load16(g + j), load16(h + j)));
     }
   }
 }
 
 // xb (M, K) = float32 rows xf rounded to bfloat16 (to nearest even), the panels' input.
 inline void narrow_rows(const float* xf, int64_t m, int64_t k, uint16_t* xb) {
-  for (int64_t j = 0; j < m * k; j += 16) store16(xb + j, _mm512_loadu_ps(xf + j));
+  for (int64_t j = 0; j < m * k; j += 16) store16(xb + j, loadu(xf + j));
 }
 
 }  // namespace attnkit_linear
+}  // namespace ATTNKIT_VARIANT

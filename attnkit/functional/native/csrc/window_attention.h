@@ -1,4 +1,4 @@
-// Exact attention over a key window per query, forward and backward, on AVX-512 CPUs (float32 inside;
+// Exact attention over a key window per query, forward and backward, on every CPU (float32 inside;
 // float32 or bfloat16 storage for the forward, float32 for the backward). The forward takes any head size (a
 // last, partial group of 16 value columns through masked loads and stores), the backward multiples of 16.
 // The checked entry points are in attention_ops.h; the Python backends "tiled" and "local" call them.
@@ -8,19 +8,17 @@
 // Full attention is left = right = Lq + Lk; causal is right = 0. Also returns
 // lse[b, h, i] = log sum_j exp(scale * q . k_j); rows with no key get out 0, lse +inf.
 //
-// Work is split into tiles of 16 queries (one zmm register across the queries). A tile's keys are
+// Work is split into tiles of 16 queries (one V across the queries). A tile's keys are
 // the union of its rows' windows (left + right + 16 at most), so each query pays for at most 15
 // keys it does not see, instead of the block-diagonal band of a dense tiled kernel.
 //   1. S^T (keys x 16) = K_tile Q_tile^T: broadcast k[t, e] against the tile's transposed queries,
-//      12 keys at a time (12 accumulators).
+//      12 keys at a time (12 accumulators; 6 where the registers hold 8 V).
 //   2. Softmax down each column, vectorised across the 16 queries, with the window mask per key.
-//   3. O (16 x dv) = P^T V: broadcast P[t, r] against v[t, :], 4 rows x up to 64 dims at a time.
+//   3. O (16 x dv) = P^T V: broadcast P[t, r] against v[t, :], 4 rows x up to 64 dims at a time (16 with 8 V).
 // NaN / inf: a key outside a row's window never enters that row (its score is replaced, not added
 // to, and its value is never multiplied in, not even by 0); one inside propagates as in IEEE maths, and
 // a -inf score is a weight of 0 (a row of them gives zeros, as SDPA's kernel does).
 #pragma once
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -28,50 +26,35 @@
 #include <cstring>
 #include <limits>
 
-#include "simd.h"
+#include "vec.h"
 
+namespace ATTNKIT_VARIANT {
 namespace attnkit_window {
 
-using attnkit_simd::exp_ps;
-using attnkit_simd::load16;
-using attnkit_simd::store16;
-using attnkit_simd::to_f;
+using namespace attnkit_simd;
 
-constexpr int T = 16;  // queries per tile = floats per zmm
+constexpr int T = 16;  // queries per tile = lanes of a V
+// Register tiles: keys per score block (12 accumulators on AVX-512, 6 where the registers hold 8 V) and groups
+// of 16 value columns per P V block of 4 rows (4 x 4 on AVX-512, 4 x 1 elsewhere).
+constexpr int kKeys = kWide ? 12 : 6;
+constexpr int kCols = kWide ? 4 : 1;
 
-// S^T rows t0 .. t0 + NK - 1 (NK <= 12): s[t][r] = sum_e k[t, e] * qt[e][r].
+// S^T rows t0 .. t0 + NK - 1 (NK <= kKeys): s[t][r] = sum_e k[t, e] * qt[e][r].
 template <int NK, typename S>
 inline void score_block(const S* k, int64_t ks, const float* qt, int d, float* s) {
-  __m512 acc[NK];
-  for (int j = 0; j < NK; ++j) acc[j] = _mm512_setzero_ps();
+  V acc[NK];
+  for (int j = 0; j < NK; ++j) acc[j] = zero();
   for (int e = 0; e < d; ++e) {
-    const __m512 qv = _mm512_loadu_ps(qt + e * T);
-    for (int j = 0; j < NK; ++j) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(to_f(k[j * ks + e])), qv, acc[j]);
+    const V qv = loadu(qt + e * T);
+    for (int j = 0; j < NK; ++j) acc[j] = fmadd(set1(to_f(k[j * ks + e])), qv, acc[j]);
   }
-  for (int j = 0; j < NK; ++j) _mm512_storeu_ps(s + j * T, acc[j]);
+  for (int j = 0; j < NK; ++j) storeu(s + j * T, acc[j]);
 }
 
 template <typename S>
 void scores(const S* k, int64_t ks, const float* qt, int d, int nkeys, float* s) {
-  int t = 0;
-  for (; t + 12 <= nkeys; t += 12) score_block<12>(k + t * ks, ks, qt, d, s + t * T);
-  const int rest = nkeys - t;
-  const S* kk = k + t * ks;
-  float* ss = s + t * T;
-  switch (rest) {
-    case 11: score_block<11>(kk, ks, qt, d, ss); break;
-    case 10: score_block<10>(kk, ks, qt, d, ss); break;
-    case 9: score_block<9>(kk, ks, qt, d, ss); break;
-    case 8: score_block<8>(kk, ks, qt, d, ss); break;
-    case 7: score_block<7>(kk, ks, qt, d, ss); break;
-    case 6: score_block<6>(kk, ks, qt, d, ss); break;
-    case 5: score_block<5>(kk, ks, qt, d, ss); break;
-    case 4: score_block<4>(kk, ks, qt, d, ss); break;
-    case 3: score_block<3>(kk, ks, qt, d, ss); break;
-    case 2: score_block<2>(kk, ks, qt, d, ss); break;
-    case 1: score_block<1>(kk, ks, qt, d, ss); break;
-    default: break;
-  }
+  for (int t = 0; t < nkeys; t += kKeys)
+    with_constant<kKeys>(nkeys - t, [&](auto nk) { score_block<decltype(nk)::value>(k + t * ks, ks, qt, d, s + t * T); });
 }
 
 // o[r, c0 .. c0 + 16 NV) for R rows r0 .. r0 + R - 1 = sum_t p[t][r] v[t, c0 ..] over row r's keys
@@ -81,7 +64,7 @@ void scores(const S* k, int64_t ks, const float* qt, int d, int nkeys, float* s)
 // read and written with masks).
 template <int R, int NV, typename S>
 inline void pv_block(const float* p, const S* v, int64_t vs, const int* ta, const int* tb, int r0, int c0, float* o,
-                     int64_t os, __mmask16 last) {
+                     int64_t os, M last) {
   int a = ta[r0], b = tb[r0], ia = ta[r0], ib = tb[r0];  // union [a, b), intersection [ia, ib)
   for (int r = 1; r < R; ++r) {
     a = std::min(a, ta[r0 + r]);
@@ -89,19 +72,19 @@ inline void pv_block(const float* p, const S* v, int64_t vs, const int* ta, cons
     ia = std::max(ia, ta[r0 + r]);
     ib = std::min(ib, tb[r0 + r]);
   }
-  __m512 acc[R][NV];
+  V acc[R][NV];
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_setzero_ps();
+    for (int c = 0; c < NV; ++c) acc[r][c] = zero();
   auto step = [&](int t, bool all) {
-    __m512 vv[NV];
+    V vv[NV];
     for (int c = 0; c < NV; ++c) {
       const S* row = v + t * vs + c0 + 16 * c;
       vv[c] = c + 1 < NV ? load16(row) : load16(row, last);
     }
     for (int r = 0; r < R; ++r) {
       if (!all && (t < ta[r0 + r] || t >= tb[r0 + r])) continue;
-      const __m512 pr = _mm512_set1_ps(p[t * T + r0 + r]);
-      for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
+      const V pr = set1(p[t * T + r0 + r]);
+      for (int c = 0; c < NV; ++c) acc[r][c] = fmadd(pr, vv[c], acc[r][c]);
     }
   };
   const int mid = std::min(ia, b);
@@ -110,12 +93,12 @@ inline void pv_block(const float* p, const S* v, int64_t vs, const int* ta, cons
   for (int t = std::max(ia, ib); t < b; ++t) step(t, false);
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < NV; ++c)
-      store16(o + (r0 + r) * os + c0 + 16 * c, acc[r][c], c + 1 < NV ? __mmask16(0xFFFF) : last);
+      store16(o + (r0 + r) * os + c0 + 16 * c, acc[r][c], c + 1 < NV ? all_lanes() : last);
 }
 
 template <int NV, typename S>
 void pv_rows(const float* p, const S* v, int64_t vs, const int* ta, const int* tb, int c0, float* o,
-             int64_t os, __mmask16 last = 0xFFFF) {
+             int64_t os, M last) {
   for (int r0 = 0; r0 < T; r0 += 4) pv_block<4, NV, S>(p, v, vs, ta, tb, r0, c0, o, os, last);
 }
 
@@ -150,28 +133,25 @@ void tile(const Tile<S>& a, int64_t i0, float* buf, float* qt, float* obuf) {
   scores(a.k + lo * a.ks, a.ks, qt, a.d, nk, buf);
   // row r sees keys t (tile-relative) with lo + t in [c0 + r - left, c0 + r + right]
   //   <=>  r >= lo + t - c0 - right  and  r <= lo + t - c0 + left
-  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const V ninf = set1(-std::numeric_limits<float>::infinity());
   auto in_window = [&](int t) {  // the rows (lanes) that see key lo + t
     const int64_t base = lo + t - c0;
-    return static_cast<__mmask16>(_mm512_cmpge_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base - a.right))) &
-                                  _mm512_cmple_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base + a.left))));
+    return lane_range(base - a.right, base + a.left);
   };
-  __m512 mx = ninf;
+  V mx = ninf;
   for (int t = 0; t < nk; ++t) {
-    const __m512 s = _mm512_mask_blend_ps(in_window(t), ninf, _mm512_loadu_ps(buf + t * T));
-    _mm512_storeu_ps(buf + t * T, s);
-    mx = _mm512_max_ps(mx, s);
+    const V s = select(in_window(t), loadu(buf + t * T), ninf);
+    storeu(buf + t * T, s);
+    mx = max(mx, s);
   }
   // A row whose max is -inf has no key (or only -inf scores): shift 0, its weights are all 0. A NaN score
   // gives a NaN weight below, whatever mx is, so the row comes out NaN.
-  const __mmask16 live = _mm512_cmp_ps_mask(mx, ninf, _CMP_NEQ_OQ);
-  const __m512 shift = _mm512_mask_blend_ps(live, _mm512_setzero_ps(), mx);
-  __m512 sum = _mm512_setzero_ps();
+  const V shift = select(neq(mx, ninf), mx, zero());
+  V sum = zero();
   for (int t = 0; t < nk; ++t) {
-    const __m512 e = _mm512_maskz_mov_ps(in_window(t), exp_ps(_mm512_sub_ps(_mm512_loadu_ps(buf + t * T), shift)));
-    _mm512_storeu_ps(buf + t * T, e);
-    sum = _mm512_add_ps(sum, e);
+    const V e = zero_unless(in_window(t), exp_ps(loadu(buf + t * T) - shift));
+    storeu(buf + t * T, e);
+    sum = sum + e;
   }
   // per-row key range (tile-relative) for the P V product: [ta, tb)
   int ta[T], tb[T];
@@ -182,26 +162,21 @@ void tile(const Tile<S>& a, int64_t i0, float* buf, float* qt, float* obuf) {
   }
   const S* v = a.v + lo * a.vs;
   const int groups = (a.dv + 15) / 16;  // of 16 columns, the last one partial where dv % 16
-  const __mmask16 tail = attnkit_simd::first_lanes(a.dv - 16 * (groups - 1));
-  for (int g = 0; g < groups; g += 4) {
-    const int nv = std::min(4, groups - g);
-    const __mmask16 last = g + nv == groups ? tail : __mmask16(0xFFFF);
-    switch (nv) {
-      case 4: pv_rows<4>(buf, v, a.vs, ta, tb, 16 * g, obuf, a.dv, last); break;
-      case 3: pv_rows<3>(buf, v, a.vs, ta, tb, 16 * g, obuf, a.dv, last); break;
-      case 2: pv_rows<2>(buf, v, a.vs, ta, tb, 16 * g, obuf, a.dv, last); break;
-      default: pv_rows<1>(buf, v, a.vs, ta, tb, 16 * g, obuf, a.dv, last); break;
-    }
+  const M tail = first_lanes(a.dv - 16 * (groups - 1));
+  for (int g = 0; g < groups; g += kCols) {
+    const int nv = std::min(kCols, groups - g);
+    const M last = g + nv == groups ? tail : all_lanes();
+    with_constant<kCols>(nv, [&](auto n) { pv_rows<decltype(n)::value>(buf, v, a.vs, ta, tb, 16 * g, obuf, a.dv, last); });
   }
   alignas(64) float sums[T], mxs[T];
-  _mm512_store_ps(sums, sum);
-  _mm512_store_ps(mxs, mx);
+  storeu(sums, sum);
+  storeu(mxs, mx);
   for (int r = 0; r < rows; ++r) {
     const bool live_row = sums[r] != 0.0f;  // a NaN sum is live (and NaN)
-    const __m512 inv = _mm512_set1_ps(live_row ? 1.0f / sums[r] : 0.0f);  // rows with no weight: 0
+    const V inv = set1(live_row ? 1.0f / sums[r] : 0.0f);  // rows with no weight: 0
     for (int c = 0; c < a.dv; c += 16) {
-      const __mmask16 m = attnkit_simd::first_lanes(a.dv - c);
-      store16(out + r * a.os + c, _mm512_mul_ps(load16(obuf + r * a.dv + c, m), inv), m);
+      const M m = first_lanes(a.dv - c);
+      store16(out + r * a.os + c, load16(obuf + r * a.dv + c, m) * inv, m);
     }
     lse[r] = live_row ? mxs[r] + std::log(sums[r]) : std::numeric_limits<float>::infinity();
   }
@@ -212,43 +187,37 @@ void tile(const Tile<S>& a, int64_t i0, float* buf, float* qt, float* obuf) {
 // dst[t0 + j, c] += mult * sum_r coef[(t0 + j) * T + r] * rows[r, c] for j < J, c < 16 NV (+ c0).
 template <int J, int NV>
 inline void accum_block(const float* coef, const float* rows, int w, int t0, int c0, float* dst, int64_t ds,
-                        __m512 mult) {
-  __m512 acc[J][NV];
+                        V mult) {
+  V acc[J][NV];
   for (int j = 0; j < J; ++j)
-    for (int c = 0; c < NV; ++c) acc[j][c] = _mm512_setzero_ps();
+    for (int c = 0; c < NV; ++c) acc[j][c] = zero();
   for (int r = 0; r < T; ++r) {
-    __m512 x[NV];
-    for (int c = 0; c < NV; ++c) x[c] = _mm512_loadu_ps(rows + r * w + c0 + 16 * c);
+    V x[NV];
+    for (int c = 0; c < NV; ++c) x[c] = loadu(rows + r * w + c0 + 16 * c);
     for (int j = 0; j < J; ++j) {
-      const __m512 b = _mm512_set1_ps(coef[(t0 + j) * T + r]);
-      for (int c = 0; c < NV; ++c) acc[j][c] = _mm512_fmadd_ps(b, x[c], acc[j][c]);
+      const V b = set1(coef[(t0 + j) * T + r]);
+      for (int c = 0; c < NV; ++c) acc[j][c] = fmadd(b, x[c], acc[j][c]);
     }
   }
   for (int j = 0; j < J; ++j)
     for (int c = 0; c < NV; ++c) {
       float* p = dst + (t0 + j) * ds + c0 + 16 * c;
-      _mm512_storeu_ps(p, _mm512_fmadd_ps(mult, acc[j][c], _mm512_loadu_ps(p)));
+      storeu(p, fmadd(mult, acc[j][c], loadu(p)));
     }
 }
 
 // dst[t, :w] += mult * sum_r coef[t][r] rows[r, :w] for t < nt; rows is (16, w), w % 16 == 0.
 template <int NV>
 void accum_cols(const float* coef, const float* rows, int w, int c0, int nt, float* dst, int64_t ds, float m) {
-  const __m512 mult = _mm512_set1_ps(m);
+  const V mult = set1(m);
   int t = 0;
   for (; t + 4 <= nt; t += 4) accum_block<4, NV>(coef, rows, w, t, c0, dst, ds, mult);
   for (; t < nt; ++t) accum_block<1, NV>(coef, rows, w, t, c0, dst, ds, mult);
 }
 
 inline void accum(const float* coef, const float* rows, int w, int nt, float* dst, int64_t ds, float m) {
-  for (int c0 = 0; c0 < w; c0 += 64) {
-    switch (std::min(4, (w - c0) / 16)) {
-      case 4: accum_cols<4>(coef, rows, w, c0, nt, dst, ds, m); break;
-      case 3: accum_cols<3>(coef, rows, w, c0, nt, dst, ds, m); break;
-      case 2: accum_cols<2>(coef, rows, w, c0, nt, dst, ds, m); break;
-      default: accum_cols<1>(coef, rows, w, c0, nt, dst, ds, m); break;
-    }
-  }
+  for (int c0 = 0; c0 < w; c0 += 16 * kCols)
+    with_constant<kCols>((w - c0) / 16, [&](auto n) { accum_cols<decltype(n)::value>(coef, rows, w, c0, nt, dst, ds, m); });
 }
 
 struct BackTile {
@@ -295,19 +264,15 @@ inline void back_tile(const BackTile& a, int64_t i0, float* p, float* dp, float*
   }
   scores(a.k + lo * a.d, static_cast<int64_t>(a.d), qt, a.d, nk, p);          // S^T
   scores(a.v + lo * a.dvw, static_cast<int64_t>(a.dvw), dot, a.dvw, nk, dp);  // dP^T
-  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512 lsev = _mm512_load_ps(lse), deltav = _mm512_load_ps(delta);
-  const __mmask16 live = _mm512_cmp_ps_mask(lsev, _mm512_set1_ps(std::numeric_limits<float>::infinity()),
-                                            _CMP_NEQ_OQ);
-  const __m512 shift = _mm512_maskz_mov_ps(live, lsev);
+  const V lsev = loadu(lse), deltav = loadu(delta);
+  const M live = neq(lsev, set1(std::numeric_limits<float>::infinity()));
+  const V shift = zero_unless(live, lsev);
   for (int t = 0; t < nk; ++t) {
     const int64_t base = lo + t - c0;
-    const __mmask16 ok = live &
-                         _mm512_cmpge_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base - a.right))) &
-                         _mm512_cmple_epi32_mask(iota, _mm512_set1_epi32(static_cast<int>(base + a.left)));
-    const __m512 pv = _mm512_maskz_mov_ps(ok, exp_ps(_mm512_sub_ps(_mm512_loadu_ps(p + t * T), shift)));
-    _mm512_storeu_ps(p + t * T, pv);
-    _mm512_storeu_ps(dp + t * T, _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_loadu_ps(dp + t * T), deltav)));  // dS
+    const M ok = live & lane_range(base - a.right, base + a.left);
+    const V pv = zero_unless(ok, exp_ps(loadu(p + t * T) - shift));
+    storeu(p + t * T, pv);
+    storeu(dp + t * T, pv * (loadu(dp + t * T) - deltav));  // dS
   }
   int ta[T], tb[T];
   for (int r = 0; r < T; ++r) {
@@ -315,14 +280,10 @@ inline void back_tile(const BackTile& a, int64_t i0, float* p, float* dp, float*
     ta[r] = static_cast<int>(std::min<int64_t>(std::max<int64_t>(a0 - lo, 0), nk));
     tb[r] = static_cast<int>(std::max<int64_t>(std::min<int64_t>(b0 - lo, nk), ta[r]));
   }
-  for (int c0q = 0; c0q < a.d; c0q += 64) {  // dQ (16 x d) = dS^T K into obuf
-    switch (std::min(4, (a.d - c0q) / 16)) {
-      case 4: pv_rows<4>(dp, a.k + lo * a.d, a.d, ta, tb, c0q, obuf, a.d); break;
-      case 3: pv_rows<3>(dp, a.k + lo * a.d, a.d, ta, tb, c0q, obuf, a.d); break;
-      case 2: pv_rows<2>(dp, a.k + lo * a.d, a.d, ta, tb, c0q, obuf, a.d); break;
-      default: pv_rows<1>(dp, a.k + lo * a.d, a.d, ta, tb, c0q, obuf, a.d); break;
-    }
-  }
+  for (int c0q = 0; c0q < a.d; c0q += 16 * kCols)  // dQ (16 x d) = dS^T K into obuf
+    with_constant<kCols>((a.d - c0q) / 16, [&](auto n) {
+      pv_rows<decltype(n)::value>(dp, a.k + lo * a.d, a.d, ta, tb, c0q, obuf, a.d, all_lanes());
+    });
   for (int r = 0; r < rows; ++r)
     for (int e = 0; e < a.d; ++e) dq[r * a.d + e] = a.scale * obuf[r * a.d + e];
   accum(dp, qrow, a.d, nk, a.dk + lo * a.d, a.d, a.scale);  // dK += scale dS^T Q
@@ -330,3 +291,4 @@ inline void back_tile(const BackTile& a, int64_t i0, float* p, float* dp, float*
 }
 
 }  // namespace attnkit_window
+}  // namespace ATTNKIT_VARIANT

@@ -15,7 +15,7 @@
 #include "nat_first_pass.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  using namespace attnkit_ops;
+  using namespace ATTNKIT_VARIANT::attnkit_ops;
   const auto nogil = py::call_guard<py::gil_scoped_release>();
   py::class_<LayerWeights>(m, "LayerWeights", "a Transformer layer's packed weights and settings, checked once "
                            "(layer_weights.h)")

@@ -22,6 +22,7 @@
 
 #include <vector>
 
+namespace ATTNKIT_VARIANT {
 namespace attnkit_ops {
 
 inline at::Tensor decoder_layer_step(const at::Tensor& x, const LayerWeights& layer, const at::Tensor& keys,
@@ -52,3 +53,4 @@ inline at::Tensor decoder_layer_step(const at::Tensor& x, const LayerWeights& la
 }
 
 }  // namespace attnkit_ops
+}  // namespace ATTNKIT_VARIANT

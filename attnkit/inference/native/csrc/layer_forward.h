@@ -35,6 +35,7 @@
 
 #include "layer_weights.h"
 
+namespace ATTNKIT_VARIANT {
 namespace attnkit_ops {
 
 namespace layer_detail {
@@ -369,3 +370,4 @@ inline at::Tensor layers_forward(const at::Tensor& x, const LayerStack& stack, c
 }
 
 }  // namespace attnkit_ops
+}  // namespace ATTNKIT_VARIANT

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+namespace ATTNKIT_VARIANT {
 namespace attnkit_ops {
 
 using TensorPair = std::tuple<at::Tensor, at::Tensor>;
@@ -145,3 +146,4 @@ struct LayerStack {
 };
 
 }  // namespace attnkit_ops
+}  // namespace ATTNKIT_VARIANT

@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+namespace ATTNKIT_VARIANT {
 namespace attnkit_ops {
 
 // A linear layer as small_linear takes it, chosen by the rows: W blocked and in panels (the panels from
@@ -231,3 +232,4 @@ class NatFirstPass {
 };
 
 }  // namespace attnkit_ops
+}  // namespace ATTNKIT_VARIANT
