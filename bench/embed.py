@@ -62,6 +62,15 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def variant_note() -> str:
+    """Which variant of attnkit's native kernels runs, and the variables that force the peers down, as set."""
+    import attnkit
+
+    forced = [f"{k}={os.environ[k]}" for k in ("ATTNKIT_CPU_ISA", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA",
+                                                "MKL_ENABLE_INSTRUCTIONS", "CT2_FORCE_CPU_ISA") if os.environ.get(k)]
+    return f"attnkit kernels: {attnkit.cpu_isa()}" + (f" ({', '.join(forced)})" if forced else "")
+
+
 def machine_peak() -> dict[str, float]:
     """``cpu_peak.peak_gflops`` on every torch thread; empty where its probe cannot be built or run here."""
     try:
@@ -106,6 +115,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's own choice)")
     ap.add_argument("--out", default=None, help="write a markdown table here")
     ap.add_argument("--no-bound", action="store_true", help="skip the same-run GEMM bound")
+    ap.add_argument("--no-bf16", action="store_true", help="time float32 only (bfloat16 crawls without AVX512-BF16)")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -128,6 +138,8 @@ def main(argv=None) -> dict:
         "attnkit (fp32)": lambda: ours.encode(texts, batch_size=bs),
         "attnkit (bf16)": lambda: ours.encode(texts, batch_size=bs, dtype=torch.bfloat16),
     }
+    if args.no_bf16:
+        del systems["attnkit (bf16)"]
     outputs = {k: fn() for k, fn in systems.items()}  # warm-up, and the outputs compared
     times: dict[str, list[float]] = {k: [] for k in systems}
     for _ in range(args.repeats):
@@ -151,7 +163,7 @@ def main(argv=None) -> dict:
     for k, med, sps, ratio, c1, c2, lo, hi in rows:
         lines.append(f"| {k} | {med:.3f} | {sps:.1f} | {ratio:.3f} | {c1:.7f} | {c2:.7f} | {lo:.3f}..{hi:.3f} |")
     print(f"{args.n} sentences, {pieces} word pieces, batch {bs}, {args.repeats} repeats (medians)")
-    print(f"machine: {machine}; {date}")
+    print(f"machine: {machine}; {date}; {variant_note()}")
     print("\n".join(lines))
     if not args.no_bound:
         m = bs * round(pieces / args.n)  # a typical batch: batch size x mean word pieces per sentence

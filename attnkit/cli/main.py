@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "lra",
     "asr",
     "experiment",
+    "info",
 ]
 
 
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        from ..functional.native import isa
+
+        isa.requested()  # a bad ATTNKIT_CPU_ISA: one line before any work
         result = args.func(args)
         sys.stdout.flush()  # a closed pipe shows up here, inside the handler, not at interpreter exit
     except BrokenPipeError:
