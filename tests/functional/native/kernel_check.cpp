@@ -1,0 +1,134 @@
+// The kernels' cores against plain loops, without torch: what tests/functional/native/test_cross.py compiles for
+// aarch64 (the NEON variant of csrc/vec.h) and runs under qemu-user, and for this machine's variants. Prints one
+// line per kernel with its largest error and exits 1 if any is past its tolerance.
+//   g++ -O2 -DATTNKIT_VARIANT=attnkit_neon -I attnkit/functional/native/csrc kernel_check.cpp
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "add_norm.h"
+#include "panel_linear.h"
+#include "short_attention.h"
+#include "small_linear.h"
+#include "window_attention.h"
+
+namespace k = ATTNKIT_VARIANT;
+using Vec = std::vector<float>;
+
+static std::mt19937 rng(0);
+static Vec randn(size_t n) {
+  std::normal_distribution<float> d;
+  Vec v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+static int failures = 0;
+static void report(const char* what, double err, double tol) {
+  std::printf("%-14s max error %.3g (tolerance %.3g)%s\n", what, err, tol, err <= tol ? "" : "  FAILED");
+  if (!(err <= tol)) ++failures;
+}
+
+// softmax(scale q k^T) v over keys [lo, hi) for one query row
+static void attend_ref(const float* q, const float* kk, const float* v, int d, int dv, int lo, int hi, float scale,
+                       float* out) {
+  std::vector<double> s(hi > lo ? hi - lo : 0);
+  double mx = -INFINITY, sum = 0;
+  for (int j = lo; j < hi; ++j) {
+    double a = 0;
+    for (int e = 0; e < d; ++e) a += double(q[e]) * kk[j * d + e];
+    s[j - lo] = a * scale;
+    mx = std::max(mx, s[j - lo]);
+  }
+  for (auto& x : s) sum += (x = std::exp(x - mx));
+  for (int c = 0; c < dv; ++c) {
+    double o = 0;
+    for (int j = lo; j < hi; ++j) o += s[j - lo] / sum * v[j * dv + c];
+    out[c] = hi > lo ? float(o) : 0.0f;
+  }
+}
+
+int main() {
+  {  // LayerNorm of a residual sum
+    const int rows = 5, d = 80;
+    Vec x = randn(rows * d), r = randn(rows * d), w = randn(d), b = randn(d), out(rows * d), y(d);
+    k::attnkit_norm::add_norm_rows<float>(x.data(), r.data(), w.data(), b.data(), out.data(), 0, rows, d, 1e-5f,
+                                          y.data(), false);
+    double err = 0;
+    for (int i = 0; i < rows; ++i) {
+      double m = 0, var = 0;
+      for (int j = 0; j < d; ++j) m += x[i * d + j] + r[i * d + j];
+      m /= d;
+      for (int j = 0; j < d; ++j) var += std::pow(x[i * d + j] + r[i * d + j] - m, 2);
+      const double rs = 1 / std::sqrt(var / d + 1e-5);
+      for (int j = 0; j < d; ++j)
+        err = std::max(err, std::abs((x[i * d + j] + r[i * d + j] - m) * rs * w[j] + b[j] - out[i * d + j]));
+    }
+    report("add_norm", err, 1e-4);
+  }
+  {  // linear layers: blocked rows (GELU) and panels, against the plain product
+    const int m = 3, n = 48, kk = 64, mp = 9;
+    Vec x = randn(mp * kk), w = randn(n * kk), bias = randn(n), out(m * n), sums(mp * n), blocked(n * kk), panels(n * kk);
+    for (int r = 0; r < n; ++r)
+      for (int j = 0; j < kk; ++j) {
+        blocked[(r / 4) * 4 * kk + (j / 16) * 64 + (r % 4) * 16 + j % 16] = w[r * kk + j];
+        panels[(r / 16) * 16 * kk + j * 16 + r % 16] = w[r * kk + j];
+      }
+    k::attnkit_linear::small_linear_cols<float, float, true>(x.data(), blocked.data(), bias.data(), nullptr,
+                                                             out.data(), m, n, kk, 0, n, k::attnkit_linear::kGelu,
+                                                             sums.data());
+    k::attnkit_linear::panel_sums<float>(x.data(), panels.data(), mp, kk, 0, n, sums.data());
+    double e1 = 0, e2 = 0;
+    for (int i = 0; i < mp; ++i)
+      for (int r = 0; r < n; ++r) {
+        double a = 0;
+        for (int j = 0; j < kk; ++j) a += double(x[i * kk + j]) * w[r * kk + j];
+        e2 = std::max(e2, std::abs(a - sums[i * n + r]));
+        if (i < m) {
+          const double y = a + bias[r], g = 0.5 * y * (1 + std::erf(y / std::sqrt(2.0)));
+          e1 = std::max(e1, std::abs(g - out[i * n + r]));
+        }
+      }
+    report("small_linear", e1, 1e-3);
+    report("panel_sums", e2, 1e-3);
+  }
+  {  // full attention over a short sequence, padded to nk keys
+    const int nq = 7, lk = 21, nk = 17, d = 32, dv = 16;
+    Vec q = randn(nq * d), kk = randn(lk * d), v = randn(lk * dv), out(nq * dv), want(dv);
+    k::attnkit_short::Scratch w(d, dv, 32);
+    k::attnkit_short::Seq<float> a{q.data(), kk.data(), v.data(), out.data(), d, d, dv, dv, nq, nk};
+    k::attnkit_short::attend<float>(a, d, dv, 0.25f, w);
+    double err = 0;
+    for (int i = 0; i < nq; ++i) {
+      attend_ref(q.data() + i * d, kk.data(), v.data(), d, dv, 0, nk, 0.25f, want.data());
+      for (int c = 0; c < dv; ++c) err = std::max(err, std::abs(double(want[c]) - out[i * dv + c]));
+    }
+    report("short", err, 1e-5);
+  }
+  {  // attention over a window of keys (2 left, 3 right), one tile of 16 queries, a partial group of 12 columns
+    const int lq = 16, lk = 16, d = 16, dv = 12, left = 2, right = 3;
+    Vec q = randn(lq * d), kk = randn(lk * d), v = randn(lk * dv), out(lq * dv), lse(lq), want(dv);
+    Vec buf((left + right + 16) * 16), qt(d * 16), obuf(16 * dv);
+    k::attnkit_window::Tile<float> a{q.data(), kk.data(), v.data(), out.data(), lse.data(), d, d, dv, dv, lq, lk, 0,
+                                     left, right, d, dv, 0.5f};
+    k::attnkit_window::tile<float>(a, 0, buf.data(), qt.data(), obuf.data());
+    double err = 0;
+    for (int i = 0; i < lq; ++i) {
+      attend_ref(q.data() + i * d, kk.data(), v.data(), d, dv, std::max(0, i - left), std::min(lk, i + right + 1),
+                 0.5f, want.data());
+      for (int c = 0; c < dv; ++c) err = std::max(err, std::abs(double(want[c]) - out[i * dv + c]));
+    }
+    report("window", err, 1e-5);
+  }
+  {  // exp at the edges: -inf -> 0, NaN stays NaN, 0 -> 1
+    float in[16] = {0.0f, -1.0f, -10.0f, -87.0f, -100.0f, -INFINITY, NAN, -0.5f, -2.0f, -3.0f, -4.0f, -5.0f,
+                    -20.0f, -30.0f, -40.0f, -50.0f};
+    float got[16];
+    k::attnkit_simd::storeu(got, k::attnkit_simd::exp_ps(k::attnkit_simd::loadu(in)));
+    double err = 0;
+    for (int i = 0; i < 16; ++i)
+      if (i != 6) err = std::max(err, std::abs(double(got[i]) - std::exp(double(in[i]))) / std::max(1e-30, std::exp(double(in[i]))) * (in[i] > -87 ? 1 : 0));
+    report("exp", (got[5] == 0.0f && std::isnan(got[6]) && got[0] == 1.0f) ? err : 1.0, 1e-6);
+  }
+  return failures ? 1 : 0;
+}
