@@ -3,7 +3,7 @@
     y = x + r;  out = (y - mean(y)) / sqrt(var(y) + eps) * weight + bias   over the last dimension
 
 ``add_layer_norm`` is the math, ``F.layer_norm(x + r, ...)``, which is also the reference. For
-inference on a CPU with AVX-512 it runs attnkit's native kernel instead (``native/csrc/add_norm.h``): one
+inference it runs attnkit's native kernel instead (``native/csrc/add_norm.h``): one
 pass over memory rather than an addition and a LayerNorm, float32 arithmetic inside for float32 and
 bfloat16 storage. The one difference in bfloat16: the kernel keeps x + r in float32, where the math
 rounds it to bfloat16 before the statistics.

@@ -84,7 +84,7 @@ class PackedLinear(nn.Module):
     ``activation``: "none", or one of attnkit's activations applied inside the kernel: "gelu" (exact,
     erf), "gelu_tanh", "relu", "silu" (oneDNN's "swish").
 
-    Inputs of at most ``PANEL_ROWS`` rows go to attnkit's native ``small_linear`` where it runs (AVX-512;
+    Inputs of at most ``PANEL_ROWS`` rows go to attnkit's native ``small_linear`` where it runs (every variant;
     in_features a multiple of 16), with bias, activation and residual in the same pass and a fraction of
     oneDNN's per-call cost. W is copied once into the kernel's layout for the rows (on the first such call; N
     rounded up to 16 with zero rows):

@@ -12,7 +12,7 @@ activation and residual in float32. The integer sums run
 - else through ``quant.int8_product_reference`` (float64 products of the integers: exact, several times slower
   than float32), said once on the ``attnkit`` logger.
 
-attnkit's own VNNI kernels for these products are not written: the native kernels need AVX-512.
+attnkit's own int8 kernels for these products (VNNI, or AVX2's widened products) are not written yet.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 For a mask ``window(left, right)``, alone or ``&``-combined with ``causal`` and ``padding``, only the
 band of keys each query can see is ever computed (``backends/band``): query blocks against their
 key bands, never an (Lq, Lk) matrix. The band algorithm has several implementations, all of them this
-backend's own: the native kernel forward (float32 on AVX-512, dv % 16 == 0) and backward (d and dv
+backend's own: the native kernel forward (float32, dv % 16 == 0) and backward (d and dv
 multiples of 16 too), torch's fused CPU attention kernel run on the bands (float32 / float64, d == dv),
 and blocked matmuls (everything else, and the backward elsewhere). The backward recomputes the scores
 (flash-attention style). ``dropout_p > 0`` differentiates the blocked band computation directly.

@@ -1,8 +1,8 @@
 """Backend "short": attnkit's native CPU kernel for full attention over short sequences (padding allowed).
 
 The kernel (``native/csrc/short_attention.h``) takes one (sequence, head) at a time, whole: K is
-transposed once so that 16 keys sit in one zmm register, the scores of 4 queries x 64 keys are
-accumulated in registers, the softmax runs along each row, and P V is accumulated 8 queries x 32
+transposed once so that 16 keys sit in one vector (a zmm; two ymm on AVX2), the scores of 4 queries x 64 keys
+(AVX2: 6 x 16) are accumulated in registers, the softmax runs along each row, and P V is accumulated 8 queries x 32
 features at a time, while the next (sequence, head)'s rows are prefetched into L2. In bfloat16 both
 products use AVX512-BF16's ``vdpbf16ps`` (bfloat16 pairs, float32 sums), so nothing is converted to
 float32 on the way in; the math path's rounding points are kept (float32 scores and softmax, weights
@@ -14,7 +14,7 @@ Masks: none, padding (key lengths per batch row), or ``segments`` (sequences pac
 each attending within itself: no compute on padding at all); a query with no key outputs zeros. Keys
 past a length or outside a segment are never read, so hidden NaN / inf cannot reach the output.
 
-It is this kernel or nothing: inference only (no backward), CPU, float32 (AVX-512) or bfloat16
+It is this kernel or nothing: inference only (no backward), CPU, float32 (every variant) or bfloat16
 (AVX512-BF16), d a multiple of 16 (bfloat16: 32), dv a multiple of 16, no bias, no dropout, no
 weights. Any other call raises a ValueError saying which of these it broke.
 """

@@ -11,7 +11,7 @@ The packed layer program (``inference/layer.py``) is their reference: each is te
 Everything here builds their arguments from a ``PackedLayer`` (itself made from the model's weight spec), by
 name: ``layer_weights`` gives a ``LayerWeights`` or None where a composition cannot take the layer (a linear
 layer the small kernel does not take, no bias, outputs not in multiples of 16, a norm that is not an affine
-LayerNorm, norms of different eps), and ``compositions()`` is None where the kernels do not run (no AVX-512).
+LayerNorm, norms of different eps), and ``compositions()`` is None where the kernels do not run (no compiler).
 """
 
 from __future__ import annotations

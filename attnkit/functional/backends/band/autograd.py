@@ -1,7 +1,7 @@
 """Band attention as a ``torch.autograd.Function``: the forward keeps only out and the row log-sum-exp,
 the backward recomputes the scores (flash-attention style), so memory is O(L * d) saved plus one chunk
 of scores at a time: the native kernel's ``window_backward`` for float32 with d and dv multiples of 16
-on AVX-512, otherwise blocked matmuls in chunks."""
+where it runs (every CPU with a compiler), otherwise blocked matmuls in chunks."""
 
 from __future__ import annotations
 

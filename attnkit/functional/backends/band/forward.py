@@ -1,6 +1,6 @@
 """The forwards of band attention: out (N, Lq, dv) and the row log-sum-exp (N, Lq) for the backward.
 
-- ``forward_native``: attnkit's native kernel (float32, AVX-512, dv % 16 == 0): tiles of 16 queries,
+- ``forward_native``: attnkit's native kernel (float32, dv % 16 == 0): tiles of 16 queries,
   each over the union of its rows' windows, no padded buffers.
 - ``forward_fused``: torch's fused CPU attention kernel on the bands (CPU, float32 / float64, d == dv):
   each query block a "head" whose keys are a strided view of its band.
