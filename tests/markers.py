@@ -10,6 +10,6 @@ def _native_problem() -> str | None:
 
 
 # Tests that check a native kernel's own path (that it was taken, its entry checks): skipped, saying why,
-# on a CPU where the kernels cannot run (no AVX-512); every caller's PyTorch path is tested there instead.
+# where no variant of the kernels builds (no C++ compiler); every caller's PyTorch path is tested there instead.
 needs_native = pytest.mark.skipif(_native_problem() is not None,
                                   reason=f"attnkit's native kernel is unavailable: {_native_problem()}")

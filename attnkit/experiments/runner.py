@@ -42,11 +42,11 @@ def load_average() -> str:
 
 def machine() -> dict:
     """What a timing depends on: CPU, torch threads, versions, whether attnkit's native kernels run here."""
-    from ..functional.native import unavailable
+    from ..functional.native import cpu_isa, unavailable
 
     return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-            "python": platform.python_version(), "native_kernels": unavailable() or "available",
+            "python": platform.python_version(), "native_kernels": unavailable() or f"available ({cpu_isa()})",
             "load_average": load_average(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
@@ -224,7 +224,7 @@ def run_notes(meta: dict) -> list[str]:
         lines.append(f"- Machine: {start['cpu']}, {start['cores']} cores, {start['torch_threads']} torch thread(s), "
                      f"torch {start['torch']}; load average (1, 5, 15 min) {start['load_average']} at the start"
                      + (f", {end['load_average']} at the end" if end else "") + f"; started {start['date']}.")
-        if start["native_kernels"] != "available":
+        if not start["native_kernels"].startswith("available"):
             lines.append(f"- attnkit's native kernels do not run here ({start['native_kernels']}): every attention "
                          "ran on its PyTorch path.")
     return lines
