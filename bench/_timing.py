@@ -13,7 +13,8 @@ ISA = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")  # what deci
 
 
 def machine() -> str:
-    """'<CPU model> (<instruction sets of ISA it has>), <cores> cores, torch <version>, <threads> threads'."""
+    """'<CPU model> (<instruction sets of ISA it has>), <cores> cores, torch <version>, <threads> threads; attnkit
+    kernels: <variant> (<what forces it>)'."""
     model, flags = platform.processor() or "cpu", set()
     try:
         with open("/proc/cpuinfo") as f:
@@ -27,7 +28,19 @@ def machine() -> str:
     import torch
 
     isa = ", ".join(x for x in ISA if x in flags) or "flags unknown"
-    return f"{model} ({isa}), {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads"
+    return (f"{model} ({isa}), {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads; "
+            f"{variant_note()}")
+
+
+def variant_note() -> str:
+    """Which variant of attnkit's native kernels runs, and the variables that force it and the peers down, as set."""
+    import os
+
+    import attnkit
+
+    forced = [f"{k}={os.environ[k]}" for k in ("ATTNKIT_CPU_ISA", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA",
+                                                "MKL_ENABLE_INSTRUCTIONS", "CT2_FORCE_CPU_ISA") if os.environ.get(k)]
+    return f"attnkit kernels: {attnkit.cpu_isa()}" + (f" ({', '.join(forced)})" if forced else "")
 
 
 def commit() -> str:

@@ -35,7 +35,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 import cpu_peak  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from _timing import time_once  # noqa: E402
+from _timing import time_once, variant_note  # noqa: E402
 
 from attnkit.pretrained import builtin_path, load_pretrained  # noqa: E402
 
@@ -62,15 +62,6 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
-def variant_note() -> str:
-    """Which variant of attnkit's native kernels runs, and the variables that force the peers down, as set."""
-    import attnkit
-
-    forced = [f"{k}={os.environ[k]}" for k in ("ATTNKIT_CPU_ISA", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA",
-                                                "MKL_ENABLE_INSTRUCTIONS", "CT2_FORCE_CPU_ISA") if os.environ.get(k)]
-    return f"attnkit kernels: {attnkit.cpu_isa()}" + (f" ({', '.join(forced)})" if forced else "")
-
-
 def machine_peak() -> dict[str, float]:
     """``cpu_peak.peak_gflops`` on every torch thread; empty where its probe cannot be built or run here."""
     try:
@@ -79,7 +70,7 @@ def machine_peak() -> dict[str, float]:
         return {}
 
 
-def bound(cfg, pieces: int, st_seconds: float, m: int) -> list[str]:
+def bound(cfg, pieces: int, st_seconds: float, m: int, bf16: bool = True) -> list[str]:
     """Lines: linear-layer FLOPs of the workload, best GEMM rate here and the machine's peak, least
     times and highest ratios."""
     h, i, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
@@ -92,7 +83,8 @@ def bound(cfg, pieces: int, st_seconds: float, m: int) -> list[str]:
              "| dtype | GEMM GFLOP/s oneDNN packed | torch.mm | least time for the linear layers, s | "
              "highest possible x sentence-transformers | machine peak GFLOP/s | least time at peak, s | "
              "highest possible at peak |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, long_name, dtype in (("fp32", "float32", torch.float32), ("bf16", "bfloat16", torch.bfloat16)):
+    kinds = (("fp32", "float32", torch.float32), ("bf16", "bfloat16", torch.bfloat16))
+    for name, long_name, dtype in kinds if bf16 else kinds[:1]:
         r = cpu_peak.gemm_rates(m, shapes, dtype)
         best = max(r.values())
         least = total / (best * 1e9)
@@ -167,7 +159,7 @@ def main(argv=None) -> dict:
     print("\n".join(lines))
     if not args.no_bound:
         m = bs * round(pieces / args.n)  # a typical batch: batch size x mean word pieces per sentence
-        extra = bound(ours.config, pieces, base, m)
+        extra = bound(ours.config, pieces, base, m, bf16=not args.no_bf16)
         print("\n".join(extra))
         lines += ["", *extra]
     cmd = " ".join(["python bench/embed.py", *(sys.argv[1:] if argv is None else argv)])

@@ -19,9 +19,15 @@ def test_commit_names_the_checkout_of_the_scripts_from_another_directory(tmp_pat
     assert got.stdout.strip() == head.stdout.strip() != ""
 
 
-def test_machine_names_the_instruction_sets_cores_torch_and_threads(bench_script):
+def test_machine_names_the_instruction_sets_cores_torch_threads_and_the_kernels_variant(bench_script, monkeypatch):
+    import attnkit
+
     _timing = bench_script("_timing")
-    got = re.fullmatch(r".+ \(([a-z0-9_, ]+)\), \d+ cores, torch \S+, \d+ threads", _timing.machine())
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
+    monkeypatch.setenv("CT2_FORCE_CPU_ISA", "AVX2")
+    got = re.fullmatch(r".+ \(([a-z0-9_, ]+)\), \d+ cores, torch \S+, \d+ threads; attnkit kernels: (\w+)(.*)",
+                       _timing.machine())
     assert got is not None, _timing.machine()
+    assert got.group(2) == attnkit.cpu_isa() and "CT2_FORCE_CPU_ISA=AVX2" in got.group(3)
     isa = got.group(1).split(", ")
     assert isa == ["flags unknown"] or set(isa) <= set(_timing.ISA)

@@ -3,7 +3,7 @@
     logp, ids = best_tokens(logits, suppressed)   # logits (M, V), suppressed (n,) ids never chosen
 
 The reference is three torch ops, ``log_softmax`` (over every token), ``index_fill`` of the suppressed
-ids with -inf, ``max``; the native kernel (``best_tokens.h``: float32 or bfloat16 logits on any CPU (its variant: ``native.isa``),
+ids with -inf, ``max``; the native kernel (``best_tokens.h``: float32 or bfloat16 logits on any CPU,
 inference) makes one pass over a row plus one of exps (their times: BENCHMARKS.md, "Design measurements").
 Log-probabilities are float32 for float32 and
 bfloat16 logits (float64 for float64), the softmax computed in float32 either way. The kernel

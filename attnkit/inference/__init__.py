@@ -7,9 +7,9 @@ in one table (``architectures.py``). The engines: ``BertEngine`` (BERT-family en
 ``Seq2SeqEngine`` (autoregressive encoder-decoders: trained runs, Marian folders; ``generation.generate`` runs it),
 ``NATEngine`` (non-autoregressive ones: ``generation.mask_predict`` runs it) and ``AsrEngine`` (a speech
 recogniser's encoder and CTC head), all made of one packed layer program (``layer.py``) over ``PackedLinear``
-(``packed.py``) and, where a C++ compiler builds them (every CPU: ``native.isa``), of the native compositions of ``inference/native`` (whole layers, a
-decoding step, a NAT first pass in one call), each tested against that program. ``engine_for(model, dtype=...)`` is
-the one place that picks the engine.
+(``packed.py``) and, where a compiler builds them (any CPU), of the native compositions of ``inference/native``
+(whole layers, a decoding step, a NAT first pass in one call), each tested against that program.
+``engine_for(model, dtype=...)`` is the one place that picks the engine.
 """
 
 from .architectures import ARCHITECTURES, Architecture, Unsupported, model_state, spec_of, spec_tensors
