@@ -160,21 +160,31 @@ def _kernel(wanted: str):
     return _built("attnkit_native", wanted)
 
 
+@functools.cache
+def _selected(env: str) -> str:
+    """``isa.selected()`` for this value of ATTNKIT_CPU_ISA (cached: the kernels are asked for on every call)."""
+    return isa.selected()
+
+
+def _wanted(variant: str | None) -> str:
+    return variant or _selected(os.environ.get(isa.ENV, ""))
+
+
 def kernel(variant: str | None = None):
     """The compiled ``attnkit_native`` module of ``variant`` (default: ``isa.selected()``, the best this CPU runs
     or ``ATTNKIT_CPU_ISA``'s), or of the next lower variant that builds, or None; built once per process."""
-    return _kernel(variant or isa.selected())[1]
+    return _kernel(_wanted(variant))[1]
 
 
 def cpu_isa(variant: str | None = None) -> str | None:
     """The variant that runs when ``variant`` (default: the selected one) is asked for, or None where none
     builds: ``attnkit.cpu_isa()``."""
-    return _kernel(variant or isa.selected())[0]
+    return _kernel(_wanted(variant))[0]
 
 
 def unavailable(variant: str | None = None) -> str | None:
     """None when ``kernel(variant)`` runs here, else why not (building it first if it was never tried)."""
-    wanted = variant or isa.selected()
+    wanted = _wanted(variant)
     return None if kernel(wanted) is not None else _PROBLEMS.get(wanted, "no variant of the kernels built")
 
 

@@ -150,8 +150,16 @@ inline float reduce_max(V x) {
 }
 #undef ATTNKIT_EACH
 #endif
+#if ATTNKIT_AVX512
+inline V fmsub(V x, V y, V z) { return {_mm512_fmsub_ps(x.v, y.v, z.v)}; }  // x y - z
+inline V fnmadd(V x, V y, V z) { return {_mm512_fnmadd_ps(x.v, y.v, z.v)}; }  // z - x y
+#elif ATTNKIT_AVX2
+inline V fmsub(V x, V y, V z) { return {_mm256_fmsub_ps(x.a, y.a, z.a), _mm256_fmsub_ps(x.b, y.b, z.b)}; }
+inline V fnmadd(V x, V y, V z) { return {_mm256_fnmadd_ps(x.a, y.a, z.a), _mm256_fnmadd_ps(x.b, y.b, z.b)}; }
+#else
 inline V fmsub(V x, V y, V z) { return fmadd(x, y, zero() - z); }  // x y - z
 inline V fnmadd(V x, V y, V z) { return fmadd(zero() - x, y, z); }  // z - x y
+#endif
 
 // ---- masks ---------------------------------------------------------------------------------------
 // lt, gt, eq: ordered (false where either is NaN); neq ordered too; unord: either is NaN.
