@@ -2,8 +2,8 @@
 
 One source, built per instruction-set variant (``isa.py`` knows the CPU and picks one: avx512, avx2, neon,
 generic; ``ATTNKIT_CPU_ISA`` forces a lower one). The sources are in ``csrc/``, by concept: ``vec.h`` (the
-portable vector layer they are written over: 16 float32 lanes, masks, exp, bfloat16 loads and stores,
-prefetches), ``window_attention.h`` (attention over a key window: backends ``tiled``
+portable vector layer they are written over: 16 float32 lanes, masks, exp) with ``vec_mem.h`` (its float32 and
+bfloat16 loads and stores, prefetches), ``window_attention.h`` (attention over a key window: backends ``tiled``
 and ``local``), ``short_attention.h`` (full attention over short sequences: backend ``short``),
 ``add_norm.h`` (LayerNorm of a residual sum: ``functional.norm``), ``small_linear.h`` and ``panel_linear.h``
 (linear layers over a few rows: ``inference.packed``), ``best_tokens.h`` (each row's best allowed token:
