@@ -6,6 +6,7 @@ import importlib
 import os
 import platform
 import sys
+import warnings
 
 from .. import __version__
 from .options import Parser
@@ -60,6 +61,19 @@ def _stdout_closed() -> int:
     return 141
 
 
+def _warning_lines():
+    """A ``warnings.showwarning`` printing each warning once, as one line ``warning: ...`` (no source line)."""
+    seen = set()
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        text = " ".join(str(message).split())
+        if text not in seen:
+            seen.add(text)
+            print(f"warning: {text}", file=sys.stderr)
+
+    return show
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -67,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        result = args.func(args)
+        with warnings.catch_warnings():  # a warning is one line "warning: ...", without Python's source line
+            warnings.showwarning = _warning_lines()
+            result = args.func(args)
         sys.stdout.flush()  # a closed pipe shows up here, inside the handler, not at interpreter exit
     except BrokenPipeError:
         return _stdout_closed()

@@ -98,6 +98,7 @@ def run_attend(args) -> int:
     from ..viz.summary import attention_summary
 
     text = utf8_text(args.text, "attend: the text")
+    quoted = repr(text if len(text) <= 80 else text[:79] + "\u2026")  # titles: the model keeps 256 tokens at most
     set_threads(args)
     out = None if args.no_plots else out_folder(args.out, "attend: --out")  # before the model is loaded
     model = _model(args.model)
@@ -113,21 +114,21 @@ def run_attend(args) -> int:
     from ..viz import attention_grid, attention_heatmap, attention_html
     from ..viz.lecture import model_lecture_html
 
-    title = f"{text!r} ({args.model})"
+    title = f"{quoted} ({args.model})"
     page = attention_html(res.attentions, labels, out / "attention.html", title=title)
     print(f"wrote {page} (every layer and head; click one for its lines and matrix)")
     lecture = model_lecture_html(model.model, lambda: model.attend(text), labels, out / "lecture.html",
                                  title=f"{title}: self-attention step by step")
     print(f"wrote {lecture} (pick a layer, head and token: q, k, alpha, softmax, b, W^o with the model's numbers)")
     written = [attention_grid(res.attentions, out / "attention_grid.png", tokens=labels,
-                              title=f"{text!r}: rows = layers, columns = heads")]
+                              title=f"{quoted}: rows = layers, columns = heads")]
     for n in range(n_layers):  # one layer's heads: (1, H, L, L)
         written.append(attention_grid(res.attentions[n:n + 1], out / f"layer{n + 1}.png", tokens=labels,
-                                      title=f"{text!r}: layer {n + 1}"))
+                                      title=f"{quoted}: layer {n + 1}"))
         for h in range(n_heads if args.each_head else 0):
             written.append(attention_heatmap(res.attentions[n, h], out / f"layer{n + 1}_head{h + 1}.png",
                                              queries=labels, keys=labels, annotate=len(tokens) <= 8,
-                                             title=f"{text!r}: layer {n + 1}, head {h + 1}"))
+                                             title=f"{quoted}: layer {n + 1}, head {h + 1}"))
     names = "attention_grid.png, layer<N>.png" + (", layer<N>_head<H>.png" if args.each_head else "")
     print(f"wrote {len(written)} PNG files to {out} ({names})")
     return 0

@@ -29,6 +29,18 @@ def test_grid_of_fifty_tokens_stays_bounded(tmp_path):
     assert wide <= 2100 and high <= 2100
 
 
+
+def test_a_long_title_or_label_is_cut_and_the_png_stays_bounded(tmp_path):
+    """Issue 65: a 19,200-character title made a 240-megapixel PNG (the tight box follows the longest text)."""
+    w = torch.rand(1, 2, 3, 3).softmax(-1)
+    long = "x" * 19200
+    wide, high = png_size(attention_grid(w, tmp_path / "g.png", tokens=["a", long, "b"], title=long))
+    assert wide <= 2100 and high <= 1800, (wide, high)
+    wide, high = png_size(attention_heatmap(w[0, 0], tmp_path / "h.png", queries=["a", "b", long], title=long))
+    assert wide <= 2100 and high <= 2100, (wide, high)
+    assert hm.short_text("abc", 3) == "abc" and hm.short_text("abcd", 3) == "ab\u2026"
+
+
 def test_labels_only_on_the_outer_panels_and_a_shared_colour_bar(tmp_path, monkeypatch):
     figures = []
     monkeypatch.setattr(hm, "_save", lambda fig, path: figures.append(fig) or path)
