@@ -83,6 +83,11 @@ def check_shapes(skeleton: nn.Module, header: dict[str, TensorInfo], source: Pat
                  "; ".join(wrong[:5])]
         raise CheckpointError(f"checkpoint: {source}'s model does not fit {weights}: "
                               + "; ".join(p for p in parts if p))
+    kinds = {k: v.is_floating_point() for k, v in skeleton.state_dict().items()}
+    cast = [f"{k} ({header[k].dtype})" for k in sorted(set(kinds) & set(header)) if kinds[k] != header[k].is_float]
+    if cast:  # int8 (or bool) tensors where the model has floats would be cast silently by load_state_dict
+        raise CheckpointError(f"checkpoint: {weights} holds tensors of another kind than the model's (floating "
+                              f"point or not): {', '.join(cast[:5])}")
     stored = {id(t) for t in skeleton.state_dict(keep_vars=True).values()}
     own = sum(math.prod(b.shape) * b.element_size() for b in skeleton.buffers() if id(b) not in stored)
     if own > BUFFER_LIMIT:
