@@ -21,6 +21,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..data.jsonfile import file_problem
 from ..data.text import decode_line
 from ..nn.limits import Range, ints
 
@@ -159,8 +160,12 @@ def read_lines(path: Path | str) -> list[str]:
         stdin = sys.stdin
         data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode("utf-8", "surrogateescape")
         return split_lines(data, "<stdin>")  # (a text stream without bytes: tests replace stdin)
-    if not Path(path).is_file():
+    problem = file_problem(path)
+    if problem == "no such file":
         raise FileNotFoundError(f"{path}: no such file")
+    if problem is not None:  # a folder, a loop of symbolic links, ...
+        raise ValueError(f"{path}: {problem}" if problem.startswith("cannot") else f"{path} is {problem}, not a "
+                         "text file")
     if Path(path).suffix == ".gz":
         import gzip
 

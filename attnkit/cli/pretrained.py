@@ -21,6 +21,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from ..data.jsonfile import file_problem
 from ..nn.limits import ints
 from ..outputs import out_folder
 from .options import add_threads_option, read_lines, set_threads, utf8_text
@@ -48,7 +49,7 @@ def _dtype(args):
 def _read_texts(args) -> list[str]:
     texts = [utf8_text(t, f"embed: text {i + 1}") for i, t in enumerate(args.texts)]
     if args.file is not None:
-        if str(args.file) != "-" and not args.file.is_file():
+        if str(args.file) != "-" and file_problem(args.file) == "no such file":  # else read_lines says what it is
             raise FileNotFoundError(f"embed: --file not found: {args.file}")
         texts += read_lines(args.file)  # every line, empty ones too: row i of the output is line i
     elif not texts:
