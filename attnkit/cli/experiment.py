@@ -22,6 +22,7 @@ from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
 from ..nn.limits import Range, floats, ints
+from .options import out_path
 
 EXPERIMENTS = {
     # name: (module under attnkit.experiments, what it measures)
@@ -116,7 +117,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     for name, (_, what) in EXPERIMENTS.items():
         mod, cls = _module(name), _config_class(name)
         e = esub.add_parser(name, help=what, description=(mod.__doc__ or "").strip())
-        e.add_argument("--out", type=Path, default=Path(f"runs/claims/{name}"),
+        e.add_argument("--out", type=out_path, default=Path(f"runs/claims/{name}"),
                        help="folder for the figure, the table, results.jsonl and run.json "
                             f"(default runs/claims/{name})")
         e.add_argument("--quick", action="store_true", help="tiny sizes and few steps: checks the pipeline in minutes")

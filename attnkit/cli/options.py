@@ -189,6 +189,14 @@ def default_threads() -> int:
     return max(1, min(THREADS_CAP, cores // max(1, int(local) if local.isdigit() else 1)))
 
 
+def out_path(text: str) -> Path:
+    """An argparse ``type`` for an output folder or file: any path but the empty one (``--out ""`` would write into
+    the working folder, which ``export`` refuses too)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must name a folder or file, got {text!r}")
+    return Path(text)
+
+
 def add_threads_option(p: argparse.ArgumentParser, note: str = "", *, per_process: bool = False) -> None:
     """``--threads N`` with its default stated: this machine's cores, capped (``default_threads``)."""
     cores = "this machine's cores, divided among torchrun's processes," if per_process else "this machine's cores,"

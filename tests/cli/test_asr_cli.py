@@ -224,3 +224,17 @@ def test_edited_features_in_range_still_transcribe(run, tmp_path, capsys):
     assert main(["transcribe", str(other), str(wav), "--ctc"]) == 0
     assert DIGITS.match(capsys.readouterr().out.rstrip("\n"))
     assert time.perf_counter() - start < 30
+
+
+def test_attention_path_is_checked_before_the_transcripts(run, tmp_path, capsys):
+    """Issue 65, item 4: `--attention FILE` printed the transcript, then failed with "File exists"."""
+    _, out = run
+    wav = tmp_path / "a.wav"
+    soundfile.write(wav, 0.3 * np.sin(np.arange(12000) / 3.0), 8000)
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    assert main(["transcribe", str(out), str(wav), "--attention", str(taken)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (f"attnkit: error: transcribe: --attention {taken} is a file, not a "
+                                                   "folder\n")
+    assert taken.read_text() == "mine"
