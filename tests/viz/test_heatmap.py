@@ -99,6 +99,18 @@ def test_frame_attention_maps(tmp_path, monkeypatch):
         frame_attention_maps(torch.randn(40, 20), torch.rand(2, 20, 20), tmp_path / "bad.png")
 
 
+def test_cross_attention_png_of_long_sentences_stays_bounded(tmp_path):
+    """Issue 65: 255 source and target tokens made a 5160 x 3373 px PNG at 40 (0.32 inch a token)."""
+    from attnkit.viz.alignment import cross_attention_png
+
+    w = torch.rand(4, 255, 255).softmax(-1)
+    words = [f"w{i}" for i in range(255)]
+    wide, high = png_size(cross_attention_png(w, words, words, tmp_path / "c.png", title="x" * 5000))
+    assert wide <= 2100 and high <= 1800, (wide, high)
+    wide, high = png_size(cross_attention_png(w[:, :3, :4], words[:4], words[:3], tmp_path / "s.png"))
+    assert 600 <= wide <= 2100 and 300 <= high <= 1800, (wide, high)  # short sentences keep roomy cells
+
+
 def test_cross_attention_png_one_colour_map_a_colour_bar_and_repeats_told_apart(tmp_path, monkeypatch):
     from attnkit.viz import alignment
 
