@@ -163,8 +163,10 @@ class Transcriber:
     # -- what the decoder looked at -------------------------------------------------------------
     @torch.no_grad()
     def attend(self, samples: np.ndarray) -> AsrAlignment:
-        """Greedy decoding of one recording (at the model's rate) with the cross-attention of each token."""
-        f = log_mel(samples, self.features)
+        """Greedy decoding of one recording (at the model's rate) with the cross-attention of each token. A recording
+        longer than a piece (``max_seconds``) shows its first piece, as decoding cuts it: the figures and pages
+        stay bounded (an hour's cross-attention would take GBs, and no page could show it)."""
+        f = log_mel(split_long(np.asarray(samples, dtype=np.float32), self.rate, self.max_seconds)[0], self.features)
         enc = self.model.encode_frames(f[None], torch.tensor([f.shape[0]]))
         n = min(self.model.config.max_positions - 1, int(enc.lengths[0]) + 1)
         hyp = greedy_or_sample(self.model, enc.memory, None, self.ids, max_new_tokens=n, min_new_tokens=0,

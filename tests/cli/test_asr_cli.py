@@ -238,3 +238,22 @@ def test_attention_path_is_checked_before_the_transcripts(run, tmp_path, capsys)
     assert captured.out == "" and captured.err == (f"attnkit: error: transcribe: --attention {taken} is a file, not a "
                                                    "folder\n")
     assert taken.read_text() == "mine"
+
+
+def test_attention_of_a_long_recording_shows_its_first_piece(run, tmp_path, capsys):
+    """Issue 65, item 4: `--attention` on an hour of audio took 2.0 GB (every frame in the figures and pages)."""
+    _, out = run
+    tr = attnkit.load_pretrained(out)
+    x = (0.01 * np.random.default_rng(0).standard_normal(8000 * 120)).astype(np.float32)  # two minutes
+    al = tr.attend(x)
+    assert al.frames.shape[0] <= tr.max_seconds * 100 + 1 < 8000 * 120 // 80
+    wav = tmp_path / "long.wav"
+    soundfile.write(wav, x, 8000)
+    start = time.perf_counter()
+    assert main(["transcribe", str(out), str(wav), "--ctc", "--attention", str(tmp_path / "att")]) == 0
+    from attnkit.viz import read_lecture_html
+
+    page = read_lecture_html(tmp_path / "att" / "cross_attention_0_lecture.html")
+    assert len(page["keys"]) == -(-al.frames.shape[0] // al.step_frames)  # encoder steps of the first piece only
+    assert time.perf_counter() - start < 60
+    capsys.readouterr()
