@@ -23,7 +23,9 @@ from ..nn.limits import check_fields, floats, ints
 
 __all__ = ["FeatureConfig", "read_wav", "log_mel", "resample", "MAX_FFT"]
 
-MAX_FFT = 16384  # the largest FFT (48 kHz x 100 ms windows: 4800 samples, an FFT of 8192)
+# the ranges below bound the work per second of sound (about 5x the defaults' frames, FFTs up to 4096): an hour's
+# features, even at the widest settings, in well under a minute and 1 GB
+MAX_FFT = 4096  # the largest FFT (16 kHz x 50 ms windows: 800 samples, an FFT of 1024; room for zero padding)
 STFT_CELLS = 1 << 21  # complex STFT values computed at once (16 MB): memory bounded whatever the settings
 
 
@@ -32,12 +34,13 @@ class FeatureConfig:
     """Log-mel front end. ``n_fft`` defaults to the next power of two >= the window length."""
 
     sample_rate: int = field(default=8000, metadata={
-        "help": "audio sample rate in Hz (recordings are resampled to it)", "range": ints(1000, 48000)})
+        "help": "audio sample rate in Hz (recordings are resampled to it; an hour at 16 kHz is 230 MB)",
+        "range": ints(1000, 16000)})
     n_mels: int = field(default=40, metadata={"help": "log-mel bins per frame", "range": ints(1, 1024)})
     win_ms: float = field(default=25.0, metadata={"help": "analysis window length in milliseconds",
-                                                  "range": floats(1, 100)})
+                                                  "range": floats(5, 50)})
     hop_ms: float = field(default=10.0, metadata={"help": "step between frames in milliseconds (at most win_ms)",
-                                                  "range": floats(1, 100)})
+                                                  "range": floats(5, 50)})
     n_fft: int = field(default=0, metadata={"help": "FFT size (0 = the next power of two >= the window length)",
                                             "range": ints(0, MAX_FFT)})
     normalize: bool = field(default=True, metadata={
