@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 from ..nn.limits import SEED, floats, ints
+from ..outputs import out_folder
 from ..train.checkpoint import CheckpointError, load_meta
+from .options import out_path
 
 
 def open_transcriber(path: Path, which: str = "best"):
@@ -43,6 +45,8 @@ def run_transcribe(args) -> int:
 
     if args.ctc and (args.beam is not None or args.ctc_weight is not None):
         raise ValueError("transcribe: --ctc (CTC one pass) takes no --beam or --ctc-weight")
+    if args.attention is not None:  # before the work: a file there is refused now, not after the transcripts
+        out_folder(args.attention, "transcribe: --attention")
     tr = open_transcriber(args.checkpoint, args.which)
     audio, failed = {}, 0
     for f in args.files:
@@ -95,7 +99,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ctc-weight", type=floats(0, 1), default=None, metavar="W",
                    help="weight of CTC's prefix score in the beam search, 0 = attention only (default: the run's, "
                         "0.5 in runs trained now)")
-    p.add_argument("--attention", type=Path, default=None, metavar="DIR",
+    p.add_argument("--attention", type=out_path, default=None, metavar="DIR",
                    help="write each file's decoder cross-attention over the sound (PNG) and its lecture page "
                         "(HTML) to DIR (default: none)")
     p.add_argument("--which", choices=("best", "latest"), default="best",
@@ -108,7 +112,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g = asub.add_parser("generate", help="write connected-digit utterances (FSDD) as WAVs and transcripts.tsv",
                         description="Utterances of 1-7 digits by one speaker, made from FSDD's recordings with "
                                     "pauses, noise, gain and speed changes; the same seed gives the same files.")
-    g.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder for NNNNN.wav and transcripts.tsv")
+    g.add_argument("--out", type=out_path, required=True, metavar="DIR",
+                   help="folder for NNNNN.wav and transcripts.tsv")
     g.add_argument("--seed", type=SEED, default=0, help="random seed: utterance i depends on it and i only")
     g.add_argument("--n", type=ints(1, 10**7), default=100, metavar="N", help="utterances to write")
     g.add_argument("--pool", choices=("train", "dev", "test", "speaker"), default="test",

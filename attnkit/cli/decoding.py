@@ -45,7 +45,9 @@ def _kwargs(args, decoder: str) -> dict:
     if sampling and not args.sample:
         raise ValueError(f"{', '.join(sampling)} {'applies' if len(sampling) == 1 else 'apply'} with "
                          "--sample only")
-    kw = {"num_beams": beam, "length_penalty": 1.0 if args.length_penalty is None else args.length_penalty}
+    kw = {"num_beams": beam}
+    if args.length_penalty is not None:  # else generate's 1.0, or a Marian folder's generation_config.json
+        kw["length_penalty"] = args.length_penalty
     if args.max_new_tokens is not None:
         kw["max_new_tokens"] = args.max_new_tokens
     if args.sample:
@@ -60,7 +62,8 @@ def add_decoding_args(p: argparse.ArgumentParser, beam: int = 1) -> None:
                    f"{'greedy' if beam == 1 else 'beam search'})")
     p.set_defaults(default_beam=beam)
     g.add_argument("--length-penalty", type=RANGES["length_penalty"], default=None,
-                   help="beam scores are log p / length ** this (default 1.0)")
+                   help="beam scores are log p / length ** this (default 1.0, or a Marian folder's "
+                        "generation_config.json)")
     g.add_argument("--max-new-tokens", type=RANGES["max_new_tokens"], default=None,
                    help="default 1.5 x the source length + 10")
     g.add_argument("--sample", action="store_true", help="sample instead of searching")

@@ -22,6 +22,7 @@ from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
 from ..nn.limits import Range, floats, ints
+from .options import out_path
 
 EXPERIMENTS = {
     # name: (module under attnkit.experiments, what it measures)
@@ -49,6 +50,14 @@ def _shown(value) -> str:
 ITEMS = ints(0, 2**31 - 1)  # the items of a list option whose field states no range
 
 
+def _once(values: tuple, text: str) -> tuple:
+    """``values`` if none is repeated (a repeat would train the same models again and add their rows again)."""
+    twice = next((v for k, v in enumerate(values) if v in values[:k]), None)
+    if twice is not None:
+        raise argparse.ArgumentTypeError(f"{twice!r} is given twice in {text[:80]!r}; give each value once")
+    return values
+
+
 def _list_type(f, item_choices):
     def parse(text: str):
         items = [t.strip() for t in text.split(",") if t.strip()]
@@ -58,13 +67,14 @@ def _list_type(f, item_choices):
             bad = [t for t in items if t not in item_choices]
             if bad:
                 raise argparse.ArgumentTypeError(f"{bad[0]!r} is not one of {', '.join(item_choices)}")
-            return tuple(items)
+            return _once(tuple(items), text)
         rng = f.metadata.get("range", ITEMS)  # each item in the field's range
         try:
-            return tuple(rng.check(int(t), "each item") for t in items)
+            values = tuple(rng.check(int(t), "each item") for t in items)
         except ValueError:
             raise argparse.ArgumentTypeError(f"comma-separated whole numbers, each {rng.text()}, expected, got "
                                              f"{text!r}") from None
+        return _once(values, text)
 
     parse.__name__ = "list"
     return parse
@@ -107,7 +117,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     for name, (_, what) in EXPERIMENTS.items():
         mod, cls = _module(name), _config_class(name)
         e = esub.add_parser(name, help=what, description=(mod.__doc__ or "").strip())
-        e.add_argument("--out", type=Path, default=Path(f"runs/claims/{name}"),
+        e.add_argument("--out", type=out_path, default=Path(f"runs/claims/{name}"),
                        help="folder for the figure, the table, results.jsonl and run.json "
                             f"(default runs/claims/{name})")
         e.add_argument("--quick", action="store_true", help="tiny sizes and few steps: checks the pipeline in minutes")

@@ -24,7 +24,7 @@ from ..nn.limits import SEED, ints
 from ..nn.variants import VARIANTS
 from ..outputs import out_folder, writing
 from ..tasks.options import add_config_args, config_from_args
-from .options import THREADS
+from .options import THREADS, out_path
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     gsub = g.add_subparsers(dest="dataset", metavar="DATASET")
     gsub.required = True
     lo = gsub.add_parser("listops", help="ListOps with LRA's recipe: basic_{train,val,test}.tsv (Source, Target)")
-    lo.add_argument("--out", type=Path, required=True, help="folder for the three TSV files")
+    lo.add_argument("--out", type=out_path, required=True, help="folder for the three TSV files")
     lo.add_argument("--n", dest="n_train", type=COUNT, default=argparse.SUPPRESS,
                     help="training examples, the same as --n-train (default: --n-train's)")
     lo.add_argument("--min-length", type=ints(0, 10**6), default=None,
@@ -46,18 +46,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     only=("max_depth", "max_args", "max_length", "n_train", "n_val", "n_test", "seed"))
     lo.set_defaults(func=run_generate_listops)
     pf = gsub.add_parser("pathfinder", help="Pathfinder images: pathfinder_{train,val,test}.npz")
-    pf.add_argument("--out", type=Path, required=True, help="folder for the three .npz files")
+    pf.add_argument("--out", type=out_path, required=True, help="folder for the three .npz files")
     pf.add_argument("--n", dest="n_train", type=COUNT, default=argparse.SUPPRESS,
                     help="training images, the same as --n-train (default: --n-train's)")
     add_config_args(pf, PathfinderConfig, title="Pathfinder")
     pf.set_defaults(func=run_generate_pathfinder)
     mq = gsub.add_parser("mqar", help="multi-query associative recall (Zoology's MQAR): mqar_{train,val,test}.npz")
-    mq.add_argument("--out", type=Path, required=True, help="folder for the three .npz files")
+    mq.add_argument("--out", type=out_path, required=True, help="folder for the three .npz files")
     add_config_args(mq, MQARConfig, title="MQAR")
     mq.set_defaults(func=run_generate_mqar)
 
     r = lsub.add_parser("run", help="run every variant x task cell (skips cells already done), then table + figure")
-    r.add_argument("--out", type=Path, default=Path("runs/lra"), help="run folder (default runs/lra)")
+    r.add_argument("--out", type=out_path, default=Path("runs/lra"), help="run folder (default runs/lra)")
     r.add_argument("--quick", action="store_true", help="tiny sizes: a few minutes (what the tests use)")
     r.add_argument("--tasks", nargs="+", choices=TASKS, default=None,
                    help="default: all of the suite (text only with IMDb)")
@@ -72,8 +72,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--variant", choices=list(VARIANTS), required=True, help="the attention variant")
     c.add_argument("--suite", choices=sorted(SUITES), default="full", help="the sizes: full (the benchmark) or quick")
     c.add_argument("--seed", type=SEED, default=0, help="seed of the data generators and of the training")
-    c.add_argument("--out", type=Path, required=True, help="the cell's run folder (checkpoints, metrics)")
-    c.add_argument("--results", type=Path, default=None,
+    c.add_argument("--out", type=out_path, required=True, help="the cell's run folder (checkpoints, metrics)")
+    c.add_argument("--results", type=out_path, default=None,
                    help="append the result row to this results.jsonl (default: only <out>/cell.json)")
     c.add_argument("--resume", action="store_true", help="continue the cell from its last checkpoint")
     c.add_argument("--progress", action="store_true", help="show progress bars")
@@ -153,6 +153,9 @@ def run_cell_cmd(args) -> int:
     from ..lra.tasks import prepare_task
 
     _threads(args)
+    if args.results is not None:  # before the work: a folder or a read-only file is refused now, not after training
+        with writing(args.results), open(args.results, "a", encoding="utf-8"):
+            pass
     s = suite_settings(args.suite, args.task)
     data_dir = args.data_dir or args.out / "data"
     data = prepare_task(s, data_dir, args.seed, mnist_dir=args.mnist_dir, imdb_dir=args.imdb_dir,

@@ -6,6 +6,7 @@ import importlib
 import os
 import platform
 import sys
+import warnings
 
 from .. import __version__
 from .options import Parser
@@ -61,6 +62,19 @@ def _stdout_closed() -> int:
     return 141
 
 
+def _warning_lines():
+    """A ``warnings.showwarning`` printing each warning once, as one line ``warning: ...`` (no source line)."""
+    seen = set()
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        text = " ".join(str(message).split())
+        if text not in seen:
+            seen.add(text)
+            print(f"warning: {text}", file=sys.stderr)
+
+    return show
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -71,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         from ..functional.native import isa
 
         isa.requested()  # a bad ATTNKIT_CPU_ISA: one line before any work
-        result = args.func(args)
+        with warnings.catch_warnings():  # a warning is one line "warning: ...", without Python's source line
+            warnings.showwarning = _warning_lines()
+            result = args.func(args)
         sys.stdout.flush()  # a closed pipe shows up here, inside the handler, not at interpreter exit
     except BrokenPipeError:
         return _stdout_closed()

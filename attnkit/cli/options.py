@@ -21,6 +21,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..data.jsonfile import file_problem
 from ..data.text import decode_line
 from ..nn.limits import Range, ints
 
@@ -159,8 +160,12 @@ def read_lines(path: Path | str) -> list[str]:
         stdin = sys.stdin
         data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode("utf-8", "surrogateescape")
         return split_lines(data, "<stdin>")  # (a text stream without bytes: tests replace stdin)
-    if not Path(path).is_file():
+    problem = file_problem(path)
+    if problem == "no such file":
         raise FileNotFoundError(f"{path}: no such file")
+    if problem is not None:  # a folder, a loop of symbolic links, ...
+        raise ValueError(f"{path}: {problem}" if problem.startswith("cannot") else f"{path} is {problem}, not a "
+                         "text file")
     if Path(path).suffix == ".gz":
         import gzip
 
@@ -182,6 +187,14 @@ def default_threads() -> int:
         cores = os.cpu_count() or 1
     local = os.environ.get("LOCAL_WORLD_SIZE", "1")
     return max(1, min(THREADS_CAP, cores // max(1, int(local) if local.isdigit() else 1)))
+
+
+def out_path(text: str) -> Path:
+    """An argparse ``type`` for an output folder or file: any path but the empty one (``--out ""`` would write into
+    the working folder, which ``export`` refuses too)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must name a folder or file, got {text!r}")
+    return Path(text)
 
 
 def add_threads_option(p: argparse.ArgumentParser, note: str = "", *, per_process: bool = False) -> None:

@@ -21,6 +21,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from ..data.jsonfile import file_problem
 from ..nn.limits import ints
 from ..outputs import out_folder
 from .options import add_threads_option, read_lines, set_threads, utf8_text
@@ -48,7 +49,7 @@ def _dtype(args):
 def _read_texts(args) -> list[str]:
     texts = [utf8_text(t, f"embed: text {i + 1}") for i, t in enumerate(args.texts)]
     if args.file is not None:
-        if str(args.file) != "-" and not args.file.is_file():
+        if str(args.file) != "-" and file_problem(args.file) == "no such file":  # else read_lines says what it is
             raise FileNotFoundError(f"embed: --file not found: {args.file}")
         texts += read_lines(args.file)  # every line, empty ones too: row i of the output is line i
     elif not texts:
@@ -98,6 +99,7 @@ def run_attend(args) -> int:
     from ..viz.summary import attention_summary
 
     text = utf8_text(args.text, "attend: the text")
+    quoted = repr(text if len(text) <= 80 else text[:79] + "\u2026")  # titles: the model keeps 256 tokens at most
     set_threads(args)
     out = None if args.no_plots else out_folder(args.out, "attend: --out")  # before the model is loaded
     model = _model(args.model)
@@ -113,21 +115,21 @@ def run_attend(args) -> int:
     from ..viz import attention_grid, attention_heatmap, attention_html
     from ..viz.lecture import model_lecture_html
 
-    title = f"{text!r} ({args.model})"
+    title = f"{quoted} ({args.model})"
     page = attention_html(res.attentions, labels, out / "attention.html", title=title)
     print(f"wrote {page} (every layer and head; click one for its lines and matrix)")
     lecture = model_lecture_html(model.model, lambda: model.attend(text), labels, out / "lecture.html",
                                  title=f"{title}: self-attention step by step")
     print(f"wrote {lecture} (pick a layer, head and token: q, k, alpha, softmax, b, W^o with the model's numbers)")
     written = [attention_grid(res.attentions, out / "attention_grid.png", tokens=labels,
-                              title=f"{text!r}: rows = layers, columns = heads")]
+                              title=f"{quoted}: rows = layers, columns = heads")]
     for n in range(n_layers):  # one layer's heads: (1, H, L, L)
         written.append(attention_grid(res.attentions[n:n + 1], out / f"layer{n + 1}.png", tokens=labels,
-                                      title=f"{text!r}: layer {n + 1}"))
+                                      title=f"{quoted}: layer {n + 1}"))
         for h in range(n_heads if args.each_head else 0):
             written.append(attention_heatmap(res.attentions[n, h], out / f"layer{n + 1}_head{h + 1}.png",
                                              queries=labels, keys=labels, annotate=len(tokens) <= 8,
-                                             title=f"{text!r}: layer {n + 1}, head {h + 1}"))
+                                             title=f"{quoted}: layer {n + 1}, head {h + 1}"))
     names = "attention_grid.png, layer<N>.png" + (", layer<N>_head<H>.png" if args.each_head else "")
     print(f"wrote {len(written)} PNG files to {out} ({names})")
     return 0

@@ -11,6 +11,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from ..data.jsonfile import file_problem
 from ..nn.limits import ints
 from ..train.checkpoint import CheckpointError, load_meta
 from .decoding import add_decoding_args, generate_kwargs
@@ -95,8 +96,10 @@ def tr_is_nat(tr) -> bool:
 
 def run(args) -> int:
     texts = [utf8_text(t, f"translate: text {i + 1}") for i, t in enumerate(args.texts)]
-    if args.file is not None and str(args.file) != "-" and not args.file.is_file():
-        raise FileNotFoundError(f"translate: --file not found: {args.file}")
+    if args.file is not None and str(args.file) != "-" and file_problem(args.file) is not None:  # before the model
+        if file_problem(args.file) == "no such file":
+            raise FileNotFoundError(f"translate: --file not found: {args.file}")
+        read_lines(args.file)  # what else it is (a folder, a loop of links), in one line
     stdin = args.file is None and not texts
     if stdin and (sys.stdin is None or sys.stdin.isatty()):
         raise ValueError("translate: give texts as arguments, --file IN, or pipe them on stdin")

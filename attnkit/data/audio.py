@@ -19,9 +19,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..nn.limits import check_fields, ints
+from ..nn.limits import check_fields, floats, ints
 
-__all__ = ["FeatureConfig", "read_wav", "log_mel", "resample"]
+__all__ = ["FeatureConfig", "read_wav", "log_mel", "resample", "MAX_FFT"]
+
+# the ranges below bound the work per second of sound (about 5x the defaults' frames, FFTs up to 4096): an hour's
+# features, even at the widest settings, in well under a minute and 1 GB
+MAX_FFT = 4096  # the largest FFT (16 kHz x 50 ms windows: 800 samples, an FFT of 1024; room for zero padding)
+STFT_CELLS = 1 << 21  # complex STFT values computed at once (16 MB): memory bounded whatever the settings
 
 
 @dataclass(frozen=True)
@@ -29,23 +34,24 @@ class FeatureConfig:
     """Log-mel front end. ``n_fft`` defaults to the next power of two >= the window length."""
 
     sample_rate: int = field(default=8000, metadata={
-        "help": "audio sample rate in Hz (recordings are resampled to it)"})
+        "help": "audio sample rate in Hz (recordings are resampled to it; an hour at 16 kHz is 230 MB)",
+        "range": ints(1000, 16000)})
     n_mels: int = field(default=40, metadata={"help": "log-mel bins per frame", "range": ints(1, 1024)})
-    win_ms: float = field(default=25.0, metadata={"help": "analysis window length in milliseconds"})
-    hop_ms: float = field(default=10.0, metadata={"help": "step between frames in milliseconds"})
-    n_fft: int = field(default=0, metadata={"help": "FFT size (0 = the next power of two >= the window length)"})
+    win_ms: float = field(default=25.0, metadata={"help": "analysis window length in milliseconds",
+                                                  "range": floats(5, 50)})
+    hop_ms: float = field(default=10.0, metadata={"help": "step between frames in milliseconds (at most win_ms)",
+                                                  "range": floats(5, 50)})
+    n_fft: int = field(default=0, metadata={"help": "FFT size (0 = the next power of two >= the window length)",
+                                            "range": ints(0, MAX_FFT)})
     normalize: bool = field(default=True, metadata={
         "help": "per-utterance mean / variance normalisation of each mel bin"})
 
     def __post_init__(self):
-        check_fields(self)  # the numbers with a metadata["range"]
-        for name in ("sample_rate", "n_mels"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise ValueError(f"FeatureConfig: `{name}` must be a positive integer, got {v!r}")
-        if not 0 < self.hop_ms <= self.win_ms:
-            raise ValueError(f"FeatureConfig: need 0 < hop_ms <= win_ms, got hop_ms={self.hop_ms}, "
-                             f"win_ms={self.win_ms}")
+        check_fields(self)  # the numbers with a metadata["range"]: every size below follows from them
+        if not isinstance(self.normalize, bool):
+            raise ValueError(f"FeatureConfig: `normalize` must be true or false, got {self.normalize!r:.80}")
+        if self.hop_ms > self.win_ms:
+            raise ValueError(f"FeatureConfig: `hop_ms` ({self.hop_ms}) must be at most `win_ms` ({self.win_ms})")
         if self.n_fft and self.n_fft < self.win_length:
             raise ValueError(f"FeatureConfig: `n_fft` ({self.n_fft}) must be >= the window length "
                              f"({self.win_length} samples)")
@@ -123,18 +129,27 @@ def _window(length: int) -> Tensor:
 
 
 def log_mel(x: np.ndarray | Tensor, config: FeatureConfig = FeatureConfig()) -> Tensor:
-    """Samples (S,) at ``config.sample_rate`` -> log-mel frames (T, n_mels), T = S // hop + 1."""
+    """Samples (S,) at ``config.sample_rate`` -> log-mel frames (T, n_mels), T = S // hop + 1 (an even FFT).
+
+    A centred STFT (reflected ends), computed ``STFT_CELLS`` values at a time: memory follows the frames kept,
+    never the FFT size times the frames."""
     x = torch.as_tensor(x, dtype=torch.float32)
     if x.dim() != 1:
         raise ValueError(f"log_mel: expected samples of shape (S,), got {tuple(x.shape)}")
-    n_fft, win = config.fft_size, config.win_length
+    n_fft, win, hop = config.fft_size, config.win_length, config.hop_length
     if x.shape[0] < n_fft // 2 + 1:  # reflect padding needs a few samples
         x = torch.nn.functional.pad(x, (0, n_fft // 2 + 1 - x.shape[0]))
-    spec = torch.stft(x, n_fft, hop_length=config.hop_length, win_length=win, window=_window(win),
-                      center=True, pad_mode="reflect", return_complex=True)  # (n_fft//2+1, T)
-    power = spec.real.square() + spec.imag.square()
-    mel = _mel_basis(config.sample_rate, n_fft, config.n_mels) @ power  # (n_mels, T)
-    feats = torch.log(mel + 1e-6).T.contiguous()  # (T, n_mels)
+    padded = torch.nn.functional.pad(x[None, None], (n_fft // 2, n_fft // 2), mode="reflect")[0, 0]
+    frames = 1 + (padded.shape[0] - n_fft) // hop
+    basis = _mel_basis(config.sample_rate, n_fft, config.n_mels)  # (n_mels, n_fft//2+1)
+    feats = torch.empty(frames, config.n_mels)  # (T, n_mels)
+    step = max(1, STFT_CELLS // (n_fft // 2 + 1))
+    for a in range(0, frames, step):
+        b = min(frames, a + step)
+        spec = torch.stft(padded[a * hop:(b - 1) * hop + n_fft], n_fft, hop_length=hop, win_length=win,
+                          window=_window(win), center=False, return_complex=True)  # (n_fft//2+1, b - a)
+        power = spec.real.square() + spec.imag.square()
+        feats[a:b] = torch.log(basis @ power + 1e-6).T
     if config.normalize:
         feats = (feats - feats.mean(0)) / (feats.std(0, unbiased=False) + 1e-5)
     return feats

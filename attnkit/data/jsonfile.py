@@ -12,7 +12,9 @@ naming the file; a missing file is a ``FileNotFoundError`` naming it.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import stat
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["read_json", "read_json_bytes", "regular_file", "MAX_DEPTH", "JSON_LIMIT"]
+__all__ = ["read_json", "read_json_bytes", "regular_file", "file_problem", "MAX_DEPTH", "JSON_LIMIT"]
 
 MAX_DEPTH = 64  # attnkit's own files nest at most about 10 deep; Hugging Face's tokenizer.json about 8
 JSON_LIMIT = 16 << 20  # bytes (parsed, up to about 16 times as much memory): a 200,000-word vocabulary is 4 MB
@@ -31,6 +33,18 @@ _STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 def _kind(mode: int) -> str:
     return ("a folder" if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
             else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
+def file_problem(path: str | Path) -> str | None:
+    """None when ``path`` is a regular file (through its links); else why not, in words: "no such file", "a
+    folder", "a loop of symbolic links", ... (``Path.exists`` calls a loop of links missing)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "a broken symbolic link" if os.path.islink(path) else "no such file"
+    except OSError as e:
+        return "a loop of symbolic links" if e.errno == errno.ELOOP else f"cannot be read ({e.strerror})"
+    return None if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
 
 
 def regular_file(path: str | Path, limit: int) -> int:

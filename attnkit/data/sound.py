@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .audio import resample
+from .jsonfile import file_problem
 
 __all__ = ["read_audio", "MAX_SECONDS"]
 
@@ -25,10 +26,10 @@ def read_audio(path: str | os.PathLike, rate: int, *, max_seconds: float = MAX_S
     import soundfile
 
     p = Path(path)
-    if not p.exists():
-        raise ValueError(f"{p}: no such file")
-    if not p.is_file():
-        raise ValueError(f"{p}: not a file")
+    problem = file_problem(p)
+    if problem is not None:
+        raise ValueError(f"{p}: {problem}" if problem.startswith(("no such", "cannot")) else f"{p} is {problem}, "
+                         "not a sound file")
     try:
         info = soundfile.info(os.fspath(p))
         if info.frames <= 0 or info.samplerate <= 0:

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from .. import masks
 from ..models.vision import VisionConfig, VisionTransformer, image_to_vectors
 from ..nn import Encoder, TransformerConfig
-from ..nn.limits import check_fields, floats, ints
+from ..nn.limits import check_fields, check_unique, floats, ints
 from ..train.state import seed_everything
 from .runner import (
     RunFolder,
@@ -91,6 +91,7 @@ class DataSizeConfig:
 
     def __post_init__(self):
         check_fields(self)
+        check_unique(self, "sizes", "models")
         if not self.sizes or any(not isinstance(n, int) or n < 10 or n > 55000 for n in self.sizes):
             raise ValueError(f"DataSizeConfig: `sizes` must be whole numbers in [10, 55000], got {self.sizes}")
         if not self.models or any(m not in MODELS for m in self.models):

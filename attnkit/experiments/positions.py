@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from ..functional.masks import causal
 from ..nn import Encoder, TransformerConfig
-from ..nn.limits import check_fields, floats, ints
+from ..nn.limits import check_fields, check_unique, floats, ints
 from ..train.state import seed_everything
 from .runner import (
     RunFolder,
@@ -76,6 +76,7 @@ class PositionsConfig:
 
     def __post_init__(self):
         check_fields(self)
+        check_unique(self, "encodings", "test_lengths")
         if not self.encodings or any(e not in ENCODINGS for e in self.encodings):
             raise ValueError(f"PositionsConfig: `encodings` must be some of {ENCODINGS}, got {self.encodings}")
         if not self.test_lengths or any(not isinstance(n, int) or n < 2 or n > 65536 for n in self.test_lengths):

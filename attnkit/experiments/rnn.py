@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from ..nn import Encoder, TransformerConfig
-from ..nn.limits import check_fields, floats, ints
+from ..nn.limits import check_fields, check_unique, floats, ints
 from ..train.state import seed_everything
 from ..viz.complexity import fit_exponent
 from .runner import (
@@ -79,6 +79,7 @@ class RnnConfig:
 
     def __post_init__(self):
         check_fields(self)
+        check_unique(self, "lengths", "models", "timing_lengths")
         if not self.lengths or any(not isinstance(n, int) or n < 2 or n > 65536 for n in self.lengths):
             raise ValueError(f"RnnConfig: `lengths` must be whole numbers in [2, 65536], got {self.lengths}")
         if not self.timing_lengths or any(not isinstance(n, int) or n < 2 or n > 65536 for n in self.timing_lengths):

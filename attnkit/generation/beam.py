@@ -29,13 +29,15 @@ __all__ = ["beam_search", "BeamState"]
 
 def beam_search(model, memory, mask, ids: TokenIds, *, num_beams: int, max_new_tokens: int, min_new_tokens: int,
                 suppress: Tensor | None, use_cache: bool, output_attentions: bool, length_penalty: float,
-                early_stopping: bool | str) -> Hypotheses:
+                early_stopping: bool | str, forced_eos: int | None = None, renormalize: bool = False) -> Hypotheses:
     """Beam search over all sentences and beams at once (rows = sentences x beams); see the module doc."""
     beams = BeamState(memory.shape[0], num_beams, max_new_tokens, ids, memory, length_penalty, early_stopping)
     cache = None
     for step in range(max_new_tokens):
         st = _step(model, beams.inputs(), memory, mask, cache, use_cache, output_attentions)
-        logp = constrain(st.logp, step=step, eos_token_id=ids.eos, min_new_tokens=min_new_tokens, suppress=suppress)
+        logp = constrain(st.logp, step=step, eos_token_id=ids.eos, min_new_tokens=min_new_tokens, suppress=suppress,
+                         force=None if forced_eos is None else (max_new_tokens - 1, forced_eos),
+                         renormalize=renormalize)
         cand = beams.candidates(logp, step + 1)  # the 2K best continuations of each sentence
         beams.finish(cand, step + 1, st.attention)  # those that end join its finished hypotheses
         expanding = beams.k != num_beams  # the first step: one row per sentence becomes K

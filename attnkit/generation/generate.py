@@ -82,10 +82,15 @@ def generate(model, input_ids: Tensor, attention_mask: Tensor | None = None, *, 
              top_k: int | None = None, top_p: float = 1.0, use_cache: bool = True, output_attentions: bool = False,
              generator: torch.Generator | None = None, seed: int | None = None,
              pad_token_id: int | None = None, eos_token_id: int | None = None,
-             decoder_start_token_id: int | None = None, suppress_tokens: list[int] | None = None) -> GenerateOutput:
+             decoder_start_token_id: int | None = None, suppress_tokens: list[int] | None = None,
+             forced_eos_token_id: int | None = None, renormalize_logits: bool = False) -> GenerateOutput:
     """Decode ``model`` (``attnkit.generation.protocol.EncoderDecoder``) from sources input_ids (B, S).
 
     ``attention_mask`` (B, S): 1 = real token, 0 = padding. ``suppress_tokens``: ids never generated.
+    ``forced_eos_token_id``: the id every hypothesis takes at the last step (``max_new_tokens``), as Hugging
+    Face's generate does (Marian folders set it to END), so a translation cut by the limit still ends.
+    ``renormalize_logits``: each step's allowed log-probabilities normalised again after the rules above (the
+    scores beam search ranks by change; Hugging Face's option of that name).
     The model runs in whatever mode it is in: call ``model.eval()`` first to switch dropout off.
     """
     if max_new_tokens is None:
@@ -107,8 +112,12 @@ def generate(model, input_ids: Tensor, attention_mask: Tensor | None = None, *, 
                          "a non-autoregressive model decodes with attnkit.generation.mask_predict (iterations=, "
                          "length_candidates=), not generate (num_beams=, do_sample=)")
     memory = model.encode(input_ids, attention_mask)
+    if forced_eos_token_id is not None and not (isinstance(forced_eos_token_id, int) and not isinstance(
+            forced_eos_token_id, bool) and 0 <= forced_eos_token_id):
+        raise ValueError(f"generate: `forced_eos_token_id` must be a token id or None, got {forced_eos_token_id!r}")
     common = dict(max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, suppress=suppress,
-                  use_cache=use_cache, output_attentions=output_attentions, length_penalty=length_penalty)
+                  use_cache=use_cache, output_attentions=output_attentions, length_penalty=length_penalty,
+                  forced_eos=forced_eos_token_id, renormalize=bool(renormalize_logits))
     if num_beams > 1:
         hyp = beam_search(model, memory, attention_mask, ids, num_beams=num_beams, early_stopping=early_stopping,
                           **common)

@@ -1,6 +1,7 @@
 """What happens to one step's scores before a token is chosen: pure functions on (rows, V) tensors.
 
-- ``constrain``: hard rules on log-probabilities (no END before ``min_new_tokens``; suppressed ids),
+- ``constrain``: hard rules on log-probabilities (no END before ``min_new_tokens``; suppressed ids; a token
+  forced at a step),
   applied in every decoding mode. Banned entries become -inf; the others are left as they are, so the
   sum of the chosen entries stays the model's own log-probability of the sequence.
 - ``warp``: sampling's reshaping of the distribution, in Hugging Face's order: temperature, then top-k,
@@ -18,13 +19,19 @@ NEG_INF = float("-inf")
 
 
 def constrain(logp: Tensor, *, step: int, eos_token_id: int, min_new_tokens: int = 0,
-              suppress: Tensor | None = None) -> Tensor:
-    """logp (rows, V) at generated position ``step`` (0 = the first new token) -> (rows, V), banned ids at -inf."""
+              suppress: Tensor | None = None, force: tuple[int, int] | None = None,
+              renormalize: bool = False) -> Tensor:
+    """logp (rows, V) at generated position ``step`` (0 = the first new token) -> (rows, V), banned ids at -inf.
+    ``force`` (step, id): at that step every id but this one is banned and it scores 0 (Hugging Face's
+    ``forced_eos_token_id`` at the last step). ``renormalize``: the allowed ids' log-probabilities normalised
+    again to sum to 1 (Hugging Face's ``renormalize_logits``)."""
     if step < min_new_tokens:
         logp.select(1, eos_token_id).fill_(NEG_INF)
     if suppress is not None and suppress.numel():
         logp.index_fill_(1, suppress, NEG_INF)
-    return logp
+    if force is not None and step == force[0]:
+        logp.fill_(NEG_INF).select(1, force[1]).fill_(0.0)
+    return logp.log_softmax(-1) if renormalize else logp
 
 
 def warp(logp: Tensor, *, temperature: float = 1.0, top_k: int | None = None, top_p: float = 1.0) -> Tensor:

@@ -55,7 +55,8 @@ def _choose(logp: Tensor, do_sample: bool, temperature: float, top_k: int | None
 def greedy_or_sample(model, memory, mask, ids: TokenIds, *, max_new_tokens: int, min_new_tokens: int,
                      suppress: Tensor | None, use_cache: bool, output_attentions: bool, length_penalty: float,
                      do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
-                     top_p: float = 1.0, generator: torch.Generator | None = None) -> Hypotheses:
+                     top_p: float = 1.0, generator: torch.Generator | None = None,
+                     forced_eos: int | None = None, renormalize: bool = False) -> Hypotheses:
     """One token per step for each of the B sentences: the most likely one, or a sample.
 
     Finished sentences leave the batch (their rows of memory, mask and cache are dropped) once they are a
@@ -78,7 +79,9 @@ def greedy_or_sample(model, memory, mask, ids: TokenIds, *, max_new_tokens: int,
         else:
             inp = out[:, :step + 1] if every else out[rows, :step + 1]
         logp, cache, attn = _step(model, inp, memory, mask, cache, use_cache, output_attentions)
-        logp = constrain(logp, step=step, eos_token_id=ids.eos, min_new_tokens=min_new_tokens, suppress=suppress)
+        logp = constrain(logp, step=step, eos_token_id=ids.eos, min_new_tokens=min_new_tokens, suppress=suppress,
+                         force=None if forced_eos is None else (max_new_tokens - 1, forced_eos),
+                         renormalize=renormalize)
         nxt = _choose(logp, do_sample, temperature, top_k, top_p, generator)  # (rows,)
         chosen = logp.gather(1, nxt[:, None]).view(-1)
         if n_done == 0 and every:  # no row has ended: the same updates, without indexing

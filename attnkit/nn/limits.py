@@ -21,7 +21,8 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-__all__ = ["Range", "ints", "floats", "SEED", "check_fields", "available_memory", "check_memory", "gigabytes"]
+__all__ = ["Range", "ints", "floats", "SEED", "check_fields", "check_unique", "available_memory", "check_memory",
+           "gigabytes"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,17 @@ def check_fields(obj) -> None:
         if rng is None or (value is None and f.default is None):
             continue
         rng.check(value, f"{type(obj).__name__}: `{f.name}`")
+
+
+def check_unique(obj, *names: str) -> None:
+    """The fields ``names`` of the dataclass ``obj`` (tuples: lengths, encodings to run) each name a value once;
+    a ValueError ``Class: `field` holds 8 twice`` (a repeated value would run the same work again)."""
+    for name in names:
+        seen = set()
+        for v in getattr(obj, name):
+            if v in seen:
+                raise ValueError(f"{type(obj).__name__}: `{name}` holds {v!r} twice; give each value once")
+            seen.add(v)
 
 
 def gigabytes(n: float) -> str:

@@ -160,7 +160,7 @@ class SentenceEncoder:
         if cut and warn:
             warnings.warn(f"{self.name}: {len(cut)} text(s) longer than the model's limit of "
                           f"{self.max_seq_length} tokens were truncated to {self.max_seq_length} tokens "
-                          f"(first: text {cut[0]})", UserWarning, stacklevel=3)
+                          f"(first: text {cut[0] + 1})", UserWarning, stacklevel=3)  # numbered from 1, as translate
         return encodings
 
     @staticmethod

@@ -150,7 +150,9 @@ class TextTranslator:
                 wanted.append({step - 1: self.token_id(t)})
             except ValueError as e:
                 raise ValueError(f"translate: --force {step}:{t}: {e}") from None
-        got = autoregressive_steps(self.model, memory, mask, tok, force=wanted, **kw)
+        got = autoregressive_steps(self.model, memory, mask, tok, force=wanted, **kw,  # a Marian folder's own rules
+                                   forced_eos=opts.get("forced_eos_token_id"),
+                                   renormalize=bool(opts.get("renormalize_logits", False)))
         for step, t in force:
             if not 1 <= step <= len(got.free):
                 raise ValueError(f"translate: --force {step}:{t}: the greedy walk has {len(got.free)} steps (1 to "

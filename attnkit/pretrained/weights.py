@@ -151,13 +151,18 @@ def read_state_dict(path: Path) -> dict[str, Tensor]:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
 
-            return load_file(str(path), device="cpu")
-        state = _torch_load(path)
+            state = load_file(str(path), device="cpu")
+        else:
+            state = _torch_load(path)
     except Exception as e:  # corrupt or truncated files, pickled code (refused), safetensors' own error type
         first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
         raise ValueError(f"{path}: cannot read weights: {first}") from None
     if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
         raise ValueError(f"{path}: expected a flat dict of tensors")
+    for name, t in state.items():  # a NaN / inf weight makes every output NaN, or an empty translation
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{path}: tensor {name[:120]} holds NaN or infinite values; attnkit loads finite "
+                             "weights only")
     return state
 
 

@@ -19,13 +19,14 @@ from ..data.audio import FeatureConfig
 from ..models.asr import AsrConfig, AsrModel
 from ..models.speech import spec_augment, warp_frequency
 from ..nn import TransformerConfig
-from ..nn.limits import floats, ints
+from ..nn.limits import SEED, floats, ints
 from ..train import IGNORE, Task
-from ..train.from_meta import model_from_meta
+from ..train.checkpoint import META, CheckpointError
+from ..train.from_meta import config_from_meta, model_from_meta
 from . import asr_sets
 from .asr_stream import latency_lines
 from .options import add_config_args, add_data_args
-from .transcriber import Transcriber, score_lines
+from .transcriber import PIECE_SECONDS, Transcriber, score_lines
 
 NAME = "asr"
 HELP = ("speech recognition of connected spoken digits (FSDD): convolutions, truncated self-attention encoder, "
@@ -175,8 +176,36 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
                 lengths=[e[0].shape[0] for e in train])
 
 
+def check_meta(folder: Path, meta: dict, n_mels: int) -> None:
+    """What a speech recognition run's meta.json holds besides the model's sizes, bounded as the options that made
+    it: the features (``FeatureConfig``, its mel bins the model's), the decoding defaults, the longest piece of
+    sound decoded at once; the utterance sets ``evaluate`` makes again. One CheckpointError naming file and key."""
+    features = config_from_meta(folder, meta, "features", FeatureConfig)
+    source = Path(folder) / META
+    if features.n_mels != n_mels:
+        raise CheckpointError(f"checkpoint: {source}: `features.n_mels` is {features.n_mels}, but the model takes "
+                              f"{n_mels} mel bins")
+    for key, rng, default in (("decoding.beam", ints(1, 256), 5), ("decoding.ctc_weight", floats(0, 1), 0.3),
+                              ("max_seconds", floats(0.1, 3600), PIECE_SECONDS),
+                              *((f"utterances.{k}", ints(1, 10**7), 1) for k in ("train", "dev", "test")),
+                              ("train_seed", SEED, 0)):
+        where = meta
+        for part in key.split(".")[:-1]:
+            where = where.get(part, {})
+            if not isinstance(where, dict):
+                raise CheckpointError(f"checkpoint: {source}: `{part}` must be a JSON object, got "
+                                      f"{type(where).__name__}")
+        value = where.get(key.split(".")[-1], default)
+        if not rng.contains(value):
+            raise CheckpointError(f"checkpoint: {source}: `{key}` must be {rng.text()}, got {value!r:.80}")
+    if not isinstance(meta.get("holdout_speaker"), (str, type(None))):
+        raise CheckpointError(f"checkpoint: {source}: `holdout_speaker` must be a name or null, got "
+                              f"{meta.get('holdout_speaker')!r:.80}")
+
+
 def load(folder: Path, meta: dict) -> Transcriber:
     model = model_from_meta(folder, meta, lambda: AsrModel(AsrConfig.from_dict(meta["model"])))
+    check_meta(folder, meta, model.config.n_mels)
     return Transcriber(model.eval(), meta)
 
 

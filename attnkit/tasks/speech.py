@@ -13,7 +13,8 @@ from ..data.fsdd import load_fsdd, official_split, speaker_split
 from ..models.speech import SpeechClassifier, SpeechConfig, spec_augment
 from ..nn import TransformerConfig
 from ..train import Task
-from ..train.from_meta import listed, model_from_meta
+from ..train.checkpoint import META, CheckpointError
+from ..train.from_meta import config_from_meta, listed, model_from_meta
 from .options import add_config_args, add_data_args, split_item
 
 NAME = "speech"
@@ -112,6 +113,10 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
 def load(folder: Path, meta: dict) -> SpeechClassifier:
     model = model_from_meta(folder, meta, lambda: SpeechClassifier(SpeechConfig.from_dict(meta["model"])))
     listed(folder, meta, "labels", model.config.num_classes)
+    features = config_from_meta(folder, meta, "features", FeatureConfig)  # bounded before any sound is read
+    if features.n_mels != model.config.n_mels:
+        raise CheckpointError(f"checkpoint: {folder / META}: `features.n_mels` is {features.n_mels}, but the model "
+                              f"takes {model.config.n_mels} mel bins")
     return model.eval()
 
 

@@ -68,7 +68,8 @@ def split_long(x: np.ndarray, rate: int, max_seconds: float) -> list[np.ndarray]
     out, start = [], 0
     while len(x) - start > limit:
         seg = x[start:start + limit].astype(np.float64)
-        energy = np.convolve(seg ** 2, np.ones(win), mode="valid")[::hop]  # 100 ms windows every 10 ms
+        total = np.concatenate(([0.0], np.cumsum(seg ** 2)))  # running sums: linear time whatever the rate
+        energy = (total[win:] - total[:-win])[::hop]  # 100 ms windows every 10 ms (exactly 0 where silent)
         late = energy[len(energy) // 2:][::-1]  # the second half, latest first: of equal minima, the last
         cut = start + (len(energy) - 1 - int(np.argmin(late))) * hop + win // 2
         out.append(x[start:cut])
@@ -163,8 +164,10 @@ class Transcriber:
     # -- what the decoder looked at -------------------------------------------------------------
     @torch.no_grad()
     def attend(self, samples: np.ndarray) -> AsrAlignment:
-        """Greedy decoding of one recording (at the model's rate) with the cross-attention of each token."""
-        f = log_mel(samples, self.features)
+        """Greedy decoding of one recording (at the model's rate) with the cross-attention of each token. A recording
+        longer than a piece (``max_seconds``) shows its first piece, as decoding cuts it: the figures and pages
+        stay bounded (an hour's cross-attention would take GBs, and no page could show it)."""
+        f = log_mel(split_long(np.asarray(samples, dtype=np.float32), self.rate, self.max_seconds)[0], self.features)
         enc = self.model.encode_frames(f[None], torch.tensor([f.shape[0]]))
         n = min(self.model.config.max_positions - 1, int(enc.lengths[0]) + 1)
         hyp = greedy_or_sample(self.model, enc.memory, None, self.ids, max_new_tokens=n, min_new_tokens=0,

@@ -27,6 +27,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+import torch
 from torch import nn
 
 from ..data.jsonfile import read_json
@@ -320,7 +321,12 @@ def load_weights(folder: str | os.PathLike, model: nn.Module, *, missing_ok: tup
 
 
 def fill(folder: Path, model: nn.Module, state: dict, *, missing_ok: tuple[str, ...] = ()) -> list[str]:
-    """``load_weights`` for weights already read from ``folder``."""
+    """``load_weights`` for weights already read from ``folder``; a NaN or infinite weight is refused (as at save)
+    with the tensor's name."""
+    for name, t in state.items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"checkpoint: weights in {folder}: tensor {name} holds NaN or infinite values "
+                                  "(attnkit never saves such weights: the file was changed or made elsewhere)")
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as e:

@@ -18,7 +18,9 @@ Every problem is one ``CheckpointError`` line naming ``meta.json`` or the weight
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -27,7 +29,7 @@ from torch import nn
 from ..data.safetensors_header import TensorInfo, read_header
 from .checkpoint import META, WEIGHTS, CheckpointError, _read_safetensors, fill, verified
 
-__all__ = ["model_from_meta", "listed", "SIZE_LIMIT", "BUFFER_LIMIT"]
+__all__ = ["model_from_meta", "listed", "config_from_meta", "SIZE_LIMIT", "BUFFER_LIMIT"]
 
 SIZE_LIMIT = 1 << 20  # a size in meta.json beyond every dimension of the weights and this is refused
 BUFFER_LIMIT = 1 << 26  # bytes of tensors a model makes itself (sinusoidal tables, computed in float64 first)
@@ -81,6 +83,11 @@ def check_shapes(skeleton: nn.Module, header: dict[str, TensorInfo], source: Pat
                  "; ".join(wrong[:5])]
         raise CheckpointError(f"checkpoint: {source}'s model does not fit {weights}: "
                               + "; ".join(p for p in parts if p))
+    kinds = {k: v.is_floating_point() for k, v in skeleton.state_dict().items()}
+    cast = [f"{k} ({header[k].dtype})" for k in sorted(set(kinds) & set(header)) if kinds[k] != header[k].is_float]
+    if cast:  # int8 (or bool) tensors where the model has floats would be cast silently by load_state_dict
+        raise CheckpointError(f"checkpoint: {weights} holds tensors of another kind than the model's (floating "
+                              f"point or not): {', '.join(cast[:5])}")
     stored = {id(t) for t in skeleton.state_dict(keep_vars=True).values()}
     own = sum(math.prod(b.shape) * b.element_size() for b in skeleton.buffers() if id(b) not in stored)
     if own > BUFFER_LIMIT:
@@ -121,3 +128,23 @@ def listed(folder: str | Path, meta: dict, key: str, size: int | None) -> list[s
         raise CheckpointError(f"checkpoint: {Path(folder) / META}: `{key}` has {len(v)} entries, but the model's "
                               f"weights have {size}")
     return v
+
+
+def config_from_meta(folder: str | Path, meta: dict, key: str, cls: type):
+    """``cls(**meta[key])``, a frozen config whose fields are checked (and bounded) on creation; any problem (not
+    an object, an unknown setting, a value out of its range) is one CheckpointError naming meta.json and
+    ``key.field``."""
+    source = Path(folder) / META
+    d = meta.get(key)
+    if not isinstance(d, dict):
+        raise CheckpointError(f"checkpoint: {source}: `{key}` must be a JSON object, got {type(d).__name__}")
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(k for k in d if k not in known)
+    if unknown:
+        raise CheckpointError(f"checkpoint: {source}: `{key}.{unknown[0]:.80}` is not a setting of {cls.__name__} "
+                              f"(known: {', '.join(known)})")
+    try:
+        return cls(**d)
+    except (ValueError, TypeError) as e:  # "FeatureConfig: `hop_ms` must be ..." -> "`features.hop_ms` must be ..."
+        msg = re.sub(rf"^{cls.__name__}: `(\w+)`", lambda m: f"`{key}.{m.group(1)}`", " ".join(str(e).split()))
+        raise CheckpointError(f"checkpoint: {source}: {msg[:300]}") from None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .heatmap import CMAP, _pyplot, _save
+from .heatmap import CMAP, MAX_HEIGHT_IN, MAX_WIDTH_IN, _pyplot, _save, _ticks
 from .labels import tell_apart
 
 __all__ = ["cross_attention_png"]
@@ -20,7 +20,8 @@ def cross_attention_png(weights, source: Sequence[str], target: Sequence[str], p
 
     Rows are the target tokens (the queries: the decoder), columns the source tokens (the keys and
     values: the encoder's output), each row sums to 1. One colour bar, 0 to 1 for every panel; repeated
-    pieces are told apart by their position.
+    pieces are told apart by their position. The figure stays within ``MAX_WIDTH_IN`` x ``MAX_HEIGHT_IN`` whatever
+    the lengths: past what can be read, labels thin out.
     """
     plt = _pyplot()
     w = np.asarray(weights.detach().float().cpu() if hasattr(weights, "detach") else weights, dtype=np.float64)
@@ -33,16 +34,18 @@ def cross_attention_png(weights, source: Sequence[str], target: Sequence[str], p
     source, target = tell_apart(source), tell_apart(target)
     panels = [(w.mean(0), "mean of heads")] + [(w[i], f"head {i + 1}") for i in range(h)]
     cell = 0.32
-    pw, ph = max(2.5, cell * s + 1.2), max(2.0, cell * t + 1.0)
     cols = min(len(panels), 3)
     rows = (len(panels) + cols - 1) // cols
+    # inches per panel: roomy for short sentences, bounded by the page for long ones (labels then thin out)
+    pw = min(max(2.5, cell * s + 1.2), (MAX_WIDTH_IN - 1.0) / cols)
+    ph = min(max(2.0, cell * t + 1.0), (MAX_HEIGHT_IN - 0.4) / rows)
     fig, axes = plt.subplots(rows, cols, figsize=(pw * cols + 1.0, ph * rows + 0.4), squeeze=False,
                              layout="constrained")
     im = None
     for ax, (m, name) in zip(axes.flat, panels):
         im = ax.imshow(m, cmap=CMAP, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
-        ax.set_xticks(range(s), labels=list(source), rotation=90, fontsize=8)
-        ax.set_yticks(range(t), labels=list(target), fontsize=8)
+        _ticks(ax, "x", source, s, pw - 1.2)
+        _ticks(ax, "y", target, t, ph - 1.0)
         ax.set_xlabel("source token: key (one column each)", fontsize=8)
         ax.set_ylabel("target token: query (one row each)", fontsize=8)
         ax.set_title(name, fontsize=9)

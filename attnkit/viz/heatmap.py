@@ -22,6 +22,8 @@ MAX_WIDTH_IN = 16.0  # inches at DPI: figures stay under about 1900 px wide
 MAX_HEIGHT_IN = 14.0
 DPI = 120
 MIN_LABEL_PT = 4.5  # below this a tick label cannot be read: thin the labels out
+MAX_TEXT = 160  # characters of one title or label in a PNG: at 10 pt about 1,300 px, within MAX_WIDTH_IN
+MAX_LABEL = 40  # characters of one tick label (a token, a word)
 
 
 def _pyplot():
@@ -35,7 +37,25 @@ def _pyplot():
     return plt
 
 
+def short_text(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` itself, or its first ``limit - 1`` characters and an ellipsis (a title, a label)."""
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
 def _save(fig, path: str | os.PathLike) -> Path:
+    """Write ``fig`` atomically, every text in it cut first (titles ``MAX_TEXT`` characters, tick labels
+    ``MAX_LABEL``): the tight bounding box follows the longest text, so a long one would widen the PNG unbounded."""
+    from matplotlib.text import Text
+
+    width_pt = 72 * fig.get_size_inches()[0]
+    for t in fig.findobj(Text):  # at most MAX_TEXT characters, and about the figure's width (0.6 em a character)
+        limit = min(MAX_TEXT, max(24, int(width_pt / (0.6 * t.get_fontsize()))))
+        if len(t.get_text()) > limit:
+            t.set_text(short_text(t.get_text(), limit))
+    for axis in (a for ax in fig.axes for a in (ax.xaxis, ax.yaxis)):  # tick labels come from their formatter
+        labels = [t.get_text() for t in axis.get_ticklabels()]
+        if any(len(t) > MAX_LABEL for t in labels):
+            axis.set_ticks(axis.get_ticklocs(), labels=[short_text(t, MAX_LABEL) for t in labels])
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.png")

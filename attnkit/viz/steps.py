@@ -49,10 +49,12 @@ class Steps:
 @torch.no_grad()
 def walk(model, memory: Tensor, mask: Tensor | None, ids: TokenIds, *, max_new_tokens: int,
          suppress: Tensor | None = None, candidates: int = 5, prefix: list[int] = (),
-         force: dict[int, int] | None = None) -> list[Step]:
+         force: dict[int, int] | None = None, forced_eos: int | None = None, renormalize: bool = False
+         ) -> list[Step]:
     """Greedy decoding of one sentence (memory (1, S, d), mask (1, S) or None) step by step; the tokens of
     ``prefix`` are written at steps 0, 1, ... and ``force`` {step: token} at its steps, the model's choice elsewhere.
-    Stops after END or ``max_new_tokens`` steps."""
+    Stops after END or ``max_new_tokens`` steps. ``forced_eos`` and ``renormalize``: ``generate``'s
+    ``forced_eos_token_id`` (the last step's token) and ``renormalize_logits``."""
     force = {**{i: t for i, t in enumerate(prefix)}, **(force or {})}
     steps: list[Step] = []
     cache, token = None, ids.start
@@ -61,7 +63,8 @@ def walk(model, memory: Tensor, mask: Tensor | None, ids: TokenIds, *, max_new_t
         cache = out.cache
         logits = out.logits[0:1]  # (1, V)
         logp = constrain(logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1), step=step,
-                         eos_token_id=ids.eos, suppress=suppress)[0]  # (V,)
+                         eos_token_id=ids.eos, suppress=suppress, renormalize=renormalize,
+                         force=None if forced_eos is None else (max_new_tokens - 1, forced_eos))[0]  # (V,)
         best = logp.topk(min(candidates, logp.shape[0]))
         top = [(int(i), float(p)) for i, p in zip(best.indices, best.values.exp()) if p > 0]
         forced = step in force
@@ -74,18 +77,19 @@ def walk(model, memory: Tensor, mask: Tensor | None, ids: TokenIds, *, max_new_t
 
 def autoregressive_steps(model, memory: Tensor, mask: Tensor | None, ids: TokenIds, *, max_new_tokens: int,
                          suppress: Tensor | None = None, candidates: int = 5,
-                         force: list[dict[int, int]] = ()) -> Steps:
+                         force: list[dict[int, int]] = (), forced_eos: int | None = None,
+                         renormalize: bool = False) -> Steps:
     """The free (greedy) walk, the continuation of every listed candidate of its first ``ALTERNATIVES_UP_TO``
     steps (at most 2 x the free walk's length + 10 steps in all), and one walk for each entry of ``force``
     ({step (0 = the first token): token id})."""
-    kw = {"max_new_tokens": max_new_tokens, "suppress": suppress, "candidates": candidates}
-    free = walk(model, memory, mask, ids, **kw)
+    kw = {"max_new_tokens": max_new_tokens, "suppress": suppress, "candidates": candidates, "renormalize": renormalize}
+    free = walk(model, memory, mask, ids, forced_eos=forced_eos, **kw)  # the greedy translation, token for token
     chosen = Steps.tokens(free)
     alternatives = {}
-    short = {**kw, "max_new_tokens": min(max_new_tokens, 2 * len(free) + 10)}
+    short = {**kw, "max_new_tokens": min(max_new_tokens, 2 * len(free) + 10)}  # previews: no END forced at their end
     for t, s in enumerate(free[:ALTERNATIVES_UP_TO]):
         for tok, _ in s.top:
             if tok != s.chosen:
                 alternatives[(t, tok)] = walk(model, memory, mask, ids, prefix=[*chosen[:t], tok], **short)[t:]
-    forced = [(f, walk(model, memory, mask, ids, force=f, **kw)) for f in force]
+    forced = [(f, walk(model, memory, mask, ids, force=f, forced_eos=forced_eos, **kw)) for f in force]
     return Steps(ids.start, free, alternatives, forced)

@@ -151,3 +151,109 @@ def test_features_normalised_per_utterance_by_default_and_by_training_statistics
         args = parser.parse_args(["train", "asr", "--out", "x", "--n-mels", "24", *extra])
         cfg = feature_config(args)
         assert cfg.normalize is per_utterance and cfg.n_mels == 24, extra
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("hop_ms", 1e-9, "`features.hop_ms` must be a number in [5, 50], got 1e-09"),
+    ("win_ms", 1e9, "`features.win_ms` must be a number in [5, 50], got 1000000000.0"),
+    ("n_fft", 10**9, "`features.n_fft` must be an integer in [0, 4096], got 1000000000"),
+    ("n_fft", 1e9, "`features.n_fft` must be an integer in [0, 4096], got 1000000000.0"),
+    ("sample_rate", 1e9, "`features.sample_rate` must be an integer in [1000, 16000], got 1000000000.0"),
+    ("sample_rate", 10**9, "`features.sample_rate` must be an integer in [1000, 16000], got 1000000000"),
+    ("sample_rate", 1, "`features.sample_rate` must be an integer in [1000, 16000], got 1"),
+    ("normalize", "yes", "`features.normalize` must be true or false, got 'yes'"),
+    ("n_mels", 17, "`features.n_mels` is 17, but the model takes 16 mel bins"),
+    ("hop_ms", 30.0, "`features.hop_ms` (30.0) must be at most `win_ms` (25.0)"),
+    ("n_fft", 64, "`features.n_fft` (64) must be >= the window length (200 samples)"),
+    ("colour", "blue", "`features.colour` is not a setting of FeatureConfig"),
+])
+def test_a_speech_runs_features_are_bounded_in_one_line_naming_file_and_key(run, tmp_path, capsys, key, value, words):
+    """Issue 65, item 1: each value of meta.json's `features` block is checked before any sound is read."""
+    _, out = run
+    other = tmp_path / "edited"
+    other.mkdir()
+    for f in (out / "ckpt-00000002").iterdir():
+        (other / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((other / "meta.json").read_text())
+    meta["features"][key] = value
+    (other / "meta.json").write_text(json.dumps(meta))
+    wav = tmp_path / "a.wav"
+    soundfile.write(wav, 0.3 * np.sin(np.arange(12000) / 3.0), 8000)
+    start = time.perf_counter()
+    assert main(["transcribe", str(other), str(wav)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"attnkit: error: checkpoint: {other / 'meta.json'}: {words}" + err[err.index(words) + len(words):]
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert time.perf_counter() - start < 30
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("decoding", {"beam": 10**9}, "`decoding.beam` must be an integer in [1, 256], got 1000000000"),
+    ("decoding", {"ctc_weight": float("nan")}, "`decoding.ctc_weight` must be a number in [0, 1], got nan"),
+    ("decoding", [], "`decoding` must be a JSON object, got list"),
+    ("max_seconds", 1e-9, "`max_seconds` must be a number in [0.1, 3600], got 1e-09"),
+    ("utterances", {"test": 10**12}, "`utterances.test` must be an integer in [1, 10000000], got 1000000000000"),
+    ("holdout_speaker", 3, "`holdout_speaker` must be a name or null, got 3"),
+])
+def test_a_speech_runs_other_settings_are_bounded_too(run, tmp_path, capsys, key, value, words):
+    _, out = run
+    other = tmp_path / "edited"
+    other.mkdir()
+    for f in (out / "ckpt-00000002").iterdir():
+        (other / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((other / "meta.json").read_text())
+    (other / "meta.json").write_text(json.dumps({**meta, key: value}))
+    assert main(["transcribe", str(other), "x.wav"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"attnkit: error: checkpoint: {other / 'meta.json'}: {words}") and len(err.splitlines()) == 1
+
+
+def test_edited_features_in_range_still_transcribe(run, tmp_path, capsys):
+    """The widest settings the ranges allow decode a short file in bounded time (the STFT is computed in slices)."""
+    _, out = run
+    other = tmp_path / "edited"
+    other.mkdir()
+    for f in (out / "ckpt-00000002").iterdir():
+        (other / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((other / "meta.json").read_text())
+    meta["features"].update(sample_rate=16000, win_ms=50, hop_ms=5, n_fft=4096, normalize=False)
+    (other / "meta.json").write_text(json.dumps(meta))
+    wav = tmp_path / "a.wav"
+    soundfile.write(wav, 0.3 * np.sin(np.arange(12000) / 3.0), 8000)
+    start = time.perf_counter()
+    assert main(["transcribe", str(other), str(wav), "--ctc"]) == 0
+    assert DIGITS.match(capsys.readouterr().out.rstrip("\n"))
+    assert time.perf_counter() - start < 30
+
+
+def test_attention_path_is_checked_before_the_transcripts(run, tmp_path, capsys):
+    """Issue 65, item 4: `--attention FILE` printed the transcript, then failed with "File exists"."""
+    _, out = run
+    wav = tmp_path / "a.wav"
+    soundfile.write(wav, 0.3 * np.sin(np.arange(12000) / 3.0), 8000)
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    assert main(["transcribe", str(out), str(wav), "--attention", str(taken)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (f"attnkit: error: transcribe: --attention {taken} is a file, not a "
+                                                   "folder\n")
+    assert taken.read_text() == "mine"
+
+
+def test_attention_of_a_long_recording_shows_its_first_piece(run, tmp_path, capsys):
+    """Issue 65, item 4: `--attention` on an hour of audio took 2.0 GB (every frame in the figures and pages)."""
+    _, out = run
+    tr = attnkit.load_pretrained(out)
+    x = (0.01 * np.random.default_rng(0).standard_normal(8000 * 120)).astype(np.float32)  # two minutes
+    al = tr.attend(x)
+    assert al.frames.shape[0] <= tr.max_seconds * 100 + 1 < 8000 * 120 // 80
+    wav = tmp_path / "long.wav"
+    soundfile.write(wav, x, 8000)
+    start = time.perf_counter()
+    assert main(["transcribe", str(out), str(wav), "--ctc", "--attention", str(tmp_path / "att")]) == 0
+    from attnkit.viz import read_lecture_html
+
+    page = read_lecture_html(tmp_path / "att" / "cross_attention_0_lecture.html")
+    assert len(page["keys"]) == -(-al.frames.shape[0] // al.step_frames)  # encoder steps of the first piece only
+    assert time.perf_counter() - start < 60
+    capsys.readouterr()

@@ -2,6 +2,7 @@
 table and files it reports, and one-line errors for bad input."""
 
 import json
+import re
 
 import pytest
 
@@ -30,6 +31,11 @@ def test_positions_quick_prints_the_table_and_writes_the_files(tmp_path, capsys,
     (["rnn", "--models", "gru,mamba"], "argument --models: 'mamba' is not one of gru, lstm, self-attention"),
     (["data-size", "--side", "20"], "argument --side: invalid choice"),
     (["positions", "--steps", "0"], "argument --steps: must be an integer in [1, 1000000], got '0'"),
+    (["rnn", "--lengths", "8,8"], "argument --lengths: 8 is given twice in '8,8'; give each value once"),
+    (["rnn", "--lengths", "8,16,08"], "argument --lengths: 8 is given twice in '8,16,08'"),
+    (["positions", "--encodings", "none,none"], "argument --encodings: 'none' is given twice in 'none,none'"),
+    (["rnn", "--lengths", ",".join(["8"] * 10000)], "argument --lengths: 8 is given twice"),
+    (["data-size", "--models", "cnn,cnn"], "argument --models: 'cnn' is given twice"),
 ])
 def test_bad_options_are_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
@@ -51,3 +57,17 @@ def test_help_gives_both_defaults(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "(default: 300,1000,3000,10000,30000,55000; --quick: 100,300; comma-separated)" in text
     assert "--jobs JOBS" in text and "--window-patch WINDOW_PATCH" in text
+
+
+def test_repeated_values_are_refused_by_the_configs_too():
+    """Issue 65, item 3: a repeated length or encoding ran the same models again and appended their rows again."""
+    from attnkit.experiments.data_size import DataSizeConfig
+    from attnkit.experiments.positions import PositionsConfig
+    from attnkit.experiments.rnn import RnnConfig
+
+    for make, words in ((lambda: RnnConfig(lengths=(8, 8)), "RnnConfig: `lengths` holds 8 twice"),
+                        (lambda: RnnConfig(timing_lengths=(16, 32, 16)), "RnnConfig: `timing_lengths` holds 16 twice"),
+                        (lambda: PositionsConfig(encodings=("none", "none")), "`encodings` holds 'none' twice"),
+                        (lambda: DataSizeConfig(sizes=(300, 300)), "DataSizeConfig: `sizes` holds 300 twice")):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            make()

@@ -137,6 +137,29 @@ def test_attend_writes_every_layer_and_head(run, tmp_path, capsys):
     assert lecture["queries"] == labels and lecture["q"].shape[:3] == (2, 2, len(labels))
 
 
+
+def test_attend_on_a_long_text_keeps_the_model_s_tokens_and_bounded_pngs(tmp_path, capsys):
+    """Issue 65, item 2: 100,000 characters; titles cut, PNGs within the README's bound, the truncation
+    warning one line numbering texts from 1."""
+    from PIL import Image
+
+    from attnkit.cli.main import main
+
+    folder = make_folder(tmp_path / "tiny")  # max_seq_length 16
+    out = tmp_path / "png"
+    text = " ".join(["the cat sat on a mat"] * 20000)[:100000]
+    assert main(["attend", text, "--model", str(folder), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("16 tokens: [CLS] the cat sat on a mat the cat")
+    assert captured.err == ("warning: tiny: 1 text(s) longer than the model's limit of 16 tokens were truncated to 16 "
+                            "tokens (first: text 1)\n")
+    for png in out.glob("*.png"):
+        with Image.open(png) as im:
+            assert im.size[0] <= 2100 and im.size[1] <= 1800, (png, im.size)
+    page = read_attention_html(out / "attention.html")
+    assert len(page["queries"]) == 16 and len(page["title"]) < 200, page["title"]
+
+
 def test_registered_in_main():
     from attnkit.cli.main import COMMAND_MODULES
 

@@ -51,3 +51,28 @@ def test_a_real_os_error_from_a_command_without_its_own_check(tmp_path, capsys):
             "--n-test", "1", "--max-length", "40"]
     assert main(argv) == 1
     assert one_line_error(capsys) == f"attnkit: error: {out / 'basic_train.tsv.part'}: Is a directory"
+
+
+@pytest.mark.parametrize("argv", [["experiment", "rnn", "--quick"], ["experiment", "positions", "--quick"],
+                                  ["lra", "generate", "listops", "--seed", "0"], ["lra", "run", "--quick"],
+                                  ["lra", "cell", "--task", "mqar", "--variant", "full"],
+                                  ["asr", "generate", "--n", "1"]])
+def test_an_empty_out_is_refused_while_parsing(argv, tmp_path, capsys, monkeypatch):
+    """Issue 65, item 4: `--out ""` wrote into the working folder (where `export` refuses)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--out", ""])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and "argument --out: must name a folder or file, got ''" in err[0], err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_lra_cell_results_is_checked_before_training(tmp_path, capsys):
+    """A folder (or a file that cannot be written) as --results was found only after the cell had trained."""
+    import time
+
+    start = time.perf_counter()
+    assert main(["lra", "cell", "--task", "mqar", "--variant", "full", "--suite", "quick", "--out",
+                 str(tmp_path / "cell"), "--results", str(tmp_path)]) == 1
+    assert one_line_error(capsys) == f"attnkit: error: {tmp_path}: Is a directory"
+    assert time.perf_counter() - start < 5 and not (tmp_path / "cell").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import tarfile
 import wave
 from pathlib import Path
@@ -116,6 +117,37 @@ def test_log_mel_frames_and_peak():
     assert log_mel(tone(1000, 0.01)).shape == (2, 40)  # shorter than a window still gives frames
     with pytest.raises(ValueError, match="hop_ms"):
         FeatureConfig(hop_ms=30)
+
+
+
+def test_log_mel_in_slices_equals_one_stft(monkeypatch):
+    """The STFT is computed a bounded number of values at a time (issue 65): the frames equal torch.stft's over the
+    whole recording, with every window and hop the ranges allow."""
+    import attnkit.data.audio as audio
+
+    x = torch.from_numpy(np.random.default_rng(0).standard_normal(12345).astype(np.float32))
+    for cfg in (FeatureConfig(normalize=False), FeatureConfig(n_fft=2048, hop_ms=5.3, win_ms=40, normalize=False),
+                FeatureConfig(sample_rate=16000, win_ms=50, hop_ms=5, n_fft=4096, n_mels=8, normalize=False)):
+        n_fft, win = cfg.fft_size, cfg.win_length
+        spec = torch.stft(x, n_fft, hop_length=cfg.hop_length, win_length=win, window=torch.hann_window(win),
+                          center=True, pad_mode="reflect", return_complex=True)
+        want = torch.log(audio._mel_basis(cfg.sample_rate, n_fft, cfg.n_mels) @ spec.abs().square() + 1e-6).T
+        torch.testing.assert_close(log_mel(x, cfg), want, atol=1e-4, rtol=1e-5)
+        monkeypatch.setattr(audio, "STFT_CELLS", 3000)  # a few frames per slice
+        torch.testing.assert_close(log_mel(x, cfg), want, atol=1e-4, rtol=1e-5)
+        assert log_mel(x, cfg).shape == (cfg.num_frames(12345), cfg.n_mels)
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("changes, words", [
+    (dict(hop_ms=1e-9), "`hop_ms` must be a number in [5, 50]"), (dict(win_ms=1e9), "`win_ms` must be a number"),
+    (dict(n_fft=10**9), "`n_fft` must be an integer in [0, 4096]"), (dict(sample_rate=1), "`sample_rate` must be"),
+    (dict(sample_rate=8000.0), "`sample_rate` must be an integer"), (dict(normalize="yes"), "`normalize` must be true"),
+    (dict(win_ms=float("nan")), "`win_ms` must be a number"), (dict(n_fft=100), "`n_fft` (100) must be >= the window"),
+])
+def test_feature_settings_are_bounded(changes, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        FeatureConfig(**changes)
 
 
 REAL = data_root() / "fsdd" / "recordings.tar.gz"

@@ -101,3 +101,27 @@ def test_safetensors_header_length_past_the_file(tmp_path):
     p.write_bytes(b"\1")
     with pytest.raises(ValueError, match="not a valid safetensors file"):
         read_header(p)
+
+
+def test_file_problem_tells_a_loop_of_links_from_a_missing_file(tmp_path):
+    """Issue 65, item 4: a symlink loop read as "no such file" (``Path.exists`` is False for it)."""
+    from attnkit.cli.options import read_lines
+    from attnkit.data.jsonfile import file_problem
+    from attnkit.data.sound import read_audio
+
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "f.txt").write_text("x\n")
+    assert file_problem(tmp_path / "a") == "a loop of symbolic links"
+    assert file_problem(tmp_path / "dangling") == "a broken symbolic link"
+    assert file_problem(tmp_path / "missing") == "no such file"
+    assert file_problem(tmp_path) == "a folder" and file_problem(tmp_path / "f.txt") is None
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'a'} is a loop of symbolic links, not a sound file$"):
+        read_audio(tmp_path / "a", 8000)
+    with pytest.raises(ValueError, match=f"^{tmp_path / 'a'} is a loop of symbolic links, not a text file$"):
+        read_lines(tmp_path / "a")
+    with pytest.raises(ValueError, match=f"^{tmp_path} is a folder, not a text file$"):
+        read_lines(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        read_lines(tmp_path / "missing")

@@ -116,6 +116,27 @@ def test_generate_equals_hugging_face_token_for_token(num_beams, seed, eos_bias)
     torch.testing.assert_close(out.sequences_scores, ref_scores(hf, ids, mask, kw), atol=1e-4, rtol=1e-4)
 
 
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+@pytest.mark.parametrize("renormalize", [False, True])
+def test_forced_end_and_renormalised_scores_equal_hugging_face(num_beams, renormalize):
+    """Issue 65: a Marian folder's forced_eos_token_id (END at the last step) and renormalize_logits, honoured."""
+    hf = marian(3, 3.5)
+    m = ours_from(hf)
+    ids, mask = batch()
+    kw = dict(max_new_tokens=6, num_beams=num_beams, length_penalty=1.0, early_stopping=False,
+              forced_eos_token_id=EOS, renormalize_logits=renormalize, suppress_tokens=[7])
+    hf_kw = {k: v for k, v in kw.items() if k != "suppress_tokens"}
+    with torch.no_grad():
+        res = hf.generate(input_ids=ids, attention_mask=mask, do_sample=False, bad_words_ids=[[7]],
+                          return_dict_in_generate=True, output_scores=True, **hf_kw)
+    out = generate(m, ids, mask, **kw)
+    assert torch.equal(out.sequences, res.sequences), (out.sequences, res.sequences)
+    assert (out.sequences[:, -1] == EOS).any()  # some hypotheses were cut at the limit: their last token is END
+    if num_beams > 1:
+        torch.testing.assert_close(out.sequences_scores, res.sequences_scores, atol=1e-4, rtol=1e-4)
+
+
 def ref_scores(hf, ids, mask, kw):
     """Hugging Face's sequences_scores (beam search), or the greedy log-probabilities normalised the same way."""
     with torch.no_grad():

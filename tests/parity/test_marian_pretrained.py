@@ -56,7 +56,7 @@ def test_generate_equals_hugging_face_token_for_token(pair, num_beams):
     ids, mask = padded_batch(hf.config.vocab_size, hf.config.pad_token_id)
     kw = dict(max_new_tokens=12, num_beams=num_beams, length_penalty=1.0, early_stopping=False)
     with torch.no_grad():
-        ref = hf.generate(input_ids=ids, attention_mask=mask, do_sample=False, forced_eos_token_id=None, **kw)
+        ref = hf.generate(input_ids=ids, attention_mask=mask, do_sample=False, **kw)  # the folder's forced END too
     out = tr.generate(ids, mask, **kw)
     assert torch.equal(out.sequences, ref), (out.sequences, ref)
     lengths = (ref[:, 1:] != hf.config.pad_token_id).sum(1)
@@ -73,7 +73,7 @@ def test_sentencepiece_folder_translates_like_hugging_face(tmp_path):
         assert tr.tokenizer.encode(t) == tok(t).input_ids
     batch = tok(texts, return_tensors="pt", padding=True)
     with torch.no_grad():
-        ref = hf.generate(**batch, max_new_tokens=10, num_beams=1, do_sample=False, forced_eos_token_id=None)
+        ref = hf.generate(**batch, max_new_tokens=10, num_beams=1, do_sample=False)
     want = tok.batch_decode(ref, skip_special_tokens=True)
     assert tr.translate(texts, max_new_tokens=10, num_beams=1) == want
     assert any(w.strip() for w in want)

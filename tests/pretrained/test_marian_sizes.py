@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 
 import attnkit  # noqa: E402
 from attnkit.cli.main import main  # noqa: E402
+from attnkit.pretrained.marian.translator import TranslationWarning  # noqa: E402
 from tests.pretrained.marian_folders import hf_marian, marian_folder  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -88,7 +89,54 @@ def test_generation_values_read_from_config_json_name_it(folder):
 def test_valid_generation_values_are_the_defaults(folder):
     edit(folder / "generation_config.json", max_length=9, num_beams=3, bad_words_ids=[[29], [4, 5]])
     tr = attnkit.load_pretrained(folder)
-    assert tr.defaults == {"num_beams": 3, "max_new_tokens": 8, "suppress_tokens": [29]}  # [4, 5]: not one token
+    assert tr.defaults == {"num_beams": 3, "max_new_tokens": 8, "suppress_tokens": [29],  # [4, 5]: not one token
+                           "forced_eos_token_id": 0}  # Hugging Face's folder has END forced at the last step
+
+
+
+@pytest.mark.parametrize("value, words", [(float("nan"), "got nan"), ("x", "got 'x'"), (1e9, "got 1000000000.0")])
+def test_length_penalty_is_checked(folder, value, words):
+    edit(folder / "generation_config.json", length_penalty=value)
+    one_line(folder, str(folder / "generation_config.json"), "`length_penalty` must be a number in [-100, 100]", words)
+
+
+def test_length_penalty_is_honoured_as_hugging_face_does(folder, hf):
+    """Issue 65, item 3: it was ignored. Beam search ranks finished hypotheses by log p / length ** penalty."""
+    edit(folder / "generation_config.json", length_penalty=-2.0, num_beams=3)
+    tr = attnkit.load_pretrained(folder, fast=False)
+    assert tr.defaults["length_penalty"] == -2.0
+    ids = torch.tensor([[5, 9, 12, 7, 3, 0]])
+    ours = tr.generate(ids, torch.ones_like(ids), max_new_tokens=8)
+    with torch.no_grad():
+        ref = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids), num_beams=3, length_penalty=-2.0,
+                          max_new_tokens=8, do_sample=False, forced_eos_token_id=None, early_stopping=False)
+    assert ours.sequences[0, :ref.shape[1]].tolist() == ref[0].tolist()
+
+
+def test_generation_settings_attnkit_does_not_use_are_named_in_a_warning(folder):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        attnkit.load_pretrained(folder)  # Hugging Face's own file: every key read, no warning
+    edit(folder / "generation_config.json", no_repeat_ngram_size=3, top_k=50, flavour="x", renormalize_logits=True)
+    with pytest.warns(TranslationWarning) as caught:
+        tr = attnkit.load_pretrained(folder)
+    (msg,) = [str(w.message) for w in caught]
+    assert msg == (f"{folder / 'generation_config.json'}: attnkit does not use `flavour`, `no_repeat_ngram_size`; "
+                   "translations may differ from Hugging Face's")  # top_k 50: the default
+    assert tr.defaults["renormalize_logits"] is True
+
+
+def test_a_nan_in_the_weights_or_the_position_table_is_refused(folder):
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(folder / "model.safetensors"))
+    names = [n for n in ("model.encoder.embed_positions.weight", "model.encoder.layers.0.fc1.weight") if n in state]
+    assert "model.encoder.layers.0.fc1.weight" in names
+    for name in names:
+        bad = {k: v.clone() for k, v in state.items()}
+        bad[name].view(-1)[3] = float("nan")
+        save_file(bad, str(folder / "model.safetensors"))
+        one_line(folder, str(folder / "model.safetensors"), f"tensor {name} holds NaN or infinite values")
 
 
 @pytest.mark.parametrize("name", ["config.json", "generation_config.json"])

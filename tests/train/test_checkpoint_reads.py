@@ -227,3 +227,41 @@ def test_fuzz_of_the_files_a_run_folder_holds(run):
     assert len(results) > 200 and not problems(results), "\n".join(problems(results))
     refused = {r["file"] for r in results if r["kind"] != "ok"}
     assert refused == {f"{ckpt}/meta.json", "latest.json", "best.json", "bpe.json", f"{ckpt}/model.safetensors"}
+
+
+def rewrite_weights(folder, change):
+    """The checkpoint's model.safetensors with ``change(state)`` applied, its sha256 in meta.json updated to match."""
+    from safetensors.torch import load_file, save_file
+
+    path = folder / ck.WEIGHTS
+    state = load_file(str(path))
+    change(state)
+    save_file(state, str(path))
+    edit_meta(folder, setter("files", ck.WEIGHTS, value=ck.sha256(path)))
+    return state
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_weights_are_refused_on_load_with_the_tensor_s_name(run, tmp_path, capsys, value):
+    """Issue 65, item 3: NaN / inf weights with a matching checksum printed an empty translation with exit 0."""
+    out, best = copy(run, tmp_path)
+    name = "encoder.layers.0.ff.linear1.weight"
+    rewrite_weights(best, lambda state: state[name].view(-1)[5:7].fill_(value))
+    one_line(lambda: attnkit.load_pretrained(out), f"tensor {name} holds NaN or infinite values")
+    assert main(["translate", str(out), "ein hund"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        f"attnkit: error: checkpoint: weights in {best}: tensor {name} holds NaN or infinite values (attnkit never "
+        "saves such weights: the file was changed or made elsewhere)\n")
+
+
+def test_int8_tensors_in_a_float_run_are_refused(run, tmp_path):
+    import torch
+
+    out, best = copy(run, tmp_path)
+    name = "encoder.layers.0.ff.linear1.weight"
+
+    def to_int8(state):
+        state[name] = state[name].clamp(-1, 1).mul(100).to(torch.int8)
+    rewrite_weights(best, to_int8)
+    one_line(lambda: attnkit.load_pretrained(out), "holds tensors of another kind than the model's", f"{name} (I8)")

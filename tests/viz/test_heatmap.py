@@ -29,6 +29,18 @@ def test_grid_of_fifty_tokens_stays_bounded(tmp_path):
     assert wide <= 2100 and high <= 2100
 
 
+
+def test_a_long_title_or_label_is_cut_and_the_png_stays_bounded(tmp_path):
+    """Issue 65: a 19,200-character title made a 240-megapixel PNG (the tight box follows the longest text)."""
+    w = torch.rand(1, 2, 3, 3).softmax(-1)
+    long = "x" * 19200
+    wide, high = png_size(attention_grid(w, tmp_path / "g.png", tokens=["a", long, "b"], title=long))
+    assert wide <= 2100 and high <= 1800, (wide, high)
+    wide, high = png_size(attention_heatmap(w[0, 0], tmp_path / "h.png", queries=["a", "b", long], title=long))
+    assert wide <= 2100 and high <= 2100, (wide, high)
+    assert hm.short_text("abc", 3) == "abc" and hm.short_text("abcd", 3) == "ab\u2026"
+
+
 def test_labels_only_on_the_outer_panels_and_a_shared_colour_bar(tmp_path, monkeypatch):
     figures = []
     monkeypatch.setattr(hm, "_save", lambda fig, path: figures.append(fig) or path)
@@ -85,6 +97,18 @@ def test_frame_attention_maps(tmp_path, monkeypatch):
     assert len(fig.axes) == 1 + 6 + 2 and "one step per 2 frame(s)" in fig.axes[0].get_xlabel()
     with pytest.raises(ValueError, match="layers, heads"):
         frame_attention_maps(torch.randn(40, 20), torch.rand(2, 20, 20), tmp_path / "bad.png")
+
+
+def test_cross_attention_png_of_long_sentences_stays_bounded(tmp_path):
+    """Issue 65: 255 source and target tokens made a 5160 x 3373 px PNG at 40 (0.32 inch a token)."""
+    from attnkit.viz.alignment import cross_attention_png
+
+    w = torch.rand(4, 255, 255).softmax(-1)
+    words = [f"w{i}" for i in range(255)]
+    wide, high = png_size(cross_attention_png(w, words, words, tmp_path / "c.png", title="x" * 5000))
+    assert wide <= 2100 and high <= 1800, (wide, high)
+    wide, high = png_size(cross_attention_png(w[:, :3, :4], words[:4], words[:3], tmp_path / "s.png"))
+    assert 600 <= wide <= 2100 and 300 <= high <= 1800, (wide, high)  # short sentences keep roomy cells
 
 
 def test_cross_attention_png_one_colour_map_a_colour_bar_and_repeats_told_apart(tmp_path, monkeypatch):

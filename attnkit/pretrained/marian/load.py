@@ -126,7 +126,7 @@ def _start_shift(state: dict[str, Tensor], config: Seq2SeqConfig, source: str) -
         if key not in state:
             continue
         diff = state[key].float() - sinusoidal_table(n, d, layout="halves")  # n rows: as many as the stored table
-        rows = (diff.abs() > 1e-4).any(dim=1).nonzero().flatten().tolist()
+        rows = (~(diff.abs() <= 1e-4)).any(dim=1).nonzero().flatten().tolist()  # a NaN differs too
         allowed = [0] if key.startswith("model.decoder") else []
         if [r for r in rows if r not in allowed]:
             raise ValueError(f"{source}: {key} is not the sinusoidal table (rows {rows[:5]} differ); attnkit runs "

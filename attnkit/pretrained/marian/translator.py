@@ -7,8 +7,10 @@
 
 Defaults come from the folder's ``generation_config.json`` (else ``config.json``), as Hugging Face's
 ``generate`` reads them: ``num_beams``, ``max_length`` (start token included, so ``max_new_tokens`` is
-one less) and single-token ``bad_words_ids`` (never generated). Texts are sorted by length and decoded
-in batches; the output keeps the input's order. A text longer than the model's positions is cut, with
+one less), single-token ``bad_words_ids`` (never generated), ``length_penalty``, ``forced_eos_token_id``
+(the last step's token) and ``renormalize_logits``; its other settings that differ from Hugging Face's
+defaults are named in a ``TranslationWarning``. Texts are sorted by length and decoded in batches; the output
+keeps the input's order. A text longer than the model's positions is cut, with
 a ``TranslationWarning``.
 """
 
@@ -21,6 +23,7 @@ import torch
 from torch import Tensor
 
 from ...generation import GenerateOutput, generate
+from ...generation.generate import RANGES
 from ...generation.texts import TranslationWarning, pad_batch
 from ...inference import engine_for
 from ..folder import read_json
@@ -31,6 +34,20 @@ __all__ = ["MarianTranslator", "TranslationWarning", "generation_defaults"]
 
 
 MAX_BEAMS = 256  # beams a folder may ask for by default (each keeps a row of the vocabulary's scores per step)
+# generation_config.json's keys attnkit reads (the first six), that repeat config.json (ids, versions) or that
+# choose what Hugging Face's generate returns besides the tokens (no effect on a translation)
+HONOURED = frozenset({"num_beams", "max_length", "bad_words_ids", "length_penalty", "forced_eos_token_id",
+                      "renormalize_logits", "bos_token_id", "eos_token_id",
+                      "pad_token_id", "decoder_start_token_id", "transformers_version", "_from_model_config",
+                      "use_cache", "output_attentions", "output_hidden_states", "output_scores", "output_logits",
+                      "return_dict_in_generate"})
+# Hugging Face's other generation settings and their defaults: one that differs is named in a warning
+HF_GENERATION = {"do_sample": False, "early_stopping": False, "num_beam_groups": 1, "diversity_penalty": 0.0,
+                 "temperature": 1.0, "top_k": 50, "top_p": 1.0, "typical_p": 1.0, "repetition_penalty": 1.0,
+                 "no_repeat_ngram_size": 0, "encoder_no_repeat_ngram_size": 0, "min_length": 0, "min_new_tokens": None,
+                 "max_new_tokens": None, "num_return_sequences": 1, "forced_bos_token_id": None,
+                 "remove_invalid_values": False,
+                 "exponential_decay_length_penalty": None, "suppress_tokens": None, "begin_suppress_tokens": None}
 
 
 def _count(gen: dict, key: str, low: int, high: int, source: Path) -> int | None:
@@ -73,6 +90,25 @@ def generation_defaults(folder: Path, hf: dict, config) -> dict:
     single = _bad_words(gen, config.tgt_vocab_size, source)
     if single:
         out["suppress_tokens"] = single
+    forced = _count(gen, "forced_eos_token_id", 0, config.tgt_vocab_size - 1, source)
+    if forced is not None:  # Hugging Face ends a hypothesis cut by the length limit with this id
+        out["forced_eos_token_id"] = forced
+    renormalize = gen.get("renormalize_logits")
+    if renormalize is not None:
+        if not isinstance(renormalize, bool):
+            raise ValueError(f"{source}: `renormalize_logits` must be true or false, got {renormalize!r:.80}")
+        out["renormalize_logits"] = renormalize
+    lp = gen.get("length_penalty")
+    if lp is not None:  # Hugging Face's beam search ranks by log p / length ** length_penalty, as generate does
+        if not RANGES["length_penalty"].contains(lp):
+            raise ValueError(f"{source}: `length_penalty` must be {RANGES['length_penalty'].text()}, got {lp!r:.80}")
+        out["length_penalty"] = float(lp)
+    ignored = sorted(k for k, v in gen.items() if k in HF_GENERATION and v != HF_GENERATION[k]
+                     or source == gen_file and k not in HF_GENERATION and k not in HONOURED)
+    if ignored:
+        warnings.warn(f"{source}: attnkit does not use {', '.join(f'`{k}`' for k in ignored[:8])}"
+                      f"{' ...' if len(ignored) > 8 else ''}; translations may differ from Hugging Face's",
+                      TranslationWarning, stacklevel=3)
     return out
 
 
