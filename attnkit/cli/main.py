@@ -50,14 +50,12 @@ def version() -> str:
     return f"attnkit {__version__} (torch {torch.__version__}, Python {platform.python_version()})"
 
 
-class _Version(argparse.Action):
+class _Version(argparse._VersionAction):
     """``--version``: torch's version is read only when asked for."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
-        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
-
     def __call__(self, parser, namespace, values, option_string=None):
-        parser.exit(0, version() + "\n")
+        parser._print_message(version() + "\n", sys.stdout)
+        parser.exit()
 
 
 def build_parser(command: str | None = "*") -> Parser:
