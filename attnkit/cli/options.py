@@ -25,7 +25,6 @@ from pathlib import Path
 from ..data.text import decode_line
 from ..nn.limits import Range, ints
 
-
 _ROLE = re.compile(r":\w+(?::\w+)?:`~?([^`]+)`")  # :func:`name`, :py:class:`~a.B`
 _EMPHASIS = re.compile(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])")  # *previous token*
 
