@@ -161,11 +161,24 @@ class Transcriber:
         return [token_digits(row[:min(int(n), int(k))].tolist()) for row, n, k in zip(hyp.tokens, hyp.lengths, limits)]
 
     # -- what the decoder looked at -------------------------------------------------------------
+    def decoding(self, *, ctc: bool = False, beam: int | None = None, ctc_weight: float | None = None) -> str:
+        """The decoding ``decode`` runs with these arguments, in words: "beam 5 + CTC 0.5", "greedy", ..."""
+        beam = self.beam if beam is None else beam
+        w = self.ctc_weight if ctc_weight is None else ctc_weight
+        return describe("ctc" if ctc else "joint" if w > 0 else "beam" if beam > 1 else "greedy", beam, w)
+
     @torch.no_grad()
-    def attend(self, samples: np.ndarray) -> AsrAlignment:
-        """Greedy decoding of one recording (at the model's rate) with the cross-attention of each token."""
+    def attend(self, samples: np.ndarray, digits: Sequence[int] | None = None) -> AsrAlignment:
+        """One recording (at the model's rate) with the decoder's cross-attention of each token: of ``digits``
+        (the transcript a decoding printed, END after it) read by the decoder, or without them of greedy
+        decoding's own tokens."""
         f = log_mel(samples, self.features)
         enc = self.model.encode_frames(f[None], torch.tensor([f.shape[0]]))
+        if digits is not None:
+            tokens = ([FIRST_DIGIT + int(d) for d in digits] + [EOS])[:self.model.config.max_positions - 1]
+            out = self.model.decode(torch.tensor([[BOS, *tokens[:-1]]]), enc.memory, output_attentions=True)
+            weights = torch.stack(out.cross_attentions)[:, 0]  # per layer (1, H, t, S) -> (L, H, t, S)
+            return AsrAlignment(f, tokens, weights, self.model.subsample)
         n = min(self.model.config.max_positions - 1, int(enc.lengths[0]) + 1)
         hyp = greedy_or_sample(self.model, enc.memory, None, self.ids, max_new_tokens=n, min_new_tokens=0,
                                suppress=torch.tensor([PAD, BOS]), use_cache=True, output_attentions=True,
@@ -174,12 +187,13 @@ class Transcriber:
         weights = hyp.cross_attentions[0, :t].permute(1, 2, 0, 3)  # (t, L, H, S) -> (L, H, t, S)
         return AsrAlignment(f, hyp.tokens[0, :t].tolist(), weights, self.model.subsample)
 
-    def lecture(self, samples: np.ndarray, path, title: str = ""):
+    def lecture(self, samples: np.ndarray, path, title: str = "", digits: Sequence[int] | None = None):
         """The lecture page of the decoder's cross-attention for one recording: per layer and head, q of each
-        generated token, k and v of every encoder step (``attnkit.viz.model_lecture_html``)."""
+        generated token (of ``digits`` when given, as ``attend``), k and v of every encoder step
+        (``attnkit.viz.model_lecture_html``)."""
         from ..viz.lecture import model_lecture_html
 
-        al = self.attend(samples)
+        al = self.attend(samples, digits)
         rows = torch.tensor([[BOS, *al.tokens[:-1]]])  # the decoder's input at each step
         with torch.no_grad():
             enc = self.model.encode_frames(al.frames[None], torch.tensor([al.frames.shape[0]]))

@@ -189,7 +189,8 @@ def finish(args, task: Task, result: dict) -> list[str]:
     n = task.meta.get("average", 0)
     if n > 1:
         folder, used = average_checkpoints(out, n)
-        lines.append(f"averaged {len(used)} checkpoints ({used[0].name} .. {used[-1].name}) into {folder}")
+        lines.append(f"averaged {len(used)} checkpoint{'s' if len(used) != 1 else ''} ({used[0].name} .. "
+                     f"{used[-1].name}) into {folder}")
     _, dev = corpora(args)
     if dev is not None:
         folder, meta = load_meta(out, which="best")

@@ -39,7 +39,8 @@ def _save(fig, path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=DPI, bbox_inches="tight")
+    title = fig._suptitle.get_text() if fig._suptitle is not None else ""  # also in the file: its Title text chunk
+    fig.savefig(tmp, dpi=DPI, bbox_inches="tight", metadata={"Title": title} if title else None)
     os.replace(tmp, path)
     return path
 
