@@ -17,7 +17,7 @@ that, each decoded, the digits joined.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +32,7 @@ from ..generation.protocol import TokenIds
 from ..inference import engine_for
 from ..models.asr import BOS, EOS, FIRST_DIGIT, PAD, label_of_tokens, token_digits
 from ..train.metrics import floor
+from ..train.progress import ticker
 
 __all__ = ["Transcriber", "AsrAlignment", "digit_errors", "score_lines", "split_long"]
 
@@ -121,9 +122,10 @@ class Transcriber:
     # -- decoding ---------------------------------------------------------------------------------
     @torch.inference_mode()
     def decode(self, frames: list[Tensor], *, ctc: bool = False, beam: int | None = None,
-               ctc_weight: float | None = None, length_penalty: float = 1.0) -> list[list[int]]:
+               ctc_weight: float | None = None, length_penalty: float = 1.0,
+               progress: Callable[[int], object] | None = None) -> list[list[int]]:
         """Log-mel frames of each utterance -> its digits. ``ctc``: CTC one pass; else beam ``beam`` (1 = greedy)
-        with CTC weight ``ctc_weight`` (defaults: the run's)."""
+        with CTC weight ``ctc_weight`` (defaults: the run's). ``progress(n)`` after each batch of n utterances."""
         beam = self.beam if beam is None else beam
         w = self.ctc_weight if ctc_weight is None else ctc_weight
         if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
@@ -136,6 +138,8 @@ class Transcriber:
             chunk = order[s:s + self.batch_size]
             for i, row in zip(chunk, self._decode_batch([frames[i] for i in chunk], ctc, beam, w, length_penalty)):
                 out[i] = row
+            if progress is not None:
+                progress(len(chunk))
         return out
 
     def _decode_batch(self, frames: list[Tensor], ctc: bool, beam: int, w: float, lp: float) -> list[list[int]]:
@@ -226,9 +230,9 @@ def describe(mode: str, beam: int, w: float) -> str:
 
 
 def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[list[int]], *, beam: int,
-                modes: Sequence[str] = MODES, ctc_weight: float | None = None) -> list[str]:
+                modes: Sequence[str] = MODES, ctc_weight: float | None = None, bars: bool | None = None) -> list[str]:
     """Digit error rate (edits / reference digits) and utterance accuracy of each decoding mode: lines.
-    ``ctc_weight``: the joint mode's (default: the run's)."""
+    ``ctc_weight``: the joint mode's (default: the run's). While decoding: a bar or plain lines (``bars``)."""
     w = tr.ctc_weight if ctc_weight is None else ctc_weight
     frames = [log_mel(x, tr.features) for x in audio]
     n_digits = sum(len(r) for r in refs)
@@ -237,7 +241,9 @@ def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[
         kw = {"ctc": dict(ctc=True), "greedy": dict(beam=1, ctc_weight=0.0), "beam": dict(beam=beam, ctc_weight=0.0),
               "joint": dict(beam=beam, ctc_weight=w)}[mode]
         t0 = time.perf_counter()
-        hyps = tr.decode(frames, **kw)
+        tick = ticker(f"{name}: decoding, {describe(mode, beam, w)}", len(frames), "utterances", bars=bars)
+        hyps = tr.decode(frames, progress=tick.update, **kw)
+        tick.close()
         seconds = time.perf_counter() - t0
         errs = [digit_errors(r, h) for r, h in zip(refs, hyps)]
         s, d, i = (sum(e[k] for e in errs) for k in range(3))

@@ -182,6 +182,7 @@ def finish(args, task: Task, result: dict) -> list[str]:
     """After training: average the last checkpoints (``--average``), then BLEU on the dev texts."""
     from ..train.average import average_checkpoints
     from ..train.checkpoint import load_meta
+    from ..train.progress import bars_wanted
 
     out, lines = Path(args.out), []
     if result.get("interrupted"):
@@ -195,5 +196,6 @@ def finish(args, task: Task, result: dict) -> list[str]:
     if dev is not None:
         folder, meta = load_meta(out, which="best")
         kw = DECODINGS[meta.get("decoder", "ar")].final_kwargs(task.meta.get("final_beam", 0) or 1)
-        lines += bleu_report(load(folder, meta), dev.src, dev.tgt, name=f"dev ({folder.name})", **kw)
+        bars = bars_wanted(getattr(args, "progress", None)) or None  # a bar, else plain lines in a log
+        lines += bleu_report(load(folder, meta), dev.src, dev.tgt, name=f"dev ({folder.name})", progress=bars, **kw)
     return lines
