@@ -93,7 +93,7 @@ def attention_heatmap(weights, path: str | os.PathLike, *, queries: Sequence[str
                 ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=7,
                         color="white" if w[i, j] > 0.55 * top else "#222")
     ax.set_title(title)
-    fig.colorbar(im, ax=ax, fraction=0.046, label="attention weight")
+    fig.colorbar(im, ax=ax, fraction=0.046, label="attention weight (linear colour scale)")
     out = _save(fig, path)
     plt.close(fig)
     return out
