@@ -20,9 +20,10 @@ from .test_help import ALL
 ROOT = Path(__file__).resolve().parents[2]
 
 # Commands whose --help needs no torch. The others still import it to build their options: demo, train, evaluate
-# (the task modules), lra (the attention variants' table), experiment (the experiments' configs).
+# (the task modules and their models' configs), experiment (the experiments' configs).
 WITHOUT_TORCH = [(), ("lecture",), ("embed",), ("similarity",), ("attend",), ("predict",), ("translate",),
-                 ("export",), ("positions",), ("complexity",), ("transcribe",), ("asr",), ("asr", "generate")]
+                 ("export",), ("positions",), ("complexity",), ("transcribe",), ("asr",), ("asr", "generate"),
+                 ("lra",), ("lra", "run"), ("lra", "cell"), ("lra", "generate", "pathfinder")]
 
 # The child times its own import and parse (an interpreter's start is not attnkit's) and says whether torch came in.
 CHILD = """
