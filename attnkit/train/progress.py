@@ -48,9 +48,14 @@ class _Pace:
     took) would come too late."""
 
     def __init__(self, total: int, done: int = 0):
-        self.total, self.first = total, done
+        self.total = total  # (done: where a resumed run starts; the pace counts from the first update)
         self.start = self.last_update = clock()
         self.last_line: float | None = None  # this display's last line
+        self.first_update: tuple[int, float] | None = None  # (done, time) at the first update: the pace from it
+
+    def updated(self, done: int, now: float) -> None:
+        self.last_update = now
+        self.first_update = self.first_update or (done, now)
 
     def since_line(self, now: float) -> float:
         """Seconds since the last progress line of any display (else since this one started; a clock that went
@@ -66,9 +71,11 @@ class _Pace:
         _wrote(now)
 
     def timing(self, done: int, now: float) -> str:
-        """``(1:02 in, about 6:40 left)`` from the pace since the start."""
+        """``(1:02 in, about 6:40 left)``: the time left at the pace since the first update (the first unit, which
+        often holds a start-up cost, left out), none before a second."""
         spent = now - self.start
-        left = spent / (done - self.first) * (self.total - done) if done > self.first else None
+        d1, t1 = self.first_update or (done, now)
+        left = 0.0 if done >= self.total else (now - t1) / (done - d1) * (self.total - done) if done > d1 else None
         return f"({clock_text(spent)} in" + (f", about {clock_text(left)} left)" if left is not None else ")")
 
 
@@ -87,7 +94,7 @@ class Ticker:
         if self.pace.due(now):
             self.write(f"{self.what}: {self.n}/{self.total}{self.unit}  {self.pace.timing(self.n, now)}")
             self.pace.wrote(now)
-        self.pace.last_update = now
+        self.pace.updated(self.n, now)
 
     def close(self) -> None:
         pass
@@ -152,7 +159,7 @@ class Progress:
             self.write(f"step {step}/{self.total}  {rate}{pace.timing(step, now)}")
             pace.wrote(now)
             self._logged = self._logged or rec is not None
-        pace.last_update = now
+        pace.updated(step, now)
 
     def write(self, line: str) -> None:
         """A whole line on stdout, above the bar if there is one."""
