@@ -18,8 +18,11 @@ __all__ = sorted(_MODULE)
 
 
 def __getattr__(name):
-    if name in _MODULE:
-        import importlib
+    import importlib
+    import importlib.util
 
+    if name in _MODULE:
         return getattr(importlib.import_module(f".{_MODULE[name]}", __name__), name)
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f".{name}", __name__)  # a submodule, as when this package imported them all
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
