@@ -49,13 +49,14 @@ def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path
     from ..viz.alignment import cross_attention_png
 
     page, al = tr.lecture(text, out_dir / f"cross_attention_{k}_lecture.html", **kw)
+    how = f" ({tr.describe(kw)})" if hasattr(tr, "describe") else ""  # the decoding that printed the translation
     paths = []
     for layer in range(al.weights.shape[0]):
         paths.append(cross_attention_png(al.weights[layer], al.source, al.target,
                                          out_dir / f"cross_attention_{k}_layer{layer + 1}.png",
-                                         title=f"layer {layer + 1}: {al.translation}"))
+                                         title=f"layer {layer + 1}: {al.translation}{how}"))
     paths.append(cross_attention_html(al.weights, al.source, al.target, out_dir / f"cross_attention_{k}.html",
-                                      title=f"cross-attention: {text} -> {al.translation}"))
+                                      title=f"cross-attention: {text} -> {al.translation}{how}"))
     tabs, _ = tr.decoder_page(text, out_dir / f"attention_{k}.html", **kw)
     try:
         masked = [tr.decoder_lecture(text, out_dir / f"decoder_self_attention_{k}_lecture.html", **kw)[0]]

@@ -29,3 +29,19 @@ def test_positions_label_input_then_output():
     assert decoder_positions(["<s>", "_A", "_man"], ["_A", "_man", "</s>"]) == ["<s>\u2192_A", "_A\u2192_man",
                                                                                "_man\u2192</s>"]
     assert decoder_positions(["_A", "_man"], ["_A", "_man"]) == ["_A", "_man"]  # a NAT pass reads what it writes
+
+
+def test_translate_attention_titles_name_the_printed_translation_and_its_decoding(tmp_path, capsys):
+    from tests.cli.test_transcribe_shown import png_text
+
+    run = make_run(tmp_path / "ar")
+    for beam, how in ((1, "greedy"), (2, "beam 2")):
+        att = tmp_path / f"att{beam}"
+        assert main(["translate", str(run), TEXT, "--attention", str(att), "--max-new-tokens", "7", "--beam",
+                     str(beam)]) == 0
+        printed = capsys.readouterr().out.rstrip("\n")
+        assert png_text(att / "cross_attention_0_layer1.png")["Title"] == f"layer 1: {printed} ({how})"
+        from attnkit.viz import read_attention_html
+
+        assert read_attention_html(att / "cross_attention_0.html")["title"] == \
+            f"cross-attention: {TEXT} -> {printed} ({how})"
