@@ -45,3 +45,16 @@ def test_translate_attention_titles_name_the_printed_translation_and_its_decodin
 
         assert read_attention_html(att / "cross_attention_0.html")["title"] == \
             f"cross-attention: {TEXT} -> {printed} ({how})"
+
+
+def test_translate_figures_choose_pages_or_pngs(tmp_path, capsys):
+    run = make_run(tmp_path / "ar")
+    names = {}
+    for figures in ("html", "png"):
+        att = tmp_path / figures
+        assert main(["translate", str(run), TEXT, "--attention", str(att), "--max-new-tokens", "5", "--figures",
+                     figures]) == 0
+        names[figures] = sorted(p.name for p in att.iterdir())
+    assert names["png"] == ["cross_attention_0_layer1.png", "cross_attention_0_layer2.png"]
+    assert names["html"] == ["attention_0.html", "cross_attention_0.html", "cross_attention_0_lecture.html",
+                             "decoder_self_attention_0_lecture.html"]
