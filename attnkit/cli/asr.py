@@ -14,7 +14,7 @@ from pathlib import Path
 from ..nn.limits import SEED, floats, ints
 from ..outputs import out_folder
 from ..train.checkpoint import CheckpointError, load_meta
-from .options import out_path
+from .options import add_threads_option, out_path, set_threads
 
 
 def open_transcriber(path: Path, which: str = "best"):
@@ -28,15 +28,18 @@ def open_transcriber(path: Path, which: str = "best"):
     return open_checkpoint(path, which)[3]
 
 
-def write_attention(tr, samples, name: str, k: int, out_dir: Path) -> list[Path]:
-    """The cross-attention PNG over the sound and the lecture page of one recording."""
+def write_attention(tr, samples, name: str, k: int, out_dir: Path, text: str, how: str) -> list[Path]:
+    """The cross-attention PNG over the sound and the lecture page of one recording: the decoder reading ``text``,
+    the transcript printed, which the decoding ``how`` wrote."""
     from ..viz.speech_alignment import speech_cross_attention_png
 
-    page, al = tr.lecture(samples, out_dir / f"cross_attention_{k}_lecture.html",
-                          title=f"cross-attention over the sound, step by step: {name}")
+    digits = [int(d) for d in text.split()]
+    page, al = tr.lecture(samples, out_dir / f"cross_attention_{k}_lecture.html", digits=digits,
+                          title=f"cross-attention over the sound, step by step: {name}: {text or '(no digits)'} "
+                                f"({how})")
     png = speech_cross_attention_png(al.frames, al.weights, al.labels, out_dir / f"cross_attention_{k}.png",
                                      frames_per_step=al.step_frames,
-                                     title=f"{name}: {' '.join(map(str, al.digits)) or '(no digits)'}")
+                                     title=f"{name}: {text or '(no digits)'} ({how})")
     return [png, page]
 
 
@@ -47,6 +50,7 @@ def run_transcribe(args) -> int:
         raise ValueError("transcribe: --ctc (CTC one pass) takes no --beam or --ctc-weight")
     if args.attention is not None:  # before the work: a file there is refused now, not after the transcripts
         out_folder(args.attention, "transcribe: --attention")
+    set_threads(args)
     tr = open_transcriber(args.checkpoint, args.which)
     audio, failed = {}, 0
     for f in args.files:
@@ -61,8 +65,13 @@ def run_transcribe(args) -> int:
     for f, text in zip(names, texts):
         print(f"{f}\t{text}" if len(args.files) > 1 else text)
     if args.attention is not None:
+        how = tr.decoding(ctc=args.ctc, beam=args.beam, ctc_weight=args.ctc_weight)
+        if args.ctc:  # CTC labels frames; it has no attention over them to draw
+            print("transcribe: CTC one pass records no attention; the maps show the decoder reading its transcript",
+                  file=sys.stderr)
+            how += "; drawn: the decoder reading it"
         for k, f in enumerate(names):
-            for p in write_attention(tr, audio[f], f, k, args.attention):
+            for p in write_attention(tr, audio[f], f, k, args.attention, texts[k], how):
                 print(f"wrote {p}", file=sys.stderr)
     return 1 if failed else 0
 
@@ -101,9 +110,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "0.5 in runs trained now)")
     p.add_argument("--attention", type=out_path, default=None, metavar="DIR",
                    help="write each file's decoder cross-attention over the sound (PNG) and its lecture page "
-                        "(HTML) to DIR (default: none)")
+                        "(HTML) to DIR: the decoder reading the transcript printed, titled with the decoding that "
+                        "wrote it (default: none)")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="in a run folder: the checkpoint with the best dev score, or the last one saved")
+    add_threads_option(p)
     p.set_defaults(func=run_transcribe)
 
     a = sub.add_parser("asr", help="speech recognition data: connected spoken digits")

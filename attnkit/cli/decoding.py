@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..generation.ctc_nat import RANGES as CTC_RANGES
-from ..generation.generate import RANGES
-from ..generation.mask_predict import RANGES as NAT_RANGES
+from ..nn.decoding_ranges import CTC_NAT as CTC_RANGES
+from ..nn.decoding_ranges import GENERATE as RANGES
+from ..nn.decoding_ranges import MASK_PREDICT as NAT_RANGES
 
 
 def generate_kwargs(args, decoder: str = "ar", command: str = "translate") -> dict:

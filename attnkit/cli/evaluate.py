@@ -12,11 +12,10 @@ from pathlib import Path
 from ..nn.limits import floats, ints
 from ..tasks import TASKS, task_module
 from ..tasks.options import add_data_args
-from ..train import evaluate
 from ..train.checkpoint import CheckpointError, load_meta
+from ..train.metrics import floor
 from .decoding import add_decoding_args, generate_kwargs
 from .options import add_threads_option, set_threads
-from .train import floor
 
 
 def open_checkpoint(path: Path, which: str = "best", options: dict | None = None):
@@ -52,6 +51,8 @@ def run(args) -> int:
         for line in mod.score(model, meta, args, generate_kwargs(args, meta.get("decoder", "ar"), "evaluate")):
             print(line)
         return 0
+    from ..train import evaluate
+
     data = mod.evaluation_data(meta, args.data, args)
     res = evaluate(mod.task_for(model, meta, args), model, data, batch_size=args.batch_size,
                    progress=show_progress(args))  # a bar on a terminal, nothing in a piped log

@@ -162,6 +162,8 @@ def run(args) -> int:
     print()
     for line in res["verdict"]:
         print(line)
+    for line in res.get("chance", []):  # the chance level, and a quick run's results within noise of it
+        print(line)
     print(f"\nwall time {(time.perf_counter() - t0) / 60:.1f} min; load average {load_average()}")
     print(f"wrote {res['figure']}, {res['markdown']} and {Path(args.out) / 'results.jsonl'}")
     left = json.loads((Path(args.out) / "run.json").read_text(encoding="utf-8")).get("jobs_left")

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from ..functional import explain
 from ..nn.limits import SEED
+
+if TYPE_CHECKING:  # torch is imported where the lecture runs, not to parse its options
+    import torch
 
 TOKENS = ["a1", "a2", "a3", "a4"]
 
@@ -46,6 +47,10 @@ def _head(I: torch.Tensor, w: tuple, scale: float, tag: str, mask: torch.Tensor 
     """One head of the example printed matrix by matrix (``tag``: "" or ",h" for head h); returns
     ``attnkit.explain``'s intermediates (batch-first). ``mask`` (Lq, Lk) bool, True = may attend: the masked
     scores read "masked" in A (set to -inf before the softmax) and their alpha' is 0."""
+    import torch
+
+    from ..functional import explain
+
     Wq, Wk, Wv = w
     sup = f"^{tag[1:]}" if tag else ""
     vec = (lambda x, i: f"{x}^{{{i}{tag}}}") if tag else (lambda x, i: f"{x}^{i}")  # q^i, or q^{i,h} of head h
@@ -79,6 +84,8 @@ CAUSAL = ("The masked (causal) version, as a decoder's self-attention: query q^i
 
 
 def run(out_dir: Path, seed: int = 0, d_in: int = 4, d_k: int = 3, causal: bool = False) -> dict:
+    import torch
+
     g = torch.Generator().manual_seed(seed)
     I = torch.randn(d_in, 4, generator=g)  # noqa: E741  columns a^1..a^4
     single = tuple(torch.randn(d_k, d_in, generator=g) for _ in range(3))
@@ -129,6 +136,8 @@ def _page(I: torch.Tensor, single: tuple, weights: list, Wo: torch.Tensor, d_k: 
     """Both examples as the lecture page: a^1..a^4 as tokens; example 1 with one head, no scaling and no W^o;
     example 2 with two heads, scaled, merged by W^o; the inputs and weights stored in full; ``mask`` (the causal
     version) on both."""
+    import torch
+
     from ..viz.heads import LayerParts
     from ..viz.lecture import lecture_html
 

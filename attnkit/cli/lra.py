@@ -19,9 +19,8 @@ from pathlib import Path
 from ..data.listops import COUNT, ListOpsConfig, generate_listops, write_listops
 from ..data.mqar import MQARConfig, generate_mqar, write_mqar
 from ..data.pathfinder import PathfinderConfig, generate_pathfinder, write_pathfinder
-from ..lra.settings import SUITES, TASKS
+from ..lra.settings import SUITES, TASKS, VARIANT_NAMES
 from ..nn.limits import SEED, ints
-from ..nn.variants import VARIANTS
 from ..outputs import out_folder, writing
 from ..tasks.options import add_config_args, config_from_args
 from .options import THREADS, out_path
@@ -61,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--quick", action="store_true", help="tiny sizes: a few minutes (what the tests use)")
     r.add_argument("--tasks", nargs="+", choices=TASKS, default=None,
                    help="default: all of the suite (text only with IMDb)")
-    r.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=None, help="default: all")
+    r.add_argument("--variants", nargs="+", choices=VARIANT_NAMES, default=None, help="default: all")
     r.add_argument("--seeds", nargs="+", type=SEED, default=None,
                    help="seeds of the data generators and of the cells' training (default 0 1 2; --quick: 0)")
     _data_args(r)
@@ -69,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     c = lsub.add_parser("cell", help="train and measure one variant on one task (one row of the table)")
     c.add_argument("--task", choices=TASKS, required=True, help="the task (a name of the suite's table)")
-    c.add_argument("--variant", choices=list(VARIANTS), required=True, help="the attention variant")
+    c.add_argument("--variant", choices=VARIANT_NAMES, required=True, help="the attention variant")
     c.add_argument("--suite", choices=sorted(SUITES), default="full", help="the sizes: full (the benchmark) or quick")
     c.add_argument("--seed", type=SEED, default=0, help="seed of the data generators and of the training")
     c.add_argument("--out", type=out_path, required=True, help="the cell's run folder (checkpoints, metrics)")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -25,10 +26,26 @@ from ..data.jsonfile import file_problem
 from ..data.text import decode_line
 from ..nn.limits import Range, ints
 
+_ROLE = re.compile(r":\w+(?::\w+)?:`~?([^`]+)`")  # :func:`name`, :py:class:`~a.B`
+_EMPHASIS = re.compile(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])")  # *previous token*
+
+
+def plain(text: str) -> str:
+    """Help text as a terminal shows it: docstrings' reST markup (``code``, :role:`name`, *emphasis*) dropped,
+    the words kept."""
+    return _EMPHASIS.sub(r"\1", _ROLE.sub(r"\1", text).replace("``", ""))
+
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Appends ``(an integer in [1, 8]; choices: ...; default: ...)`` (its range, choices and default) to an
-    option's help unless the help already says it."""
+    option's help unless the help already says it; descriptions and help come out without reST markup
+    (``plain``)."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain(super()._expand_help(action))
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = (action.help or "").removesuffix(" (default: %(default)s)")  # BooleanOptionalAction's, < 3.13

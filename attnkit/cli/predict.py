@@ -6,13 +6,22 @@ import argparse
 import os
 from pathlib import Path
 
+from ..train.checkpoint import load_meta
 from .evaluate import add_checkpoint_args, open_checkpoint
 from .options import add_threads_option, set_threads, utf8_text
+
+# Runs whose own command reads their inputs (WAV files, texts with decoding options) instead of predict.
+ELSEWHERE = {"asr": ("a speech recognition run", "attnkit transcribe RUN FILE.wav ... (`attnkit asr generate` "
+                                                  "writes WAV files)")}
 
 
 def run(args) -> int:
     set_threads(args)
     inputs = [x if os.path.exists(x) else utf8_text(x, f"predict: input {i + 1}") for i, x in enumerate(args.inputs)]
+    task = load_meta(args.checkpoint, which=args.which)[1].get("task")
+    if task in ELSEWHERE:
+        what, use = ELSEWHERE[task]
+        raise ValueError(f"predict: {args.checkpoint} is {what}; use {use}")
     folder, meta, mod, model = open_checkpoint(args.checkpoint, args.which)
     for line in mod.predict(model, meta, inputs, args.attention, args):
         print(line)

@@ -99,40 +99,64 @@ def run_attend(args) -> int:
     from ..viz.summary import attention_summary
 
     text = utf8_text(args.text, "attend: the text")
-    quoted = repr(text if len(text) <= 80 else text[:79] + "\u2026")  # titles: the model keeps 256 tokens at most
     set_threads(args)
     out = None if args.no_plots else out_folder(args.out, "attend: --out")  # before the model is loaded
     model = _model(args.model)
     res = model.attend(text)
     tokens = res.tokens
     labels = token_labels(tokens)  # "it@9": positions from 1, as q^9 in the lecture page; repeats told apart
-    n_layers, n_heads = res.attentions.shape[:2]
     print(f"{len(tokens)} tokens: {' '.join(tokens)}")
     for line in attention_summary(res.attentions, tokens):
         print(line)
     if args.no_plots:
         return 0
-    from ..viz import attention_grid, attention_heatmap, attention_html
+    if args.figures in ("html", "both"):
+        _attend_pages(args, model, text, res, labels, out)
+    if args.figures in ("png", "both"):
+        _attend_pngs(args, text, res, labels, out)
+    return 0
+
+
+def _quoted(text: str) -> str:
+    """The text as figure titles show it: its first 80 characters (the model keeps 256 tokens at most)."""
+    return repr(text if len(text) <= 80 else text[:79] + "\u2026")
+
+
+def _attend_pages(args, model, text: str, res, labels: list[str], out: Path) -> None:
+    from ..viz import attention_html
     from ..viz.lecture import model_lecture_html
 
+    quoted = _quoted(text)
     title = f"{quoted} ({args.model})"
     page = attention_html(res.attentions, labels, out / "attention.html", title=title)
-    print(f"wrote {page} (every layer and head; click one for its lines and matrix)")
+    print(f"wrote {page} (every layer and head; click one for its lines and matrix)", flush=True)
     lecture = model_lecture_html(model.model, lambda: model.attend(text), labels, out / "lecture.html",
                                  title=f"{title}: self-attention step by step")
-    print(f"wrote {lecture} (pick a layer, head and token: q, k, alpha, softmax, b, W^o with the model's numbers)")
+    print(f"wrote {lecture} (pick a layer, head and token: q, k, alpha, softmax, b, W^o with the model's numbers)",
+          flush=True)
+
+
+def _attend_pngs(args, text: str, res, labels: list[str], out: Path) -> None:
+    from ..viz import attention_grid, attention_heatmap
+    from ..viz.grid import AttentionGrid
+
+    quoted = _quoted(text)
+    n_layers, n_heads = res.attentions.shape[:2]
+    count = 1 + n_layers * (1 + (n_heads if args.each_head else 0))
+    print(f"writing {count} PNG files to {out} ...", flush=True)
     written = [attention_grid(res.attentions, out / "attention_grid.png", tokens=labels,
                               title=f"{quoted}: rows = layers, columns = heads")]
+    layer_grid = AttentionGrid((1, *res.attentions.shape[1:]), tokens=labels)  # one figure for every layer
     for n in range(n_layers):  # one layer's heads: (1, H, L, L)
-        written.append(attention_grid(res.attentions[n:n + 1], out / f"layer{n + 1}.png", tokens=labels,
-                                      title=f"{quoted}: layer {n + 1}"))
+        written.append(layer_grid.write(res.attentions[n:n + 1], out / f"layer{n + 1}.png",
+                                        title=f"{quoted}: layer {n + 1}"))
         for h in range(n_heads if args.each_head else 0):
             written.append(attention_heatmap(res.attentions[n, h], out / f"layer{n + 1}_head{h + 1}.png",
-                                             queries=labels, keys=labels, annotate=len(tokens) <= 8,
+                                             queries=labels, keys=labels, annotate=len(labels) <= 8,
                                              title=f"{quoted}: layer {n + 1}, head {h + 1}"))
+    layer_grid.close()
     names = "attention_grid.png, layer<N>.png" + (", layer<N>_head<H>.png" if args.each_head else "")
     print(f"wrote {len(written)} PNG files to {out} ({names})")
-    return 0
 
 
 def _dtype_options(p) -> None:
@@ -176,7 +200,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("text", help="the text whose attention to show")
     p.add_argument("--out", type=Path, default=Path("runs/attend"),
                    help="folder for attention.html, lecture.html and the PNG files")
-    p.add_argument("--each-head", action="store_true", help="also one PNG per layer and head")
+    p.add_argument("--figures", choices=("html", "png", "both"), default="both",
+                   help="what to write to --out: the HTML pages (attention.html, lecture.html: fast), the PNG files "
+                        "(most of the time) or both")
+    p.add_argument("--each-head", action="store_true", help="also one PNG per layer and head (with --figures png "
+                                                            "or both)")
     p.add_argument("--no-plots", action="store_true", help="only print the summary of what the heads do (no files)")
     common(p)
     p.set_defaults(func=run_attend)

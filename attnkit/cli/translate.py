@@ -42,21 +42,27 @@ def _print_warnings(caught) -> None:
         print(f"warning: {w.message}", file=sys.stderr)
 
 
-def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict) -> list[Path]:
+def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict, figures: str = "both") -> list[Path]:
     """Per layer a PNG (source x target, every head and their mean), the interactive page and the lecture page
     of its cross-attention (q, k, scores, softmax, weighted values, W^o), and the page of the encoder's, the
-    decoder's (masked) and the cross-attention as three tabs."""
+    decoder's (masked) and the cross-attention as three tabs; ``figures``: "png", "html" (the pages) or "both"."""
     from ..viz import cross_attention_html
     from ..viz.alignment import cross_attention_png
 
-    page, al = tr.lecture(text, out_dir / f"cross_attention_{k}_lecture.html", **kw)
+    if figures == "png":
+        page, al = None, tr.attend(text, **kw)
+    else:
+        page, al = tr.lecture(text, out_dir / f"cross_attention_{k}_lecture.html", **kw)
+    how = f" ({tr.describe(kw)})" if hasattr(tr, "describe") else ""  # the decoding that printed the translation
     paths = []
-    for layer in range(al.weights.shape[0]):
+    for layer in range(al.weights.shape[0] if figures != "html" else 0):
         paths.append(cross_attention_png(al.weights[layer], al.source, al.target,
                                          out_dir / f"cross_attention_{k}_layer{layer + 1}.png",
-                                         title=f"layer {layer + 1}: {al.translation}"))
+                                         title=f"layer {layer + 1}: {al.translation}{how}"))
+    if figures == "png":
+        return paths
     paths.append(cross_attention_html(al.weights, al.source, al.target, out_dir / f"cross_attention_{k}.html",
-                                      title=f"cross-attention: {text} -> {al.translation}"))
+                                      title=f"cross-attention: {text} -> {al.translation}{how}"))
     tabs, _ = tr.decoder_page(text, out_dir / f"attention_{k}.html", **kw)
     try:
         masked = [tr.decoder_lecture(text, out_dir / f"decoder_self_attention_{k}_lecture.html", **kw)[0]]
@@ -118,7 +124,7 @@ def run(args) -> int:
         if args.attention is not None:
             for k, text in enumerate(args.texts or texts[:1]):
                 if text.strip():
-                    written += write_attention(tr, text, k, args.attention, kw)
+                    written += write_attention(tr, text, k, args.attention, kw, args.figures)
         steps = []
         if args.steps is not None:
             steps, pages = write_steps(tr, [t for t in (args.texts or texts[:1]) if t.strip()], args.steps, args, kw)
@@ -139,6 +145,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--file", type=Path, default=None,
                    help="translate every line of this UTF-8 file too ('-' for stdin), empty lines stay empty "
                         "(default: none; with no texts either, the lines piped on stdin)")
+    p.add_argument("--figures", choices=("html", "png", "both"), default="both",
+                   help="with --attention: the HTML pages, the PNG files (slower) or both")
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",
                    help="write each layer's cross-attention as PNG and an interactive HTML page, its lecture page, "
                         "attention_K.html: the encoder's, the decoder's (masked) and the cross-attention as "

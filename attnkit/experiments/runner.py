@@ -270,3 +270,26 @@ def mean_table(summary: Sequence[dict], models: Sequence[str], x_label: str, *, 
                 parts.append(f"{s['mean'] * scale:.{digits}f} ± {s['std'] * scale:.{digits}f}")
         lines.append(f"| {x} | " + " | ".join(parts) + " |")
     return "\n".join(lines)
+
+
+def chance_note(summary: Sequence[dict], *, chance: float, samples: Callable[[int], int], real: str,
+                names: dict[str, str] | None = None) -> list[str]:
+    """Lines for the terminal: the chance level, and which models' results are all within noise of it. A point
+    (its mean over seeds, of ``samples(x)`` scored items per seed) is within noise when it is less than two
+    standard errors from ``chance``: of a guesser's binomial error, or of the seeds' spread if that is larger.
+    When every result is, a last line says so and names ``real``, the command (and its time) giving a real
+    answer."""
+    names = names or {}
+    at: dict[str, bool] = {}
+    for s in summary:
+        if s["mean"] is None:
+            continue
+        n = max(1, samples(s["x"]) * s["n"])
+        noise = 2 * max(math.sqrt(chance * (1 - chance) / n), (s["std"] or 0.0) / math.sqrt(max(s["n"], 1)))
+        at[s["model"]] = at.get(s["model"], True) and abs(s["mean"] - chance) <= noise
+    near = [names.get(m, m) for m, yes in at.items() if yes]
+    lines = [f"chance: {100 * chance:.1f}%" + (f"; within noise of it: {', '.join(near)}" if near else "")]
+    if at and len(near) == len(at):
+        lines.append(f"every result here is at chance: these sizes check the pipeline, not the claim. A real "
+                     f"answer: {real}")
+    return lines

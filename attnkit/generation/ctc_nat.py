@@ -20,13 +20,13 @@ from torch import Tensor
 
 from ..functional.masks import keep_positions
 from ..models.nat import ctc_row_length, ctc_row_lengths
-from ..nn.limits import floats
+from ..nn.decoding_ranges import CTC_NAT
 from .ctc import collapse
 from .mask_predict import NATOutput, best_of_hidden, check_sources
 
 __all__ = ["ctc_decode", "RANGES"]
 
-RANGES = {"blank_penalty": floats(-100.0, 100.0)}  # the command line's too
+RANGES = CTC_NAT  # the command line's too
 
 LIST_UP_TO = 256  # labels (B x W) up to which the rows collapse as Python lists
 

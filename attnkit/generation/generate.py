@@ -24,19 +24,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..nn.limits import SEED, check_memory, floats, ints
+from ..nn.decoding_ranges import GENERATE
+from ..nn.limits import check_memory
 from .beam import beam_search
 from .protocol import token_ids
 from .search import greedy_or_sample
 
 __all__ = ["generate", "GenerateOutput", "RANGES"]
 
-LENGTHS = ints(0, 65536)
-RANGES = {  # generate's numeric arguments: wide enough for any real use; NaN and inf never
-    "max_new_tokens": LENGTHS, "min_new_tokens": LENGTHS, "num_beams": ints(1, 1024),
-    "length_penalty": floats(-100, 100), "temperature": floats(1e-4, 1e4), "top_k": ints(0, 2**24),
-    "top_p": floats(0, 1, open_low=True), "seed": SEED,
-}
+RANGES = GENERATE  # generate's numeric arguments: wide enough for any real use; NaN and inf never
 
 
 @dataclass

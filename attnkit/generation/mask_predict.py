@@ -32,11 +32,11 @@ from torch import Tensor
 from ..functional.masks import keep_positions
 from ..functional.tokens import best_tokens
 from ..nn import LayerCache
-from ..nn.limits import ints
+from ..nn.decoding_ranges import MASK_PREDICT
 
 __all__ = ["mask_predict", "NATOutput", "RANGES", "best_of_hidden"]
 
-RANGES = {"iterations": ints(1, 1024), "length_candidates": ints(1, 256)}  # the command line's too
+RANGES = MASK_PREDICT  # the command line's too
 CHUNK_LOGITS = 1 << 19  # logits of one chunk of rows in ``best_of_hidden``: a chunk's logits stay in cache
 
 

@@ -48,13 +48,14 @@ def _progress_bar(total: int):
 
 def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], list[int]],
                     generate: Callable[[Tensor, Tensor], object], decode: Callable[[Tensor], str], pad_id: int,
-                    batch_size: int, progress: bool = False) -> list[str]:
+                    batch_size: int, progress: bool | None = False) -> list[str]:
     """Translate ``texts`` (a list, or one string) -> list of texts in the same order (see the module doc).
 
     ``source_ids(text, where)``: the ids to translate (``where`` names the text in warnings);
     ``generate(input_ids, attention_mask)``: an object with ``.sequences`` (B, T), the mask None when no row is
     padded; ``decode(row)``: text.
-    ``progress``: a progress bar (tqdm, on stderr) counting the texts translated.
+    ``progress``: a progress bar (tqdm, on stderr) counting the texts translated; None: plain lines on stdout,
+    at least every 10 s while it runs (``attnkit.train.progress.Ticker``: for a log); False: nothing.
     """
     if isinstance(texts, str):
         texts = [texts]
@@ -68,7 +69,12 @@ def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], 
             continue
         rows[i] = source_ids(text.strip(), f"text {i + 1}")
     order = sorted(rows, key=lambda i: len(rows[i]))
-    bar = _progress_bar(len(order)) if progress else None
+    if progress is None:
+        from ..train.progress import Ticker
+
+        bar = Ticker("translate", len(order), "texts")
+    else:
+        bar = _progress_bar(len(order)) if progress else None
     try:
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]

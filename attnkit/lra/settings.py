@@ -128,6 +128,9 @@ def _quick(name: str, s: TaskSettings) -> TaskSettings:
 
 SUITES["quick"] = {name: _quick(name, s) for name, s in SUITES["full"].items()}
 TASKS = tuple(dict.fromkeys(name for suite in SUITES.values() for name in suite))  # every task name
+# attnkit.nn.variants.VARIANTS' names, in its order, read without importing torch (the command line's choices;
+# tests/lra/test_variant_names.py keeps the two equal)
+VARIANT_NAMES = ("full", "local", "longformer", "sparse", "linear", "performer", "linformer", "nystrom")
 
 
 def suite_settings(suite: str, task: str) -> TaskSettings:

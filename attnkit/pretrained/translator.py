@@ -42,10 +42,10 @@ class TextTranslator:
     def _piece(self, token_id: int) -> str:
         raise NotImplementedError
 
-    def translate(self, texts: list[str] | str, *, batch_size: int | None = None, progress: bool = False,
+    def translate(self, texts: list[str] | str, *, batch_size: int | None = None, progress: bool | None = False,
                   **generate_kwargs) -> list[str]:
         """Translate ``texts`` (a list, or one string) -> list of texts, in the same order. ``progress``: a bar
-        (tqdm, on stderr) counting the texts translated."""
+        (tqdm, on stderr) counting the texts translated; None: plain lines in a log when it runs long."""
         return translate_texts(texts, source_ids=self.source_ids, decode=self._row_text, pad_id=self._pad_id,
                                generate=lambda ids, mask: self.generate(ids, mask, **generate_kwargs),
                                batch_size=batch_size or self.batch_size, progress=progress)
@@ -102,10 +102,10 @@ class TextTranslator:
     def decoder_lecture(self, text: str, path, **generate_kwargs):
         """Translate one text, then write the lecture page of the decoder's self-attention over it (masked in an
         autoregressive model: a query's later keys get alpha' = 0). Returns (page, Alignment)."""
-        from ..viz.decoder import decoder_lecture_html
+        from ..viz.decoder import decoder_lecture_html, decoder_positions
 
         al, ids, mask, rows = self._attend(text, generate_kwargs)
-        inputs = [self._piece(i) for i in rows[0].tolist()]
+        inputs = decoder_positions([self._piece(i) for i in rows[0].tolist()], al.target)  # as the tabs label them
         return decoder_lecture_html(self.model, lambda: self._lecture_pass(ids, mask, rows), inputs, path,
                                     title=f"the decoder's self-attention, step by step: {text.strip()} -> "
                                           f"{al.translation}"), al

@@ -162,8 +162,9 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     meta = {"features": features.to_dict(), **asr_sets.set_meta(args, seed)}
     sets = asr_sets.make_sets(meta, ("train", "dev", *asr_sets.test_names(meta)), path=args.data,
                               download=args.download, root=args.data_dir)
-    train, dev = asr_sets.examples(sets["train"], features), asr_sets.examples(sets["dev"], features)
-    test = asr_sets.examples(sets["recordings"], features)
+    bars = getattr(args, "progress", None)
+    train, dev, test = (asr_sets.examples(sets[name], features, name, bars=bars) for name in ("train", "dev",
+                                                                                              "recordings"))
     meta["max_seconds"] = round(max(len(u.samples) for u in sets["train"]) / features.sample_rate, 2)
     torch.manual_seed(seed)
     model = AsrModel(cfg)
@@ -246,5 +247,6 @@ def finish(args, task: Task, result: dict) -> list[str]:
     tr = load(folder, meta)
     lines = []
     for name, (audio, refs) in asr_sets.named_sets(meta, "test", args).items():
-        lines += score_lines(tr, name, audio, refs, beam=meta["decoding"]["beam"], modes=("ctc", "joint"))
+        lines += score_lines(tr, name, audio, refs, beam=meta["decoding"]["beam"], modes=("ctc", "joint"),
+                             bars=getattr(args, "progress", None))
     return lines

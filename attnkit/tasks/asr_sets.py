@@ -21,6 +21,7 @@ from ..data.digits import DigitsConfig, DigitUtterances, pools
 from ..data.fsdd import load_fsdd
 from ..data.sound import read_audio
 from ..models.asr import BOS, EOS, digit_tokens
+from ..train.progress import ticker
 
 __all__ = ["set_meta", "test_names", "make_sets", "examples", "named_sets", "read_tsv", "SEEDS"]
 
@@ -56,14 +57,22 @@ def make_sets(meta: dict, names, *, path=None, download: bool = False, root=None
     return out
 
 
-def examples(utterances, features: FeatureConfig) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def examples(utterances, features: FeatureConfig, what: str = "utterances", *,
+             bars: bool | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """[(log-mel frames (T, n_mels), tokens BOS + digits + END)] of every utterance (on one thread: short
-    transforms only lose time handing work between threads)."""
+    transforms only lose time handing work between threads), with a bar or plain lines (``bars``) saying how
+    far ``prepare WHAT`` is."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    tick = ticker(f"prepare {what}", len(utterances), "utterances", bars=bars)
+    out = []
     try:
-        return [(log_mel(u.samples, features), torch.tensor([BOS, *digit_tokens(u.digits), EOS])) for u in utterances]
+        for u in utterances:
+            out.append((log_mel(u.samples, features), torch.tensor([BOS, *digit_tokens(u.digits), EOS])))
+            tick.update()
+        return out
     finally:
+        tick.close()
         torch.set_num_threads(threads)
 
 

@@ -17,7 +17,7 @@ that, each decoded, the digits joined.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +32,7 @@ from ..generation.protocol import TokenIds
 from ..inference import engine_for
 from ..models.asr import BOS, EOS, FIRST_DIGIT, PAD, label_of_tokens, token_digits
 from ..train.metrics import floor
+from ..train.progress import ticker
 
 __all__ = ["Transcriber", "AsrAlignment", "digit_errors", "score_lines", "split_long"]
 
@@ -122,9 +123,10 @@ class Transcriber:
     # -- decoding ---------------------------------------------------------------------------------
     @torch.inference_mode()
     def decode(self, frames: list[Tensor], *, ctc: bool = False, beam: int | None = None,
-               ctc_weight: float | None = None, length_penalty: float = 1.0) -> list[list[int]]:
+               ctc_weight: float | None = None, length_penalty: float = 1.0,
+               progress: Callable[[int], object] | None = None) -> list[list[int]]:
         """Log-mel frames of each utterance -> its digits. ``ctc``: CTC one pass; else beam ``beam`` (1 = greedy)
-        with CTC weight ``ctc_weight`` (defaults: the run's)."""
+        with CTC weight ``ctc_weight`` (defaults: the run's). ``progress(n)`` after each batch of n utterances."""
         beam = self.beam if beam is None else beam
         w = self.ctc_weight if ctc_weight is None else ctc_weight
         if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
@@ -137,6 +139,8 @@ class Transcriber:
             chunk = order[s:s + self.batch_size]
             for i, row in zip(chunk, self._decode_batch([frames[i] for i in chunk], ctc, beam, w, length_penalty)):
                 out[i] = row
+            if progress is not None:
+                progress(len(chunk))
         return out
 
     def _decode_batch(self, frames: list[Tensor], ctc: bool, beam: int, w: float, lp: float) -> list[list[int]]:
@@ -162,13 +166,26 @@ class Transcriber:
         return [token_digits(row[:min(int(n), int(k))].tolist()) for row, n, k in zip(hyp.tokens, hyp.lengths, limits)]
 
     # -- what the decoder looked at -------------------------------------------------------------
+    def decoding(self, *, ctc: bool = False, beam: int | None = None, ctc_weight: float | None = None) -> str:
+        """The decoding ``decode`` runs with these arguments, in words: "beam 5 + CTC 0.5", "greedy", ..."""
+        beam = self.beam if beam is None else beam
+        w = self.ctc_weight if ctc_weight is None else ctc_weight
+        return describe("ctc" if ctc else "joint" if w > 0 else "beam" if beam > 1 else "greedy", beam, w)
+
     @torch.no_grad()
-    def attend(self, samples: np.ndarray) -> AsrAlignment:
-        """Greedy decoding of one recording (at the model's rate) with the cross-attention of each token. A recording
-        longer than a piece (``max_seconds``) shows its first piece, as decoding cuts it: the figures and pages
-        stay bounded (an hour's cross-attention would take GBs, and no page could show it)."""
+    def attend(self, samples: np.ndarray, digits: Sequence[int] | None = None) -> AsrAlignment:
+        """One recording (at the model's rate) with the decoder's cross-attention of each token: of ``digits``
+        (the transcript a decoding printed, END after it) read by the decoder, or without them of greedy
+        decoding's own tokens. A recording longer than a piece (``max_seconds``) shows its first piece, as
+        decoding cuts it: the figures and pages stay bounded (an hour's cross-attention would take GBs, and no
+        page could show it)."""
         f = log_mel(split_long(np.asarray(samples, dtype=np.float32), self.rate, self.max_seconds)[0], self.features)
         enc = self.model.encode_frames(f[None], torch.tensor([f.shape[0]]))
+        if digits is not None:
+            tokens = ([FIRST_DIGIT + int(d) for d in digits] + [EOS])[:self.model.config.max_positions - 1]
+            out = self.model.decode(torch.tensor([[BOS, *tokens[:-1]]]), enc.memory, output_attentions=True)
+            weights = torch.stack(out.cross_attentions)[:, 0]  # per layer (1, H, t, S) -> (L, H, t, S)
+            return AsrAlignment(f, tokens, weights, self.model.subsample)
         n = min(self.model.config.max_positions - 1, int(enc.lengths[0]) + 1)
         hyp = greedy_or_sample(self.model, enc.memory, None, self.ids, max_new_tokens=n, min_new_tokens=0,
                                suppress=torch.tensor([PAD, BOS]), use_cache=True, output_attentions=True,
@@ -177,12 +194,13 @@ class Transcriber:
         weights = hyp.cross_attentions[0, :t].permute(1, 2, 0, 3)  # (t, L, H, S) -> (L, H, t, S)
         return AsrAlignment(f, hyp.tokens[0, :t].tolist(), weights, self.model.subsample)
 
-    def lecture(self, samples: np.ndarray, path, title: str = ""):
+    def lecture(self, samples: np.ndarray, path, title: str = "", digits: Sequence[int] | None = None):
         """The lecture page of the decoder's cross-attention for one recording: per layer and head, q of each
-        generated token, k and v of every encoder step (``attnkit.viz.model_lecture_html``)."""
+        generated token (of ``digits`` when given, as ``attend``), k and v of every encoder step
+        (``attnkit.viz.model_lecture_html``)."""
         from ..viz.lecture import model_lecture_html
 
-        al = self.attend(samples)
+        al = self.attend(samples, digits)
         rows = torch.tensor([[BOS, *al.tokens[:-1]]])  # the decoder's input at each step
         with torch.no_grad():
             enc = self.model.encode_frames(al.frames[None], torch.tensor([al.frames.shape[0]]))
@@ -215,9 +233,9 @@ def describe(mode: str, beam: int, w: float) -> str:
 
 
 def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[list[int]], *, beam: int,
-                modes: Sequence[str] = MODES, ctc_weight: float | None = None) -> list[str]:
+                modes: Sequence[str] = MODES, ctc_weight: float | None = None, bars: bool | None = None) -> list[str]:
     """Digit error rate (edits / reference digits) and utterance accuracy of each decoding mode: lines.
-    ``ctc_weight``: the joint mode's (default: the run's)."""
+    ``ctc_weight``: the joint mode's (default: the run's). While decoding: a bar or plain lines (``bars``)."""
     w = tr.ctc_weight if ctc_weight is None else ctc_weight
     frames = [log_mel(x, tr.features) for x in audio]
     n_digits = sum(len(r) for r in refs)
@@ -226,7 +244,9 @@ def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[
         kw = {"ctc": dict(ctc=True), "greedy": dict(beam=1, ctc_weight=0.0), "beam": dict(beam=beam, ctc_weight=0.0),
               "joint": dict(beam=beam, ctc_weight=w)}[mode]
         t0 = time.perf_counter()
-        hyps = tr.decode(frames, **kw)
+        tick = ticker(f"{name}: decoding, {describe(mode, beam, w)}", len(frames), "utterances", bars=bars)
+        hyps = tr.decode(frames, progress=tick.update, **kw)
+        tick.close()
         seconds = time.perf_counter() - t0
         errs = [digit_errors(r, h) for r, h in zip(refs, hyps)]
         s, d, i = (sum(e[k] for e in errs) for k in range(3))

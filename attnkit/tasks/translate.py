@@ -182,6 +182,7 @@ def finish(args, task: Task, result: dict) -> list[str]:
     """After training: average the last checkpoints (``--average``), then BLEU on the dev texts."""
     from ..train.average import average_checkpoints
     from ..train.checkpoint import load_meta
+    from ..train.progress import bars_wanted
 
     out, lines = Path(args.out), []
     if result.get("interrupted"):
@@ -189,10 +190,12 @@ def finish(args, task: Task, result: dict) -> list[str]:
     n = task.meta.get("average", 0)
     if n > 1:
         folder, used = average_checkpoints(out, n)
-        lines.append(f"averaged {len(used)} checkpoints ({used[0].name} .. {used[-1].name}) into {folder}")
+        lines.append(f"averaged {len(used)} checkpoint{'s' if len(used) != 1 else ''} ({used[0].name} .. "
+                     f"{used[-1].name}) into {folder}")
     _, dev = corpora(args)
     if dev is not None:
         folder, meta = load_meta(out, which="best")
         kw = DECODINGS[meta.get("decoder", "ar")].final_kwargs(task.meta.get("final_beam", 0) or 1)
-        lines += bleu_report(load(folder, meta), dev.src, dev.tgt, name=f"dev ({folder.name})", **kw)
+        bars = bars_wanted(getattr(args, "progress", None)) or None  # a bar, else plain lines in a log
+        lines += bleu_report(load(folder, meta), dev.src, dev.tgt, name=f"dev ({folder.name})", progress=bars, **kw)
     return lines

@@ -107,7 +107,7 @@ class Translator(TextTranslator):
 
 
 def bleu_report(translator: Translator, sources: list[str], references: list[str], *, name: str = "test",
-                progress: bool = False, **generate_kwargs) -> list[str]:
+                progress: bool | None = False, **generate_kwargs) -> list[str]:
     """Translate ``sources`` and score them against ``references`` with sacreBLEU: lines to print."""
     try:
         import sacrebleu

@@ -26,13 +26,13 @@ import shutil
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
 from ..data.jsonfile import read_json
 from ..outputs import swap_in, writing
-from .state import decode, encode
+
+if TYPE_CHECKING:
+    from torch import nn
 
 FORMAT_VERSION = 2  # 1: trainer state in trainer.pt (a pickle, no longer read), no checksums
 WEIGHTS, META, STATE_TENSORS, STATE_JSON = "model.safetensors", "meta.json", "trainer.safetensors", "trainer.json"
@@ -105,6 +105,8 @@ def save_checkpoint(out_dir: str | os.PathLike, model: nn.Module, meta: dict, *,
         with writing(tmp / WEIGHTS):
             save_file(tensors, str(tmp / WEIGHTS), metadata={"format_version": str(FORMAT_VERSION)})
         if trainer_state is not None:
+            from .state import encode
+
             doc, state_tensors = encode(trainer_state)
             with writing(tmp / STATE_TENSORS):
                 save_file(state_tensors, str(tmp / STATE_TENSORS))
@@ -323,6 +325,8 @@ def load_weights(folder: str | os.PathLike, model: nn.Module, *, missing_ok: tup
 def fill(folder: Path, model: nn.Module, state: dict, *, missing_ok: tuple[str, ...] = ()) -> list[str]:
     """``load_weights`` for weights already read from ``folder``; a NaN or infinite weight is refused (as at save)
     with the tensor's name."""
+    import torch
+
     for name, t in state.items():
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             raise CheckpointError(f"checkpoint: weights in {folder}: tensor {name} holds NaN or infinite values "
@@ -353,6 +357,8 @@ def load_trainer_state(folder: str | os.PathLike) -> dict:
     path = verified(folder, STATE_JSON, meta)
     tensors = _read_safetensors(verified(folder, STATE_TENSORS, meta))
     try:
+        from .state import decode
+
         return decode(read_json(path), tensors)
     except (ValueError, UnicodeDecodeError, TypeError, KeyError) as e:
         raise CheckpointError(f"checkpoint: {path} is not a valid trainer state ({_one_line(e)})") from None

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from . import distributed as dist
 from .metrics import IGNORE, count_correct
-from .progress import bars_wanted, tqdm_bar
+from .progress import ticker, tqdm_bar
 
 if TYPE_CHECKING:
     from .engine import Task
@@ -45,7 +45,8 @@ def autocast(device: torch.device | str, bf16: bool):
 def evaluate(task: Task, model: nn.Module, data: Sequence, *, batch_size: int = 128, bf16: bool = False,
              device: torch.device | str = "cpu", progress: bool | None = None, desc: str = "eval") -> dict:
     """Accuracy and mean loss of ``model`` on ``data`` (sharded over torchrun processes, then summed).
-    ``progress``: a bar (None: when stderr is a terminal)."""
+    ``progress``: a bar (None: when stderr is a terminal); without one, a plain line at least every 10 s of a
+    long evaluation (``progress.ticker``)."""
     if len(data) == 0:
         raise ValueError(f"evaluate: the {desc} dataset is empty")
     was = model.training
@@ -57,8 +58,8 @@ def evaluate(task: Task, model: nn.Module, data: Sequence, *, batch_size: int = 
     except TypeError:
         pass
     correct = counted = loss_sum = 0.0
-    bar = tqdm_bar(total=len(idx), desc=desc, unit=" examples", leave=False,
-                   disable=not (bars_wanted(progress) and dist.is_main()))
+    bar = ticker(f"{desc}: scoring", len(idx), "examples", bars=progress) if dist.is_main() else \
+        tqdm_bar(total=len(idx), disable=True)  # a bar, or plain lines when it runs long
     for i in range(0, len(idx), batch_size):
         chunk = [data[j] for j in idx[i:i + batch_size]]
         batch = to_device(task.collate(chunk), torch.device(device))

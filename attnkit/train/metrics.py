@@ -6,8 +6,10 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from torch import Tensor
+if TYPE_CHECKING:
+    from torch import Tensor
 
 IGNORE = -100  # targets with this value are not scored (padding, non-first subwords, unlabelled nodes)
 

@@ -17,8 +17,10 @@ and keep the warm-up asked for. The engine says which happened (``warmup_note``)
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 SCHEDULES = ("linear", "cosine", "inverse_sqrt", "constant")
 
@@ -79,5 +81,7 @@ def make_scheduler(optimizer: torch.optim.Optimizer, kind: str, warmup: int, tot
         if progress is not None:
             step = max(step, min(total - 1, int(progress() * total)))
         return lr_factor(kind, step, warmup, total)
+
+    import torch
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

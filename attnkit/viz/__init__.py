@@ -1,6 +1,7 @@
 """Figures: PNG heatmaps (matplotlib, imported lazily) and self-contained interactive HTML pages."""
 
-from .heatmap import attention_grid, attention_heatmap
+from .grid import attention_grid
+from .heatmap import attention_heatmap
 from .html import attention_html, cross_attention_html, read_attention_html
 from .lecture import lecture_html, model_lecture_html, read_lecture_html
 

@@ -30,7 +30,8 @@ from .html import SCRIPTS, SMALL, _first_word, _weights, attention_body
 from .lecture import lecture_html
 from .page import pack, read_page_data, unpack, write_page
 
-__all__ = ["DecoderAttention", "decoder_attention", "decoder_html", "decoder_lecture_html", "read_decoder_html"]
+__all__ = ["DecoderAttention", "decoder_attention", "decoder_html", "decoder_positions", "decoder_lecture_html",
+           "read_decoder_html"]
 
 KINDS = ("encoder", "decoder", "cross")
 
@@ -77,15 +78,17 @@ _TABS = """<div class="tabs" id="tabs"></div><p class="note" id="tab-note"></p>"
 _NOTES = {
     "encoder": "The encoder's self-attention: every source piece (query) looks at every source piece (key), "
                "nothing masked.",
-    "causal": "The decoder's masked self-attention: row i is the decoder at position i, whose input is the token "
-              "labelled (the start token, then each token it wrote, fed back). It sees its own input and the earlier "
-              "ones only: the later keys are masked (grey, the triangle above the diagonal), \u03b1' = 0, because "
-              "when position i writes its token the later ones do not exist yet.",
+    "causal": "The decoder's masked self-attention: row i is the decoder at position i, labelled input\u2192output "
+              "as in the cross-attention tab (its input: the start token, then each token it wrote, fed back; its "
+              "output: the token it writes). It sees its own input and the earlier ones only: the later keys are "
+              "masked (grey, the triangle above the diagonal), \u03b1' = 0, because when position i writes its token "
+              "the later ones do not exist yet.",
     "parallel": "The decoder's self-attention in a non-autoregressive model is not masked: every position is "
                 "written at once, so each sees every other (no future to hide). The labels are the translation's "
                 "tokens, the decoder's input on its last Mask-Predict pass.",
-    "cross": "Cross-attention: queries from the decoder (a row per target position, labelled with the token it "
-             "writes), keys and values from the encoder's output (a column per source piece).",
+    "cross": "Cross-attention: queries from the decoder (a row per target position, labelled as in the decoder "
+             "tab: its input\u2192the token it writes), keys and values from the encoder's output (a column per "
+             "source piece).",
 }
 
 
@@ -113,16 +116,26 @@ def decoder_html(att: DecoderAttention, source: Sequence[str], inputs: Sequence[
     if first not in KINDS:
         raise ValueError(f"decoder_html: `first` must be one of {KINDS}, got {first!r}")
     causal = att.decoder_mask is not None and bool((~att.decoder_mask).any())
+    positions = decoder_positions(inp, out)  # one label per decoder position, the same in both of its tabs
     tabs = [_tab("encoder self-attention", att.encoder, src, src, None, ("source (query)", "source (key)"), "queries",
                  "encoder", _NOTES["encoder"]),
-            _tab("decoder self-attention" + (" (masked)" if causal else " (not masked)"), att.decoder, inp, inp,
+            _tab("decoder self-attention" + (" (masked)" if causal else " (not masked)"), att.decoder, positions,
+                 positions,
                  att.decoder_mask if causal else None, ("target (query)", "target (key)"), "queries", "decoder",
                  _NOTES["causal" if causal else "parallel"]),
-            _tab("cross-attention", att.cross, out, src, None, ("target token", "source token"), "keys", "decoder",
-                 _NOTES["cross"])]
+            _tab("cross-attention", att.cross, positions, src, None, ("target (query)", "source (key)"), "keys",
+                 "decoder", _NOTES["cross"])]
     data = {"title": str(title), "tabs": tabs, "first": KINDS.index(first), "causal": causal}
     return write_page(path, title=title, body='<h2 id="title"></h2>' + _TABS + attention_body().split("\n", 1)[1],
                       scripts=[*SCRIPTS[:-1], "decoder.js"], data=data)
+
+
+def decoder_positions(inputs: Sequence[str], outputs: Sequence[str]) -> list[str]:
+    """A decoder position's label, one in every tab: ``input\u2192output`` (``<s>\u2192_A``, ``_A\u2192_man``), or
+    the token alone where each position's input is its output (a NAT model's last pass)."""
+    if list(inputs) == list(outputs):
+        return list(outputs)
+    return [f"{i}\u2192{o}" for i, o in zip(inputs, outputs)]
 
 
 @torch.no_grad()

@@ -59,7 +59,8 @@ def _save(fig, path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=DPI, bbox_inches="tight")
+    title = fig._suptitle.get_text() if fig._suptitle is not None else ""  # also in the file: its Title text chunk
+    fig.savefig(tmp, dpi=DPI, bbox_inches="tight", metadata={"Title": title} if title else None)
     os.replace(tmp, path)
     return path
 
@@ -112,71 +113,7 @@ def attention_heatmap(weights, path: str | os.PathLike, *, queries: Sequence[str
                 ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=7,
                         color="white" if w[i, j] > 0.55 * top else "#222")
     ax.set_title(title)
-    fig.colorbar(im, ax=ax, fraction=0.046, label="attention weight")
-    out = _save(fig, path)
-    plt.close(fig)
-    return out
-
-
-def attention_grid(weights, path: str | os.PathLike, *, tokens: Sequence[str] | None = None,
-                   keys: Sequence[str] | None = None, title: str = "", layer_names: Sequence[str] | None = None,
-                   columns: int = 4) -> Path:
-    """A grid of heatmaps for weights (layers, heads, Lq, Lk): one row per layer, one column per head.
-
-    One layer (N = 1) wraps its heads into rows of ``columns``. Token labels go on the left column and
-    the bottom row only; one colour bar for every panel, absolute (0 to 1, so heads compare), on a square-root
-    scale so small weights still show. Rows are queries, columns keys.
-    """
-    plt = _pyplot()
-    from matplotlib.colors import PowerNorm
-
-    w = as_numpy(weights)
-    if w.ndim != 4 or 0 in w.shape:
-        raise ValueError(f"attention_grid: `weights` must be 4-D (layers, heads, Lq, Lk) and not empty, "
-                         f"got shape {w.shape}")
-    n_layers, n_heads, lq, lk = w.shape
-    keys = tokens if keys is None else keys
-    tokens = None if tokens is None else tell_apart(tokens)
-    keys = None if keys is None else tell_apart(keys)
-    if n_layers == 1:
-        ncols = min(n_heads, columns)
-        nrows = math.ceil(n_heads / ncols)
-        panels = [(0, h) for h in range(n_heads)]
-    else:
-        nrows, ncols = n_layers, n_heads
-        panels = [(n, h) for n in range(n_layers) for h in range(n_heads)]
-    labelled = tokens is not None
-    margin = 1.4 if labelled else 0.6  # room for the token labels on the left and at the bottom
-    panel = min(4.0, 1.0 + 0.3 * max(lq, lk),  # inches: grows with the tokens, bounded by the page
-                (MAX_WIDTH_IN - margin - 1.0) / ncols, (MAX_HEIGHT_IN - margin - 0.8) / nrows)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(ncols * panel + margin + 1.0, nrows * panel + margin + 0.8),
-                             squeeze=False, sharex=True, sharey=True, layout="constrained")
-    norm = PowerNorm(0.5, vmin=0.0, vmax=1.0)  # absolute: every panel, every figure
-    im = None
-    for k, ax in enumerate(axes.flat):
-        if k >= len(panels):
-            ax.set_visible(False)
-            continue
-        n, h = panels[k]
-        im = ax.imshow(w[n, h], cmap=CMAP, norm=norm, aspect="auto", interpolation="nearest")
-        row, col = divmod(k, ncols)
-        if n_layers == 1 or row == 0:  # a grid of layers names the heads once, on top
-            ax.set_title(f"head {h + 1}", fontsize=8)
-        if n_layers > 1 and col == 0:
-            ax.set_ylabel(layer_names[n] if layer_names else f"layer {n + 1}", fontsize=9)
-        ax.tick_params(length=2)
-        if col == 0:
-            _ticks(ax, "y", tokens, lq, panel * 0.92) if labelled else ax.set_yticks([])
-        if row == nrows - 1 or k + ncols >= len(panels):
-            _ticks(ax, "x", keys, lk, panel * 0.92) if labelled else ax.set_xticks([])
-            ax.xaxis.set_tick_params(labelbottom=True)
-    fig.supxlabel("key (one column each)", fontsize=9)
-    fig.supylabel("query (one row each)", fontsize=9)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    cb = fig.colorbar(im, ax=axes, shrink=min(1.0, 4.0 / max(nrows, 1)) if nrows > 1 else 0.9, aspect=30)
-    cb.set_label("attention weight (0 to 1, square-root colour scale)", fontsize=8)
-    cb.set_ticks([0, 0.05, 0.2, 0.5, 1])
+    fig.colorbar(im, ax=ax, fraction=0.046, label="attention weight (linear colour scale)")
     out = _save(fig, path)
     plt.close(fig)
     return out

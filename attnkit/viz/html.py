@@ -38,7 +38,7 @@ _BODY = """<h2 id="title"></h2>
 <h3>Model view: every layer and head</h3>
 <p class="note">Rows are layers, columns are heads; each thumbnail is one head's attention matrix
 (rows = __QS__, columns = __KS__). Click one to open it in the head view below. The colour scale is
-absolute (0 to 1, the same for every head) so heads can be compared: a near-uniform head stays pale. Scaled
+linear and absolute (0 to 1, the same for every head) so heads can be compared: a near-uniform head stays pale. Scaled
 to each head's own largest weight, every head looks saturated, however flat.</p>
 <div class="controls"><label>Colour scale (thumbnails and matrix) <select id="scale">
 <option value="absolute">0 to 1: the same for every head</option>
@@ -49,7 +49,8 @@ to each head's own largest weight, every head looks saturated, however flat.</p>
 <h3>Head view</h3>
 <p class="note">Lines join each __Q__ to the __KS__ it attends to; a line's opacity is its attention
 weight, one colour per head. Point at a token to see only its lines; click it to keep them. The matrix
-shows the same weights: rows are __QS__, columns are __KS__, each row sums to 1.</p>
+shows the same weights: rows are __QS__, columns are __KS__, each row sums to 1 (as attnkit.attention returns
+them; the lecture pages lay A' out as the lecture writes it, a column per query, and name each axis too).</p>
 <p class="note" id="lines-note"></p>
 <div class="controls">
   <label>Layer <select id="layer"></select></label>

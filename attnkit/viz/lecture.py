@@ -37,7 +37,7 @@ __all__ = ["lecture_html", "model_lecture_html", "read_lecture_html"]
 _BODY = """<h2 id="title"></h2>
 <p class="note">The lecture's self-attention, one step at a time, with this model's numbers. Each token's
 vector a^i (the layer's input) gives a query q^i = W^q a^i, a key k^i = W^k a^i and a value v^i = W^v a^i,
-one set per head. Pick a __LAYER__, a head and a query token; every number below is computed in this
+one set per head. Pick __A_LAYER__, a head and a query token; every number below is computed in this
 page from the stored q, k, v. Tokens are numbered as the lecture numbers a^1, a^2, ...: q^9 is token 9.</p>
 <p class="note" id="notes"></p>
 <div class="controls"><label>__LAYER_CAP__ <select id="layer"></select></label>
@@ -137,7 +137,9 @@ def lecture_html(layers: Sequence[LayerParts], tokens: Sequence[str], path: str 
             **_matrices(m, p, n)})
     data = {"title": str(title), "notes": str(notes), "queries": queries, "keys": keys, "layer_names": names,
             "pin": _first_word(queries), "layers": data_layers}
-    body = _BODY.replace("__LAYER_CAP__", layer_word.capitalize()).replace("__LAYER__", layer_word)
+    article = "an" if layer_word[:1].lower() in "aeiou" else "a"  # "an example", "a layer"
+    body = (_BODY.replace("__LAYER_CAP__", layer_word.capitalize())
+            .replace("__A_LAYER__", f"{article} {layer_word}").replace("__LAYER__", layer_word))
     return write_page(path, title=title, body=body, scripts=["lecture_matrices.js", "lecture.js"], data=data)
 
 

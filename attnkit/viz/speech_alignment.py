@@ -50,7 +50,7 @@ def speech_cross_attention_png(features, weights, tokens: Sequence[str], path: s
         ax.set_ylabel("written", fontsize=8)
         ax.set_title(name, fontsize=9)
     axes[-1].set_xlabel(f"time (s); the encoder has one step per {step * 1000:.0f} ms", fontsize=8)
-    fig.colorbar(im, ax=list(axes[1:]), shrink=0.9, aspect=40, label="cross-attention weight")
+    fig.colorbar(im, ax=list(axes[1:]), shrink=0.9, aspect=40, label="cross-attention weight (0 to 1, linear)")
     fig.suptitle(title or "cross-attention of each written token over the sound", fontsize=10)
     out = _save(fig, path)
     plt.close(fig)

@@ -29,7 +29,8 @@ def test_piped_log_is_plain_text_with_whole_lines(tmp_path):
     assert "\r" not in log and "\x1b" not in log  # no bar redraws, no cursor movement
     lines = log.splitlines()
     assert sum(bool(DEV_LINE.match(line)) for line in lines) == 3, log
-    assert re.search(r"^step 5/30  loss \d\.\d{4}  \d+ items/s  lr \d\.\de-0\d$", log, re.M)  # a plain progress line
+    assert re.search(r"^step 5/30  loss \d\.\d{4}  \d+ items/s  lr \d\.\de-0\d  \(\d+:\d\d in, about \d+:\d\d left\)$",
+                     log, re.M)  # a plain progress line
     assert re.search(r"^step 30/30  loss ", log, re.M)  # and the last step's
     summary = "\n".join(lines[-5:])
     assert re.search(r"best dev accuracy: \d\.\d{4} at step (10|20|30)", log)

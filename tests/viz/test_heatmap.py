@@ -43,7 +43,7 @@ def test_a_long_title_or_label_is_cut_and_the_png_stays_bounded(tmp_path):
 
 def test_labels_only_on_the_outer_panels_and_a_shared_colour_bar(tmp_path, monkeypatch):
     figures = []
-    monkeypatch.setattr(hm, "_save", lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr("attnkit.viz.grid._save", lambda fig, path: figures.append(fig) or path)
     monkeypatch.setattr(hm._pyplot(), "close", lambda fig: None)
     attention_grid(torch.rand(2, 3, 4, 4).softmax(-1), tmp_path / "g.png", tokens=list("abcd"), title="t")
     fig = figures[0]

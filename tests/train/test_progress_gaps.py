@@ -1,0 +1,144 @@
+"""Nothing goes silent in a log: with a fake clock (``progress.clock``) that the slow parts advance (a training
+step, an evaluation batch, an utterance prepared, a batch decoded), a piped run's stdout has a line at least every
+``PLAIN_EVERY`` seconds of that clock, and each plain line says how far it is and the time left."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+from attnkit.cli.main import main
+from attnkit.train import progress
+from tests.cli.test_asr_cli import TINY
+from tests.data.test_fsdd import write_set
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+TIMING = re.compile(r"\((\d+):(\d\d) in(, about (\d+):(\d\d) left)?\)$")
+
+
+class Stamped(io.StringIO):
+    """stdout that notes the fake clock's time at each line written."""
+
+    def __init__(self, clock):
+        super().__init__()
+        self.clock, self.lines = clock, []
+
+    def write(self, text):
+        for line in text.splitlines():
+            if line.strip():
+                self.lines.append((self.clock.now, line))
+        return super().write(text)
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def slows(self, monkeypatch, target: str, seconds: float):
+        """Every call of ``target`` ("module:attribute" or "module:Class.method") advances the clock by
+        ``seconds`` first."""
+        import importlib
+
+        module, _, path = target.partition(":")
+        owner = importlib.import_module(module)
+        *outer, name = path.split(".")
+        for part in outer:
+            owner = getattr(owner, part)
+        real = getattr(owner, name)
+
+        def slow(*a, **kw):
+            self.now += seconds
+            return real(*a, **kw)
+
+        monkeypatch.setattr(owner, name, slow)
+
+
+def gaps(stamped: Stamped, end: float) -> list[float]:
+    times = [0.0] + [t for t, _ in stamped.lines] + [end]
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def shown(stamped: Stamped) -> str:
+    return "\n" + "\n".join(f"{t:7.1f}  {line}" for t, line in stamped.lines)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = FakeClock()
+    monkeypatch.setattr(progress, "clock", fake)
+    return fake
+
+
+def test_training_between_logged_steps_and_a_long_evaluation(tmp_path, monkeypatch, clock):
+    clock.slows(monkeypatch, "attnkit.train.engine:Trainer.train_step", 3.0)  # 3 s a step
+    clock.slows(monkeypatch, "attnkit.train.evaluation:count_correct", 4.0)  # 4 s an evaluation batch
+    out = Stamped(clock)
+    monkeypatch.setattr("sys.stdout", out)
+    argv = ["train", "image", "--dataset", "digits", "--max-steps", "40", "--log-every", "1000", "--eval-every",
+            "20", "--eval-batch-size", "64", "--batch-size", "16", "--d-model", "16", "--num-heads", "2", "--d-ff",
+            "32", "--num-encoder-layers", "1", "--threads", "1", "--no-progress", "--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    assert clock.now == 40 * 3 + 12 * 4  # 40 steps; two dev evaluations and a test one, 12 batches of 64 in all
+    assert max(gaps(out, clock.now)) <= progress.PLAIN_EVERY, shown(out)
+    steps = [(t, line) for t, line in out.lines if re.match(r"step \d+/40  \(", line)]
+    numbers = [int(line.split()[1].split("/")[0]) for _, line in steps]
+    assert len(steps) >= 11 and max(b - a for a, b in zip(numbers, numbers[1:])) <= 3  # 3 s a step: every 3rd
+    for (t, line), done in zip(steps, numbers):  # each says its time in and the time left at the pace so far
+        m = TIMING.search(line)
+        assert m and 60 * int(m[1]) + int(m[2]) == round(t), line
+        assert 60 * int(m[4]) + int(m[5]) == round(t / done * (40 - done)), line
+    scoring = [line for _, line in out.lines if line.startswith(("dev: scoring", "test: scoring"))]
+    assert scoring and all(re.match(r"(dev|test): scoring: \d+/\d+ examples  \(", line) for line in scoring)
+
+
+def test_train_asr_prepares_and_decodes_aloud(tmp_path, monkeypatch, clock):
+    root = tmp_path / "data"
+    write_set(root / "fsdd" / "recordings", speakers=("alice", "bob"), digits=range(10), indices=range(11))
+    clock.slows(monkeypatch, "attnkit.tasks.asr_sets:log_mel", 2.5)  # preparing: 2.5 s an utterance
+    clock.slows(monkeypatch, "attnkit.train.engine:Trainer.train_step", 3.0)
+    clock.slows(monkeypatch, "attnkit.tasks.transcriber:Transcriber._decode_batch", 6.0)  # a batch decoded
+    out = Stamped(clock)
+    monkeypatch.setattr("sys.stdout", out)
+    argv = ["train", "asr", "--data-dir", str(root), "--holdout-speaker", "bob", "--out", str(tmp_path / "run"),
+            *[a for a in TINY if a != "--train-utterances" and a != "12"], "--train-utterances", "20"]
+    assert main(argv) == 0
+    assert max(gaps(out, clock.now)) <= progress.PLAIN_EVERY, shown(out)
+    prepared = [line for _, line in out.lines if line.startswith("prepare train: ")]
+    assert prepared and re.match(r"prepare train: \d+/20 utterances  \(0:\d\d in, about 0:\d\d left\)$", prepared[0])
+    decoding = [line for _, line in out.lines if ": decoding, " in line]
+    said = re.compile(r"(recordings held out|speaker held out \(bob\)): decoding, (CTC one pass|beam 5 \+ CTC 0\.5): "
+                      r"3/3 utterances  \(0:06 in, about 0:00 left\)$")
+    assert len(decoding) == 4 and all(said.match(line) for line in decoding), decoding  # 6 s each: all said
+
+
+def test_translating_in_a_log_says_how_far(monkeypatch, clock):
+    """The closing BLEU of ``train translate`` translates the dev texts batch by batch: plain lines in a log."""
+
+    from attnkit.generation.texts import translate_texts
+
+    class Out:
+        def __init__(self, ids):
+            self.sequences = ids
+
+    def generate(ids, mask):
+        clock.now += 4.0  # 4 s a batch
+        return Out(ids)
+
+    out = Stamped(clock)
+    monkeypatch.setattr("sys.stdout", out)
+    texts = [f"text {i}" for i in range(40)]
+    got = translate_texts(texts, source_ids=lambda text, where: [len(text), 1], generate=generate, pad_id=0,
+                          decode=lambda row: str(row.tolist()), batch_size=4, progress=None)
+    assert len(got) == 40 and clock.now == 40.0
+    assert max(gaps(out, clock.now)) <= progress.PLAIN_EVERY, shown(out)
+    assert [line for _, line in out.lines][:2] == ["translate: 8/40 texts  (0:08 in, about 0:32 left)",
+                                                   "translate: 16/40 texts  (0:16 in, about 0:24 left)"]
+    out.lines.clear()
+    translate_texts(texts, source_ids=lambda text, where: [len(text), 1], generate=generate, pad_id=0,
+                    decode=lambda row: "", batch_size=4)  # the API's default: silent
+    assert out.lines == []
