@@ -47,6 +47,8 @@ def _save(fig, path: str | os.PathLike) -> Path:
     ``MAX_LABEL``): the tight bounding box follows the longest text, so a long one would widen the PNG unbounded."""
     from matplotlib.text import Text
 
+    # the whole title also goes in the file (its Title text chunk), before the drawn one is cut to the figure
+    title = fig._suptitle.get_text() if fig._suptitle is not None else ""
     width_pt = 72 * fig.get_size_inches()[0]
     for t in fig.findobj(Text):  # at most MAX_TEXT characters, and about the figure's width (0.6 em a character)
         limit = min(MAX_TEXT, max(24, int(width_pt / (0.6 * t.get_fontsize()))))
@@ -59,7 +61,6 @@ def _save(fig, path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.png")
-    title = fig._suptitle.get_text() if fig._suptitle is not None else ""  # also in the file: its Title text chunk
     fig.savefig(tmp, dpi=DPI, bbox_inches="tight", metadata={"Title": title} if title else None)
     os.replace(tmp, path)
     return path
