@@ -14,12 +14,9 @@ import argparse
 import time
 from pathlib import Path
 
-from ..nn import TransformerConfig
 from ..nn.limits import SEED, floats, ints
-from ..tasks import image
-from ..train import TrainConfig, Trainer
 from ..train.checkpoint import existing_run, load_meta
-from .train import add_progress_option, summary
+from .options import add_progress_option
 
 EPOCHS = 60  # 1,260 steps of 64 images: about a minute of training on one core of a 2-core machine
 SAFETY_MINUTES = 2.5
@@ -43,6 +40,11 @@ def _may_replace(out: Path) -> bool:
 def run(out: Path, epochs: int = EPOCHS, seed: int = 0, progress: bool | None = None,
         max_minutes: float = SAFETY_MINUTES, threads: int = 1) -> dict:
     import torch
+
+    from ..nn import TransformerConfig
+    from ..tasks import image
+    from ..train import TrainConfig, Trainer
+    from .train import summary
 
     torch.set_num_threads(threads)  # small model: one thread is faster, and much faster on a busy machine
     t0 = time.perf_counter()

@@ -191,6 +191,13 @@ def read_lines(path: Path | str) -> list[str]:
     return split_lines(Path(path).read_bytes(), str(path))
 
 
+def add_progress_option(p: argparse.ArgumentParser) -> None:
+    """``--progress`` / ``--no-progress`` of a command that trains."""
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bars (default: only when stderr is a terminal; otherwise a plain line at least "
+                        "every 10 s). Dev results and the summary print either way")
+
+
 THREADS = ints(0, 1024)  # --threads N: torch threads (0 = torch's own choice)
 THREADS_CAP = 8  # the default never asks for more: these models stop gaining well before
 

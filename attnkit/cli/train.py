@@ -23,7 +23,7 @@ from ..train.engine import refuse_existing_run
 from ..train.footprint import check_training_memory
 from ..train.lock import run_lock
 from ..train.metrics import floor
-from .options import add_threads_option, set_threads
+from .options import add_progress_option, add_threads_option, set_threads
 
 
 def add_common(p: argparse.ArgumentParser, mod) -> None:
@@ -44,12 +44,6 @@ def add_common(p: argparse.ArgumentParser, mod) -> None:
     add_config_args(p, TrainConfig, defaults=mod.TRAIN_DEFAULTS, title="training")
     add_config_args(p, TransformerConfig, defaults=mod.ENCODER_DEFAULTS, only=mod.ENCODER_FIELDS,
                     title=f"encoder ({mod.ENCODER_NOTE})" if hasattr(mod, "ENCODER_NOTE") else "encoder")
-
-
-def add_progress_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bars (default: only when stderr is a terminal; otherwise a plain line every "
-                        "~10 s). Dev results and the summary print either way")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -19,9 +19,9 @@ from .test_help import ALL
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Commands whose --help needs no torch. The others still import it to build their options: demo, train, evaluate
+# Commands whose --help needs no torch. The others still import it to build their options: train, evaluate
 # (the task modules and their models' configs), experiment (the experiments' configs).
-WITHOUT_TORCH = [(), ("lecture",), ("embed",), ("similarity",), ("attend",), ("predict",), ("translate",),
+WITHOUT_TORCH = [(), ("demo",), ("lecture",), ("embed",), ("similarity",), ("attend",), ("predict",), ("translate",),
                  ("export",), ("positions",), ("complexity",), ("transcribe",), ("asr",), ("asr", "generate"),
                  ("lra",), ("lra", "run"), ("lra", "cell"), ("lra", "generate", "pathfinder")]
 
