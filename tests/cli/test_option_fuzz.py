@@ -54,7 +54,7 @@ def numeric_options():
     for path, parser in commands(PARSER):
         for a in parser._actions:
             if a.option_strings and a.type is not None and a.type not in (str,) and a.nargs != 0 \
-                    and getattr(a.type, "__name__", "") not in ("Path", "PosixPath", "out_path"):
+                    and getattr(a.type, "__name__", "") not in ("Path", "PosixPath", "out_path"):  # paths
                 out.append((path, a.option_strings[0], a.type))
     return out
 
