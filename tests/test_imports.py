@@ -14,7 +14,7 @@ import attnkit
 
 # CONTRIBUTING: cli -> (tasks, lra, experiments) -> (train, data, viz, pretrained, generation) -> inference
 # -> models -> nn -> functional; the top-level modules by who may import them.
-RANK = {"functional": 0, "masks": 0, "nn": 1, "models": 2, "inference": 3, "train": 4, "data": 4, "viz": 4,
+RANK = {"functional": 0, "masks": 0, "lazy": 0, "nn": 1, "models": 2, "inference": 3, "train": 4, "data": 4, "viz": 4,
         "pretrained": 4, "generation": 4, "outputs": 4, "load": 5, "tasks": 5, "lra": 5, "experiments": 5, "cli": 6}
 
 

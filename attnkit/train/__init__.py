@@ -6,6 +6,8 @@ forward -> (logits, targets), meta). Each name is imported from its module on fi
 ``TrainConfig`` and run folders' meta without importing torch.
 """
 
+from ..lazy import lazy_names
+
 _WHERE = {
     "checkpoint": ("CheckpointError", "load_meta", "load_weights", "resolve", "save_checkpoint"),
     "config": ("TrainConfig",),
@@ -14,17 +16,4 @@ _WHERE = {
     "metrics": ("IGNORE", "MetricsLog", "plot_curves", "read_metrics"),
     "schedule": ("SCHEDULES", "lr_factor", "make_scheduler", "paper_lr"),
 }
-_MODULE = {name: module for module, names in _WHERE.items() for name in names}
-
-__all__ = sorted(_MODULE)
-
-
-def __getattr__(name):
-    import importlib
-    import importlib.util
-
-    if name in _MODULE:
-        return getattr(importlib.import_module(f".{_MODULE[name]}", __name__), name)
-    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        return importlib.import_module(f".{name}", __name__)  # a submodule, as when this package imported them all
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __all__ = lazy_names(__name__, _WHERE)

@@ -26,11 +26,28 @@ DIGITS = re.compile(r"^(\d( \d)*)?$")
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    return tiny_asr_run(tmp_path_factory)
+
+
+def tiny_asr_run(tmp_path_factory) -> tuple:
+    """(data root, run folder): a two-step speech recognition run on generated recordings of alice and bob."""
     root = tmp_path_factory.mktemp("asr")
     write_set(root / "fsdd" / "recordings", speakers=("alice", "bob"), digits=range(10), indices=range(11))
     out = root / "run"
     assert main(["train", "asr", "--data-dir", str(root), "--holdout-speaker", "bob", "--out", str(out), *TINY]) == 0
     return root, out
+
+
+def edited_copy(out, tmp_path, edit):
+    """A copy of the run's checkpoint whose meta.json ``edit(meta)`` changed in place (its checksums untouched)."""
+    other = tmp_path / "edited"
+    other.mkdir()
+    for f in (out / "ckpt-00000002").iterdir():
+        (other / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((other / "meta.json").read_text())
+    edit(meta)
+    (other / "meta.json").write_text(json.dumps(meta))
+    return other
 
 
 def test_train_reports_both_test_sets_and_evaluate_scores_them(run, capsys):
@@ -169,14 +186,7 @@ def test_features_normalised_per_utterance_by_default_and_by_training_statistics
 ])
 def test_a_speech_runs_features_are_bounded_in_one_line_naming_file_and_key(run, tmp_path, capsys, key, value, words):
     """Issue 65, item 1: each value of meta.json's `features` block is checked before any sound is read."""
-    _, out = run
-    other = tmp_path / "edited"
-    other.mkdir()
-    for f in (out / "ckpt-00000002").iterdir():
-        (other / f.name).write_bytes(f.read_bytes())
-    meta = json.loads((other / "meta.json").read_text())
-    meta["features"][key] = value
-    (other / "meta.json").write_text(json.dumps(meta))
+    other = edited_copy(run[1], tmp_path, lambda meta: meta["features"].update({key: value}))
     wav = tmp_path / "a.wav"
     soundfile.write(wav, 0.3 * np.sin(np.arange(12000) / 3.0), 8000)
     start = time.perf_counter()
@@ -196,13 +206,7 @@ def test_a_speech_runs_features_are_bounded_in_one_line_naming_file_and_key(run,
     ("holdout_speaker", 3, "`holdout_speaker` must be a name or null, got 3"),
 ])
 def test_a_speech_runs_other_settings_are_bounded_too(run, tmp_path, capsys, key, value, words):
-    _, out = run
-    other = tmp_path / "edited"
-    other.mkdir()
-    for f in (out / "ckpt-00000002").iterdir():
-        (other / f.name).write_bytes(f.read_bytes())
-    meta = json.loads((other / "meta.json").read_text())
-    (other / "meta.json").write_text(json.dumps({**meta, key: value}))
+    other = edited_copy(run[1], tmp_path, lambda meta: meta.update({key: value}))
     assert main(["transcribe", str(other), "x.wav"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"attnkit: error: checkpoint: {other / 'meta.json'}: {words}") and len(err.splitlines()) == 1

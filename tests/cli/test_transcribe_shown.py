@@ -12,19 +12,14 @@ import pytest
 import soundfile
 
 from attnkit.cli.main import main
-from tests.cli.test_asr_cli import TINY
-from tests.data.test_fsdd import write_set
+from tests.cli.test_asr_cli import tiny_asr_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("asr")
-    write_set(root / "fsdd" / "recordings", speakers=("alice", "bob"), digits=range(10), indices=range(11))
-    out = root / "run"
-    assert main(["train", "asr", "--data-dir", str(root), "--holdout-speaker", "bob", "--out", str(out), *TINY]) == 0
-    return out
+    return tiny_asr_run(tmp_path_factory)[1]
 
 
 def png_text(path) -> dict[str, str]:
