@@ -22,6 +22,9 @@
 #include <arm_neon.h>
 #else
 #define ATTNKIT_GENERIC 1
+#if defined(__x86_64__)
+#include <xmmintrin.h>  // _mm_prefetch (SSE, x86-64's baseline)
+#endif
 #endif
 
 #ifndef ATTNKIT_VARIANT
