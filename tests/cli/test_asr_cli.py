@@ -143,12 +143,7 @@ def test_bad_sound_files_give_a_transcript_or_one_line(run, tmp_path, capsys):
 
 def test_other_runs_and_options_are_refused_in_one_line(run, tmp_path, capsys):
     _, out = run
-    other = tmp_path / "other"
-    other.mkdir()
-    for f in (out / "ckpt-00000002").iterdir():
-        (other / f.name).write_bytes(f.read_bytes())
-    meta = json.loads((other / "meta.json").read_text())
-    (other / "meta.json").write_text(json.dumps({**meta, "task": "translate"}))
+    other = edited_copy(out, tmp_path, lambda meta: meta.update(task="translate"))
     assert main(["transcribe", str(other), "x.wav"]) == 1
     err = capsys.readouterr().err
     assert "is a 'translate' run, not a speech recognition run" in err and len(err.splitlines()) == 1
