@@ -119,12 +119,14 @@ def summary(result: dict) -> list[str]:
         lines.append(f"stopped by the time budget (--max-minutes) {where}; continue with: --resume --out {out}")
     select = result.get("select", "accuracy")
     if result.get("best_dev"):
-        lines.append(f"best dev {_dev(result['best_dev'], select)} at step {result['best_step']}")
+        best = "best dev" if result.get("pick", "best") == "best" else "dev of the last checkpoint (the run's model)"
+        lines.append(f"{best} {_dev(result['best_dev'], select)} at step {result['best_step']}")
     if result.get("dev") and result.get("best_step") != result["step"]:
         lines.append(f"last dev {_dev(result['dev'], select)} at step {result['step']}")
     if result.get("test"):
         lines.append(f"test accuracy: {floor(result['test']['accuracy'])}"
-                     + (" (best dev checkpoint)" if result.get("best_dev") else ""))
+                     + ((" (best dev checkpoint)" if result.get("pick", "best") == "best" else " (last checkpoint)")
+                        if result.get("best_dev") else ""))
     if result.get("checkpoint"):
         lines.append(f"checkpoint: {result['checkpoint']}")
     lines.append(f"curves: {out / 'curves.png'}  metrics: {out / 'metrics.jsonl'}")

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from ..nn.limits import SEED, check_fields, floats, ints
 from .schedule import SCHEDULES
 
+PICKS = ("best", "last")  # which checkpoint is the run's model
+
 __all__ = ["TrainConfig"]
 
 STEPS = ints(0, 10**9)  # counts of optimiser steps
@@ -60,6 +62,9 @@ class TrainConfig:
     keep: int = field(default=2, metadata={
         "help": "newest checkpoints kept on disk, besides the best and the latest (0 = only those two)",
         "range": ints(0, 10**6)})
+    pick: str = field(default="best", metadata={
+        "help": "the checkpoint that is the run's model (best.json, scored on test): best = the best dev score; "
+                "last = the end of training, for a dev set too small to choose by", "choices": PICKS})
     max_minutes: float = field(default=0.0, metadata={
         "help": "stop this invocation after this many minutes of training and save; --resume continues it "
                 "exactly. The schedule follows steps, not the clock (0 = no limit)", "range": floats(0, 10**7)})
@@ -70,6 +75,8 @@ class TrainConfig:
         check_fields(self)  # every number in its range (metadata["range"])
         if self.schedule not in SCHEDULES:
             raise ValueError(f"TrainConfig: `schedule` must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.pick not in PICKS:
+            raise ValueError(f"TrainConfig: `pick` must be one of {PICKS}, got {self.pick!r}")
         if self.progress not in (None, True, False):
             raise ValueError(f"TrainConfig: `progress` must be True, False or None (automatic), "
                              f"got {self.progress!r}")

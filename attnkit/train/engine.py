@@ -292,12 +292,14 @@ class Trainer:
         if self.task.select not in m:
             raise ValueError(f"Trainer: task {self.task.name!r} selects the best checkpoint by "
                              f"{self.task.select!r}, a dev metric it does not measure ({', '.join(m)})")
-        s.dev, self._new_best = m, s.best is None or m[self.task.select] > s.best
+        better = s.best is None or m[self.task.select] > s.best
+        s.dev, self._new_best = m, better if cfg.pick == "best" else s.step >= self.total
         if self._new_best:
             s.best, s.best_step, s.best_metric = m[self.task.select], s.step, self.task.select
         shown = "".join(f"  {k} {v:.2f}" for k, v in extra.items())
+        mark = ("  (best so far)" if cfg.pick == "best" else "  (the run's model: the last step)") * self._new_best
         self.progress.write(f"step {s.step}/{self.total}  dev accuracy {floor(m['accuracy'])}  loss {m['loss']:.4f}"
-                            + shown + ("  (best so far)" if self._new_best else ""))
+                            + shown + mark)
         return True
 
     def save(self, final: bool = False) -> None:
@@ -321,7 +323,8 @@ class Trainer:
         dist.barrier()
 
     def finish(self, stop: str | None) -> dict:
-        """The result; unless the user stopped the run, the test set scored with the best checkpoint."""
+        """The result; unless the user stopped the run, the test set scored with the run's model (best.json:
+        the best dev checkpoint, or the last with ``pick="last"``)."""
         s, task, cfg = self.state, self.task, self.config
         result = {"step": s.step, "total_steps": self.total, "train_seconds": s.seconds, "dev": s.dev,
                   "interrupted": stop == "user", "time_budget_reached": stop == "time",
@@ -330,7 +333,7 @@ class Trainer:
         best = ckpt.load_meta(self.out, which="best") if (self.out / "best.json").exists() else None
         if best is not None:
             result["best_dev"], result["best_step"] = best[1].get("metrics", {}), best[1]["step"]
-            result["select"] = task.select
+            result["select"], result["pick"] = task.select, cfg.pick
         if ckpt.existing_run(self.out):
             result["checkpoint"] = str(ckpt.resolve(self.out, "best"))
         if task.test is None or stop == "user":

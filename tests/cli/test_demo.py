@@ -23,7 +23,7 @@ def test_two_same_seed_demo_runs_are_identical(tmp_path, capsys):
     wa, wb = _weights(tmp_path / "a"), _weights(tmp_path / "b")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     out = capsys.readouterr().out
-    assert out.rstrip().splitlines()[-1] == f"test accuracy: {floor(a['test']['accuracy'])} (best dev checkpoint)"
+    assert out.rstrip().splitlines()[-1] == f"test accuracy: {floor(a['test']['accuracy'])} (last checkpoint)"
     assert "stopped early" not in out
 
 

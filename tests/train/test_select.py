@@ -61,3 +61,27 @@ def test_resuming_with_another_selected_metric_says_so_and_compares_afresh(tmp_p
     said = capsys.readouterr()
     assert "chosen by dev accuracy; from now on by dev custom" in said.out + said.err
     assert res["best_step"] == 36 and res["best_dev"]["custom"] == 0.02
+
+
+def test_pick_last_makes_the_last_checkpoint_the_runs_model(tmp_path, capsys):
+    """Scores peak at step 18; with ``pick="last"`` best.json, the result and the test set use step 36, and
+    the result says which rule chose it (the run's summary reads it)."""
+    from attnkit.cli.train import summary
+
+    task = dataclasses.replace(toy_task(), score=Scores([0.1, 0.9, 0.5, 0.3]), select="custom")
+    res = Trainer(task, dataclasses.replace(CFG, pick="last")).fit(tmp_path / "last")
+    assert res["best_step"] == 36 and res["pick"] == "last" and res["best_dev"]["custom"] == 0.3
+    assert json.loads((tmp_path / "last" / "best.json").read_text())["step"] == 36
+    assert res["checkpoint"].endswith("ckpt-00000036")
+    lines = summary(res)
+    assert any(line.startswith("test accuracy:") and line.endswith("(last checkpoint)") for line in lines), lines
+    said = capsys.readouterr()
+    assert "(the run's model: the last step)" in said.out + said.err
+    best = Trainer(dataclasses.replace(toy_task(), score=Scores([0.1, 0.9, 0.5, 0.3]), select="custom"),
+                   CFG).fit(tmp_path / "best")
+    assert best["best_step"] == 18 and best["test"] != res["test"]  # another checkpoint scored the test set
+
+
+def test_pick_is_checked():
+    with pytest.raises(ValueError, match=r"`pick` must be one of \('best', 'last'\), got 'first'"):
+        TrainConfig(pick="first")
