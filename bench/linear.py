@@ -42,6 +42,8 @@ def main() -> int:
     p.add_argument("--shapes", nargs="+", default=["256x768", "256x1024", "1024x256", "256x8000"],
                    help="in_features x out_features")
     p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--dtypes", nargs="+", choices=("float32", "bfloat16"), default=["float32", "bfloat16"],
+                   help="bfloat16 needs AVX512-BF16 in both engines (not with ONEDNN_MAX_CPU_ISA=AVX2)")
     args = p.parse_args()
     shapes = []
     for s in args.shapes:
@@ -59,7 +61,7 @@ def main() -> int:
     torch.manual_seed(0)
     with torch.no_grad():
         for k, n in shapes:
-            for dtype in (torch.float32, torch.bfloat16):
+            for dtype in (getattr(torch, d) for d in args.dtypes):
                 packed = PackedLinear(nn.Linear(k, n).to(dtype))
                 if packed.small is None:
                     print(f"# {dtype}: the native kernel does not run here", flush=True)

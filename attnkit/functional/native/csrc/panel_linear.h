@@ -42,23 +42,23 @@ constexpr int kPrefetchRows = 64;  // rows of a panel prefetched ahead (4 KB of 
 // x: rows of K from row 0 of the tile; w: the first panel; panel_stride = 16 K.
 // Prefetch: the first tile of rows prefetches W ahead (past the panels' end: the next panels').
 template <int MR, int NP, bool Prefetch>
-inline void panel_tile(const float* xf, const float* w, int64_t k, float* sums, int64_t ldo) {
+__attribute__((noinline)) void panel_tile(const float* xf, const float* w, int64_t k, float* sums, int64_t ldo) {
   const int64_t panel_stride = k * kPanel;
-  V acc[MR][NP];
+  V acc[MR * NP];  // one dimension: GCC 12 keeps a 2-D array of AVX2's two-register V on the stack
   for (int m = 0; m < MR; ++m)
-    for (int p = 0; p < NP; ++p) acc[m][p] = zero();
+    for (int p = 0; p < NP; ++p) acc[m * NP + p] = zero();
   for (int64_t j = 0; j < k; ++j) {
-    if (Prefetch)
+    if constexpr (Prefetch)
       for (int p = 0; p < NP; ++p) prefetch_l1(w + p * panel_stride + (j + kPrefetchRows) * kPanel);
     V wv[NP];
     for (int p = 0; p < NP; ++p) wv[p] = loadu(w + p * panel_stride + j * kPanel);
     for (int m = 0; m < MR; ++m) {
       const V xb = set1(xf[m * k + j]);
-      for (int p = 0; p < NP; ++p) acc[m][p] = fmadd(xb, wv[p], acc[m][p]);
+      for (int p = 0; p < NP; ++p) acc[m * NP + p] = fmadd(xb, wv[p], acc[m * NP + p]);
     }
   }
   for (int m = 0; m < MR; ++m)
-    for (int p = 0; p < NP; ++p) storeu(sums + m * ldo + p * kPanel, acc[m][p]);
+    for (int p = 0; p < NP; ++p) storeu(sums + m * ldo + p * kPanel, acc[m * NP + p]);
 }
 
 // The same tile for bfloat16: x bfloat16 rows of K, w pair-interleaved panels; two steps of K at a time.
@@ -72,7 +72,7 @@ ATTNKIT_BF16 inline void panel_tile(const uint16_t* xb, const uint16_t* w, int64
   for (int m = 0; m < MR; ++m)
     for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_setzero_ps();
   for (int64_t j = 0; j < k; j += 2) {  // a pair of steps: one cache line of each panel
-    if (Prefetch)
+    if constexpr (Prefetch)
       for (int p = 0; p < NP; ++p)
         prefetch_l1(w + p * panel_stride + (j + kPrefetchRows) * kPanel);
     __m512i wv[NP];

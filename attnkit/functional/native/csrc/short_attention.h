@@ -108,16 +108,16 @@ inline uint32_t word(const uint16_t* p) {  // two bfloat16 as one 32-bit lane (u
 // these are never called.)
 template <int NQ, int NB>
 ATTNKIT_BF16 __attribute__((always_inline)) inline void accumulate_bf16(
-    const uint16_t* a, int64_t as, const uint32_t* m, int64_t ms, int depth, V (&acc)[NQ][NB]) {
+    const uint16_t* a, int64_t as, const uint32_t* m, int64_t ms, int depth, V (&acc)[NQ * NB]) {
   for (int i = 0; i < NQ; ++i)
-    for (int b = 0; b < NB; ++b) acc[i][b] = zero();
+    for (int b = 0; b < NB; ++b) acc[i * NB + b] = zero();
 #if ATTNKIT_AVX512
   for (int t = 0; t < depth; ++t) {
     __m512i mv[NB];
     for (int b = 0; b < NB; ++b) mv[b] = _mm512_loadu_si512(m + t * ms + 16 * b);
     for (int i = 0; i < NQ; ++i) {
       const __m512i ab = _mm512_set1_epi32(static_cast<int>(word(a + i * as + 2 * t)));
-      for (int b = 0; b < NB; ++b) acc[i][b].v = _mm512_dpbf16_ps(acc[i][b].v, (__m512bh)mv[b], (__m512bh)ab);
+      for (int b = 0; b < NB; ++b) acc[i * NB + b].v = _mm512_dpbf16_ps(acc[i * NB + b].v, (__m512bh)mv[b], (__m512bh)ab);
     }
   }
 #endif
@@ -125,10 +125,10 @@ ATTNKIT_BF16 __attribute__((always_inline)) inline void accumulate_bf16(
 
 template <int NQ, int NB>
 ATTNKIT_BF16 inline void scores_bf16(const uint16_t* q, int64_t qs, const uint32_t* kt, int kw, int pairs, float* s) {
-  V acc[NQ][NB];
+  V acc[NQ * NB];
   accumulate_bf16<NQ, NB>(q, qs, kt, kw, pairs, acc);
   for (int i = 0; i < NQ; ++i)
-    for (int b = 0; b < NB; ++b) storeu(s + i * kw + 16 * b, acc[i][b]);
+    for (int b = 0; b < NB; ++b) storeu(s + i * kw + 16 * b, acc[i * NB + b]);
 }
 
 // The max a row's scores are shifted by: a row whose scores are all -inf keeps them at -inf (weights 0).
@@ -142,25 +142,25 @@ inline M live_keys(int nk, int j) { return first_lanes(nk - j); }  // lanes j ..
 // The same tile in float32 (FMAs; a step t is one element).
 template <int NQ, int NB>
 __attribute__((always_inline)) inline void accumulate_f32(const float* a, int64_t as, const float* m, int64_t ms,
-                                                          int depth, V (&acc)[NQ][NB]) {
+                                                          int depth, V (&acc)[NQ * NB]) {
   for (int i = 0; i < NQ; ++i)
-    for (int b = 0; b < NB; ++b) acc[i][b] = zero();
+    for (int b = 0; b < NB; ++b) acc[i * NB + b] = zero();
   for (int t = 0; t < depth; ++t) {
     V mv[NB];
     for (int b = 0; b < NB; ++b) mv[b] = loadu(m + t * ms + 16 * b);
     for (int i = 0; i < NQ; ++i) {
       const V ab = set1(a[i * as + t]);
-      for (int b = 0; b < NB; ++b) acc[i][b] = fmadd(ab, mv[b], acc[i][b]);
+      for (int b = 0; b < NB; ++b) acc[i * NB + b] = fmadd(ab, mv[b], acc[i * NB + b]);
     }
   }
 }
 
 template <int NQ, int NB>
 inline void scores_f32(const float* q, int64_t qs, const float* kt, int kw, int d, float* s) {
-  V acc[NQ][NB];
+  V acc[NQ * NB];
   accumulate_f32<NQ, NB>(q, qs, kt, kw, d, acc);
   for (int i = 0; i < NQ; ++i)
-    for (int b = 0; b < NB; ++b) storeu(s + i * kw + 16 * b, acc[i][b]);
+    for (int b = 0; b < NB; ++b) storeu(s + i * kw + 16 * b, acc[i * NB + b]);
 }
 
 #if ATTNKIT_AVX512
@@ -179,7 +179,7 @@ inline void store_p(float* p, V e) { storeu(p, e); }
 template <int NQ, int NB, typename S>
 ATTNKIT_BF16 inline void rows(const S* q, int64_t qs, const uint32_t* kt, int kw, int depth, int nk, float scale,
                               std::conditional_t<sizeof(S) == 2, uint16_t, float>* p, float* inv) {
-  V acc[NQ][NB];
+  V acc[NQ * NB];
   if constexpr (sizeof(S) == 2)
     accumulate_bf16<NQ, NB>(q, qs, kt, kw, depth, acc);
   else
@@ -187,11 +187,11 @@ ATTNKIT_BF16 inline void rows(const S* q, int64_t qs, const uint32_t* kt, int kw
   const V ninf = set1(-std::numeric_limits<float>::infinity()), sc = set1(scale);
   for (int i = 0; i < NQ; ++i) {
     V mx = ninf;
-    for (int b = 0; b < NB; ++b) mx = max(mx, select(live_keys(nk, 16 * b), acc[i][b] * sc, ninf));
+    for (int b = 0; b < NB; ++b) mx = max(mx, select(live_keys(nk, 16 * b), acc[i * NB + b] * sc, ninf));
     const V m = set1(row_shift(reduce_max(mx)));
     V sum = zero();
     for (int b = 0; b < NB; ++b) {
-      const V e = zero_unless(live_keys(nk, 16 * b), exp_ps(fmsub(acc[i][b], sc, m)));
+      const V e = zero_unless(live_keys(nk, 16 * b), exp_ps(fmsub(acc[i * NB + b], sc, m)));
       sum = sum + e;
       store_p(p + i * kw + 16 * b, e);
     }
@@ -256,19 +256,19 @@ inline float softmax_row(const float* s, int kw, int nk, float scale, P* p) {
 template <int NQ, int NC>
 ATTNKIT_BF16 inline void pv_bf16(
     const uint16_t* p, int kw, const uint32_t* vp, int dv, int npairs, const float* inv, uint16_t* o, int64_t os) {
-  V acc[NQ][NC];
+  V acc[NQ * NC];
   accumulate_bf16<NQ, NC>(p, kw, vp, dv, npairs, acc);
   for (int i = 0; i < NQ; ++i)
-    for (int c = 0; c < NC; ++c) store_p(o + i * os + 16 * c, acc[i][c] * set1(inv[i]));
+    for (int c = 0; c < NC; ++c) store_p(o + i * os + 16 * c, acc[i * NC + c] * set1(inv[i]));
 }
 
 template <int NQ, int NC>
 inline void pv_f32(const float* p, int kw, const float* v, int64_t vs, int nk, const float* inv, float* o,
                    int64_t os) {
-  V acc[NQ][NC];
+  V acc[NQ * NC];
   accumulate_f32<NQ, NC>(p, kw, v, vs, nk, acc);
   for (int i = 0; i < NQ; ++i)
-    for (int c = 0; c < NC; ++c) storeu(o + i * os + 16 * c, acc[i][c] * set1(inv[i]));
+    for (int c = 0; c < NC; ++c) storeu(o + i * os + 16 * c, acc[i * NC + c] * set1(inv[i]));
 }
 
 // ---- one (sequence, head) ---------------------------------------------------------------------------

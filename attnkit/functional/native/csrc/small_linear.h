@@ -86,9 +86,9 @@ inline int64_t at_(int r, int64_t j, int64_t k) { return Blocked ? (j / 16) * 64
 template <typename S, int R, int MB, bool Blocked>
 inline void block(const S* w, const float* xf, int64_t k, float* sums, int64_t ldo) {
   constexpr int kPerLine = 64 / sizeof(S);  // elements of W per cache line
-  V acc[R][MB];
+  V acc[R * MB];
   for (int r = 0; r < R; ++r)
-    for (int m = 0; m < MB; ++m) acc[r][m] = zero();
+    for (int m = 0; m < MB; ++m) acc[r * MB + m] = zero();
   const S* ahead = w + kAhead * R * k;
   for (int64_t j = 0; j < k; j += 16) {
     if (Blocked) {  // R * 16 elements a step, one stream
@@ -100,11 +100,11 @@ inline void block(const S* w, const float* xf, int64_t k, float* sums, int64_t l
     for (int m = 0; m < MB; ++m) xv[m] = loadu(xf + m * k + j);
     for (int r = 0; r < R; ++r) {
       const V wv = load16(w + at_<Blocked>(r, j, k));
-      for (int m = 0; m < MB; ++m) acc[r][m] = fmadd(wv, xv[m], acc[r][m]);
+      for (int m = 0; m < MB; ++m) acc[r * MB + m] = fmadd(wv, xv[m], acc[r * MB + m]);
     }
   }
   for (int m = 0; m < MB; ++m)
-    for (int r = 0; r < R; ++r) sums[m * ldo + r] = reduce_add(acc[r][m]);
+    for (int r = 0; r < R; ++r) sums[m * ldo + r] = reduce_add(acc[r * MB + m]);
 }
 
 template <typename S, int R, bool Blocked>

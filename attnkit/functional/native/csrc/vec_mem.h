@@ -106,16 +106,13 @@ inline bool cpu_has_bf16() { return false; }
 // scratch, a few microseconds at a sentence's sizes).
 inline std::unique_ptr<float[]> scratch_floats(size_t n) { return std::unique_ptr<float[]>(new float[n]); }
 
-// Prefetch one cache line into L1 (t0: _mm_prefetch, which the compiler schedules freely; an asm statement
-// there made the decoding step's linear layers about 10% slower) or L2 (t2: an asm statement on x86, because
-// GCC 12 dropped __builtin_prefetch / _mm_prefetch in the attention kernel as dead code).
-inline void prefetch_l1(const void* p) {
-#if defined(__x86_64__)
-  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
-#else
-  __builtin_prefetch(p, 0, 3);
-#endif
-}
+// Prefetch one cache line into L1 (t0) or L2 (t2). L1: __builtin_prefetch written in place (a macro), which
+// the compiler schedules freely. Through an inline function, or as _mm_prefetch, GCC 12 keeps a copy of the
+// AVX2 and NEON variants' register tiles on the stack (a store per accumulator per step: the AVX2 panels ran
+// at a quarter of oneDNN's rate); an asm statement made the decoding step's linear layers about 10% slower.
+// L2: an asm statement on x86, because GCC 12 dropped __builtin_prefetch / _mm_prefetch in the attention
+// kernel as dead code.
+#define prefetch_l1(p) __builtin_prefetch((p), 0, 3)
 inline void prefetch_l2(const void* p) {
 #if defined(__x86_64__)
   asm volatile("prefetcht2 %0" : : "m"(*static_cast<const char*>(p)));

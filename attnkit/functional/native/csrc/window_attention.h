@@ -72,9 +72,9 @@ inline void pv_block(const float* p, const S* v, int64_t vs, const int* ta, cons
     ia = std::max(ia, ta[r0 + r]);
     ib = std::min(ib, tb[r0 + r]);
   }
-  V acc[R][NV];
+  V acc[R * NV];
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < NV; ++c) acc[r][c] = zero();
+    for (int c = 0; c < NV; ++c) acc[r * NV + c] = zero();
   auto step = [&](int t, bool all) {
     V vv[NV];
     for (int c = 0; c < NV; ++c) {
@@ -84,7 +84,7 @@ inline void pv_block(const float* p, const S* v, int64_t vs, const int* ta, cons
     for (int r = 0; r < R; ++r) {
       if (!all && (t < ta[r0 + r] || t >= tb[r0 + r])) continue;
       const V pr = set1(p[t * T + r0 + r]);
-      for (int c = 0; c < NV; ++c) acc[r][c] = fmadd(pr, vv[c], acc[r][c]);
+      for (int c = 0; c < NV; ++c) acc[r * NV + c] = fmadd(pr, vv[c], acc[r * NV + c]);
     }
   };
   const int mid = std::min(ia, b);
@@ -93,7 +93,7 @@ inline void pv_block(const float* p, const S* v, int64_t vs, const int* ta, cons
   for (int t = std::max(ia, ib); t < b; ++t) step(t, false);
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < NV; ++c)
-      store16(o + (r0 + r) * os + c0 + 16 * c, acc[r][c], c + 1 < NV ? all_lanes() : last);
+      store16(o + (r0 + r) * os + c0 + 16 * c, acc[r * NV + c], c + 1 < NV ? all_lanes() : last);
 }
 
 template <int NV, typename S>
@@ -188,21 +188,21 @@ void tile(const Tile<S>& a, int64_t i0, float* buf, float* qt, float* obuf) {
 template <int J, int NV>
 inline void accum_block(const float* coef, const float* rows, int w, int t0, int c0, float* dst, int64_t ds,
                         V mult) {
-  V acc[J][NV];
+  V acc[J * NV];
   for (int j = 0; j < J; ++j)
-    for (int c = 0; c < NV; ++c) acc[j][c] = zero();
+    for (int c = 0; c < NV; ++c) acc[j * NV + c] = zero();
   for (int r = 0; r < T; ++r) {
     V x[NV];
     for (int c = 0; c < NV; ++c) x[c] = loadu(rows + r * w + c0 + 16 * c);
     for (int j = 0; j < J; ++j) {
       const V b = set1(coef[(t0 + j) * T + r]);
-      for (int c = 0; c < NV; ++c) acc[j][c] = fmadd(b, x[c], acc[j][c]);
+      for (int c = 0; c < NV; ++c) acc[j * NV + c] = fmadd(b, x[c], acc[j * NV + c]);
     }
   }
   for (int j = 0; j < J; ++j)
     for (int c = 0; c < NV; ++c) {
       float* p = dst + (t0 + j) * ds + c0 + 16 * c;
-      storeu(p, fmadd(mult, acc[j][c], loadu(p)));
+      storeu(p, fmadd(mult, acc[j * NV + c], loadu(p)));
     }
 }
 
