@@ -1,6 +1,6 @@
 """``attnkit evaluate RUN [--data DATA]``: accuracy of a trained model on a data file or a split.
 
-Without ``--data`` each task scores its standard split (see ``EVALUATION_DATA`` of each task module).
+Without ``--data`` each task scores its standard split (see ``EVALUATION_DATA`` of each task's options module).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ..nn.limits import floats, ints
-from ..tasks import TASKS, task_module
+from ..tasks import TASKS, task_module, task_options
 from ..tasks.options import add_data_args
 from ..train.checkpoint import CheckpointError, load_meta
 from ..train.metrics import floor
@@ -78,7 +78,7 @@ def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    per_task = "; ".join(task_module(name).EVALUATION_DATA for name in TASKS)
+    per_task = "; ".join(task_options(name).EVALUATION_DATA for name in TASKS)
     p = sub.add_parser("evaluate", help="score a checkpoint on a data file or a split of its dataset",
                        description="Score a checkpoint. Without --data each task scores its standard split.")
     add_checkpoint_args(p)

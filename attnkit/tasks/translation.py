@@ -26,7 +26,7 @@ from ..train import Task
 from ..train.checkpoint import META, CheckpointError, sha256
 from ..train.from_meta import model_from_meta
 
-__all__ = ["Decoding", "BPE_FILE", "DTYPES", "SELECT", "corpora", "dev_bleu", "check_meta", "check_lengths",
+__all__ = ["Decoding", "BPE_FILE", "DTYPES", "corpora", "dev_bleu", "check_meta", "check_lengths",
            "subwords_for", "load_run"]
 
 BPE_FILE = "bpe.json"
@@ -79,9 +79,6 @@ def corpora(args) -> tuple[Corpus, Corpus | None]:
             print(f"warning: {name}: skipped {c.skipped} pairs with an empty side (lines "
                   f"{', '.join(map(str, c.empty_lines[:5]))}{' ...' if c.skipped > 5 else ''})", file=sys.stderr)
     return train, dev
-
-
-SELECT = ("accuracy", "bleu")  # --select: the dev metrics a translation run can pick its best checkpoint by
 
 
 def dev_bleu(decoding: Decoding, subwords: Subwords, meta: dict, dev: Corpus) -> Callable[[torch.nn.Module], dict]:
