@@ -55,7 +55,7 @@ def run(args) -> int:
 
     data = mod.evaluation_data(meta, args.data, args)
     res = evaluate(mod.task_for(model, meta, args), model, data, batch_size=args.batch_size,
-                   progress=show_progress(args))  # a bar on a terminal, nothing in a piped log
+                   progress=show_progress(args))  # a bar on a terminal, plain lines in a piped log
     print(f"checkpoint: {folder} (task {meta['task']}, step {meta.get('step')})")
     print(f"examples scored: {res['count']}  loss: {res['loss']:.4f}")
     print(f"accuracy: {floor(res['accuracy'])}")
@@ -95,7 +95,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "layers' weights in int8, docs/int8.md; default float32, as trained)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a progress bar counting the examples (translation: the texts translated) scored (default: "
-                        "only when stderr is a terminal)")
+                        "only when stderr is a terminal; otherwise a plain line at least every 10 s)")
     add_decoding_args(p, beam=5)
     add_threads_option(p)
     p.set_defaults(func=run)

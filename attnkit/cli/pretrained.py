@@ -24,7 +24,7 @@ from pathlib import Path
 from ..data.jsonfile import file_problem
 from ..nn.limits import ints
 from ..outputs import out_folder
-from .options import add_threads_option, read_lines, set_threads, utf8_text
+from .options import add_figures_option, add_threads_option, read_lines, set_threads, utf8_text, writes
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -110,9 +110,9 @@ def run_attend(args) -> int:
         print(line)
     if args.no_plots:
         return 0
-    if args.figures in ("html", "both"):
+    if writes(args, "html"):
         _attend_pages(args, model, text, res, labels, out)
-    if args.figures in ("png", "both"):
+    if writes(args, "png"):
         _attend_pngs(args, text, res, labels, out)
     return 0
 
@@ -200,9 +200,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("text", help="the text whose attention to show")
     p.add_argument("--out", type=Path, default=Path("runs/attend"),
                    help="folder for attention.html, lecture.html and the PNG files")
-    p.add_argument("--figures", choices=("html", "png", "both"), default="both",
-                   help="what to write to --out: the HTML pages (attention.html, lecture.html: fast), the PNG files "
-                        "(most of the time) or both")
+    add_figures_option(p, "attention.html, lecture.html: fast", "attention_grid.png, layer<N>.png: most of the time")
     p.add_argument("--each-head", action="store_true", help="also one PNG per layer and head (with --figures png "
                                                             "or both)")
     p.add_argument("--no-plots", action="store_true", help="only print the summary of what the heads do (no files)")

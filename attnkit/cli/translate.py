@@ -16,7 +16,7 @@ from ..nn.limits import ints
 from ..train.checkpoint import CheckpointError, load_meta
 from .decoding import add_decoding_args, generate_kwargs
 from .evaluate import open_checkpoint
-from .options import add_threads_option, read_lines, set_threads, utf8_text
+from .options import add_figures_option, add_threads_option, read_lines, set_threads, utf8_text
 
 
 def open_translator(path: Path, which: str = "best", dtype: str = "float32"):
@@ -145,8 +145,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--file", type=Path, default=None,
                    help="translate every line of this UTF-8 file too ('-' for stdin), empty lines stay empty "
                         "(default: none; with no texts either, the lines piped on stdin)")
-    p.add_argument("--figures", choices=("html", "png", "both"), default="both",
-                   help="with --attention: the HTML pages, the PNG files (slower) or both")
+    add_figures_option(p, "the cross-attention's, attention_K.html and the lecture pages", "one per layer: slower",
+                       when="with --attention: ")
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",
                    help="write each layer's cross-attention as PNG and an interactive HTML page, its lecture page, "
                         "attention_K.html: the encoder's, the decoder's (masked) and the cross-attention as "

@@ -201,8 +201,12 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=Non
 
             stacked, words = torch.stack([a[0] for a in attn]), tokenize(text, meta, raw=True)  # (N, H, L, L)
             verdict = said  # "positive (label 1, p=...)"
-            path = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words,
-                                  title=f"{text} -> {verdict}")
-            page = attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
-            lines.append(f"wrote {path} and {page}")
+            figures, written = getattr(args, "figures", "both"), []  # predict --figures html|png|both
+            if figures != "html":
+                written.append(attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words,
+                                              title=f"{text} -> {verdict}"))
+            if figures != "png":
+                written.append(attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html",
+                                              title=lines[-1]))
+            lines.append(f"wrote {' and '.join(map(str, written))}")
     return lines

@@ -203,9 +203,15 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=Non
             from ..viz.lecture import model_lecture_html
 
             stacked = torch.stack([a[0] for a in attn])  # layers x (1, H, L, L) -> (N, H, L, L)
-            p = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=tokens, title=text)
-            page = attention_html(stacked, tokens, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
-            lecture = model_lecture_html(model, lambda ws=words: tag(model, meta, ws), tokens,
-                                         Path(out_dir) / f"lecture_{k}.html", title=f"{lines[-1]}: step by step")
-            lines.append(f"wrote {p}, {page} and {lecture}")
+            figures, written = getattr(args, "figures", "both"), []  # predict --figures html|png|both
+            if figures != "html":
+                written.append(attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=tokens,
+                                              title=text))
+            if figures != "png":
+                written.append(attention_html(stacked, tokens, Path(out_dir) / f"attention_{k}.html",
+                                              title=lines[-1]))
+                written.append(model_lecture_html(model, lambda ws=words: tag(model, meta, ws), tokens,
+                                                  Path(out_dir) / f"lecture_{k}.html",
+                                                  title=f"{lines[-1]}: step by step"))
+            lines.append("wrote " + " and ".join(filter(None, [", ".join(map(str, written[:-1])), str(written[-1])])))
     return lines

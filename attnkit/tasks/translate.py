@@ -82,7 +82,10 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     if select == "bleu":
         if dev is None:
             raise ValueError("train translate: --select bleu needs dev pairs (--dev-src and --dev-tgt)")
-        task.score, task.select = dev_bleu(decoding, subwords, task.meta, dev), "bleu"
+        from ..train.progress import bars_wanted
+
+        bars = bars_wanted(getattr(args, "progress", None)) or None  # a bar, else plain lines in a log
+        task.score, task.select = dev_bleu(decoding, subwords, task.meta, dev, progress=bars), "bleu"
     return task
 
 
@@ -122,8 +125,10 @@ def score(translator: Translator, meta: dict, args, generate_kwargs: dict) -> li
         name = f"multi30k {split} {meta['src_lang']}->{meta['tgt_lang']}"
     if corpus.skipped:
         print(f"warning: {corpus.source}: skipped {corpus.skipped} pairs with an empty side", file=sys.stderr)
-    # a progress bar on a terminal (or as --progress / --no-progress say), nothing in a piped log
-    progress = sys.stderr.isatty() if getattr(args, "progress", None) is None else args.progress
+    # a progress bar on a terminal (or as --progress / --no-progress say), else plain lines at least every 10 s
+    from ..train.progress import bars_wanted
+
+    progress = bars_wanted(getattr(args, "progress", None)) or None
     return bleu_report(translator, corpus.src, corpus.tgt, name=name, progress=progress, **generate_kwargs)
 
 
