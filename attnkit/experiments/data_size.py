@@ -156,7 +156,8 @@ def run_one(config: DataSizeConfig, images: dict, name: str, n: int, seed: int) 
     seed_everything(seed)
     model = build_model(config, name)
     lr = config.cnn_lr if name == "cnn" else config.attention_lr
-    times = train_steps(model, batch, steps, lr=lr, warmup=max(1, steps // 20), seed=seed)
+    times = train_steps(model, batch, steps, lr=lr, warmup=max(1, steps // 20), seed=seed,
+                        what=f"  {NAMES[name]} on {n} images, seed {seed}: training")
     dev = accuracy(model, _batches(*(t[:config.dev_images] for t in images["dev"]), 500))
     test = accuracy(model, _batches(*(t[:config.test_images] for t in images["test"]), 500))
     return {"model": name, "x": n, "seed": seed, "test_accuracy": test, "dev_accuracy": dev, "steps": steps,

@@ -98,7 +98,8 @@ def run_one(config: PositionsConfig, encoding: str, seed: int) -> list[dict]:
     model = build_model(config, encoding)
     t = time.perf_counter()
     train_steps(model, lambda step: previous_token_batch(config.batch_size, int(lengths[step]), config.vocab, gen),
-                config.steps, lr=config.lr, warmup=max(1, config.steps // 20), seed=seed)
+                config.steps, lr=config.lr, warmup=max(1, config.steps // 20), seed=seed,
+                what=f"  {NAMES[encoding]}, seed {seed}: training")
     seconds = time.perf_counter() - t
     rows = []
     for length in config.test_lengths:

@@ -124,7 +124,8 @@ def run_one(config: RnnConfig, name: str, length: int, seed: int) -> dict:
     model = build_model(config, name, length)
     lr = {"gru": config.gru_lr, "lstm": config.lstm_lr}.get(name, config.attention_lr)
     times = train_steps(model, lambda step: recall_batch(config.batch_size, length, config.vocab, gen),
-                        config.steps, lr=lr, warmup=max(1, config.steps // 20), seed=seed)
+                        config.steps, lr=lr, warmup=max(1, config.steps // 20), seed=seed,
+                        what=f"  {NAMES[name]} at L={length}, seed {seed}: training")
     return {"model": name, "x": length, "seed": seed, "steps": config.steps, "lr": lr, "params": param_count(model),
             "test_accuracy": accuracy(model, _eval_set(config, length, 20_000 + seed)),
             "dev_accuracy": accuracy(model, _eval_set(config, length, 30_000 + seed)),
