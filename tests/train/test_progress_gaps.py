@@ -143,6 +143,12 @@ def test_translating_in_a_log_says_how_far(monkeypatch, clock):
     translate_texts(texts, source_ids=lambda text, where: [len(text), 1], generate=generate, pad_id=0,
                     decode=lambda row: "", batch_size=4)  # the API's default: silent
     assert out.lines == []
+    said = []  # the command line's translate: the lines go to a function of its own (stderr), not to stdout
+    clock.now = 0.0
+    translate_texts(texts, source_ids=lambda text, where: [len(text), 1], generate=generate, pad_id=0,
+                    decode=lambda row: "", batch_size=4, progress=said.append)
+    assert out.lines == [] and said[:2] == ["translate: 8/40 texts  (0:08 in, about 0:32 left)",
+                                            "translate: 16/40 texts  (0:16 in, about 0:24 left)"]
 
 
 def test_an_experiment_says_how_far_while_it_trains(tmp_path, monkeypatch, clock):
