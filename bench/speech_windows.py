@@ -29,6 +29,7 @@ from attnkit.functional import select_backend  # noqa: E402
 from attnkit.masks import for_heads  # noqa: E402
 from attnkit.nn import TransformerConfig  # noqa: E402
 from attnkit.tasks import speech as S  # noqa: E402
+from attnkit.tasks.options import speech as SO  # noqa: E402
 from attnkit.train import TrainConfig, Trainer  # noqa: E402
 
 
@@ -62,9 +63,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=None, help="keep run folders here (default: a temp dir)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    enc = TransformerConfig(**{**S.ENCODER_DEFAULTS, "d_model": args.d_model, "num_heads": args.heads,
+    enc = TransformerConfig(**{**SO.ENCODER_DEFAULTS, "d_model": args.d_model, "num_heads": args.heads,
                                "d_ff": args.d_ff, "num_encoder_layers": args.layers})
-    train_cfg = TrainConfig(**{**S.TRAIN_DEFAULTS, "epochs": args.epochs, "batch_size": args.batch_size,
+    train_cfg = TrainConfig(**{**SO.TRAIN_DEFAULTS, "epochs": args.epochs, "batch_size": args.batch_size,
                                "lr": args.lr, "seed": args.seed, "progress": False})
     print(f"# torch {torch.__version__}, {platform.machine()}, threads {torch.get_num_threads()}, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; split: "
@@ -76,7 +77,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|")
     root = args.out or Path(tempfile.mkdtemp(prefix="speech_windows_"))
     for w in args.windows:
-        window = S.parse_window(w)
+        window = SO.parse_window(w)
         ns = argparse.Namespace(data=args.data, download=False, window=window, subsample=args.subsample, n_mels=40,
                                 holdout_speaker=args.holdout_speaker, dev=False, augment=True)
         task = S.build(ns, enc, seed=args.seed)

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..nn.limits import SEED, floats, ints
 from ..outputs import out_folder
 from ..train.checkpoint import CheckpointError, load_meta
-from .options import add_threads_option, out_path, set_threads
+from .options import add_figures_option, add_threads_option, out_path, set_threads
 
 
 def open_transcriber(path: Path, which: str = "best"):
@@ -28,19 +28,25 @@ def open_transcriber(path: Path, which: str = "best"):
     return open_checkpoint(path, which)[3]
 
 
-def write_attention(tr, samples, name: str, k: int, out_dir: Path, text: str, how: str) -> list[Path]:
+def write_attention(tr, samples, name: str, k: int, out_dir: Path, text: str, how: str,
+                    figures: str = "both") -> list[Path]:
     """The cross-attention PNG over the sound and the lecture page of one recording: the decoder reading ``text``,
-    the transcript printed, which the decoding ``how`` wrote."""
+    the transcript printed, which the decoding ``how`` wrote; ``figures``: "png", "html" (the page) or "both"."""
     from ..viz.speech_alignment import speech_cross_attention_png
 
     digits = [int(d) for d in text.split()]
-    page, al = tr.lecture(samples, out_dir / f"cross_attention_{k}_lecture.html", digits=digits,
-                          title=f"cross-attention over the sound, step by step: {name}: {text or '(no digits)'} "
-                                f"({how})")
+    if figures == "png":
+        page, al = None, tr.attend(samples, digits)
+    else:
+        page, al = tr.lecture(samples, out_dir / f"cross_attention_{k}_lecture.html", digits=digits,
+                              title=f"cross-attention over the sound, step by step: {name}: "
+                                    f"{text or '(no digits)'} ({how})")
+    if figures == "html":
+        return [page]
     png = speech_cross_attention_png(al.frames, al.weights, al.labels, out_dir / f"cross_attention_{k}.png",
                                      frames_per_step=al.step_frames,
                                      title=f"{name}: {text or '(no digits)'} ({how})")
-    return [png, page]
+    return [png] + ([page] if page else [])
 
 
 def run_transcribe(args) -> int:
@@ -71,7 +77,7 @@ def run_transcribe(args) -> int:
                   file=sys.stderr)
             how += "; drawn: the decoder reading it"
         for k, f in enumerate(names):
-            for p in write_attention(tr, audio[f], f, k, args.attention, texts[k], how):
+            for p in write_attention(tr, audio[f], f, k, args.attention, texts[k], how, args.figures):
                 print(f"wrote {p}", file=sys.stderr)
     return 1 if failed else 0
 
@@ -112,6 +118,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="write each file's decoder cross-attention over the sound (PNG) and its lecture page "
                         "(HTML) to DIR: the decoder reading the transcript printed, titled with the decoding that "
                         "wrote it (default: none)")
+    add_figures_option(p, "cross_attention_K_lecture.html", "cross_attention_K.png", when="with --attention: ")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="in a run folder: the checkpoint with the best dev score, or the last one saved")
     add_threads_option(p)

@@ -50,6 +50,7 @@ def run(out: Path, epochs: int = EPOCHS, seed: int = 0, progress: bool | None = 
 
     from ..nn import TransformerConfig
     from ..tasks import image
+    from ..tasks.options import image as defaults
     from ..train import TrainConfig, Trainer
     from .train import summary
 
@@ -57,9 +58,9 @@ def run(out: Path, epochs: int = EPOCHS, seed: int = 0, progress: bool | None = 
     t0 = time.perf_counter()
     args = argparse.Namespace(dataset="digits", train=None, download=False, mode="patches", patch_size=2,
                               shift=0, limit=None)
-    task = image.build(args, TransformerConfig(**image.ENCODER_DEFAULTS), seed=seed)
+    task = image.build(args, TransformerConfig(**defaults.ENCODER_DEFAULTS), seed=seed)
     task.meta["made_by"] = MADE_BY
-    cfg = TrainConfig(**{**image.TRAIN_DEFAULTS, "epochs": epochs, "seed": seed, "progress": progress,
+    cfg = TrainConfig(**{**defaults.TRAIN_DEFAULTS, "epochs": epochs, "seed": seed, "progress": progress,
                          "max_minutes": max_minutes, "eval_every": 105, "pick": PICK})
     n_params = sum(p.numel() for p in task.model.parameters())
     print(f"digits: {len(task.train)} train / {len(task.dev)} dev / {len(task.test)} test images of 8x8; "

@@ -1,6 +1,6 @@
 """``attnkit evaluate RUN [--data DATA]``: accuracy of a trained model on a data file or a split.
 
-Without ``--data`` each task scores its standard split (see ``EVALUATION_DATA`` of each task module).
+Without ``--data`` each task scores its standard split (see ``EVALUATION_DATA`` of each task's options module).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ..nn.limits import floats, ints
-from ..tasks import TASKS, task_module
+from ..tasks import TASKS, task_module, task_options
 from ..tasks.options import add_data_args
 from ..train.checkpoint import CheckpointError, load_meta
 from ..train.metrics import floor
@@ -55,7 +55,7 @@ def run(args) -> int:
 
     data = mod.evaluation_data(meta, args.data, args)
     res = evaluate(mod.task_for(model, meta, args), model, data, batch_size=args.batch_size,
-                   progress=show_progress(args))  # a bar on a terminal, nothing in a piped log
+                   progress=show_progress(args))  # a bar on a terminal, plain lines in a piped log
     print(f"checkpoint: {folder} (task {meta['task']}, step {meta.get('step')})")
     print(f"examples scored: {res['count']}  loss: {res['loss']:.4f}")
     print(f"accuracy: {floor(res['accuracy'])}")
@@ -78,7 +78,7 @@ def add_checkpoint_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    per_task = "; ".join(task_module(name).EVALUATION_DATA for name in TASKS)
+    per_task = "; ".join(task_options(name).EVALUATION_DATA for name in TASKS)
     p = sub.add_parser("evaluate", help="score a checkpoint on a data file or a split of its dataset",
                        description="Score a checkpoint. Without --data each task scores its standard split.")
     add_checkpoint_args(p)
@@ -95,7 +95,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "layers' weights in int8, docs/int8.md; default float32, as trained)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a progress bar counting the examples (translation: the texts translated) scored (default: "
-                        "only when stderr is a terminal)")
+                        "only when stderr is a terminal; otherwise a plain line at least every 10 s)")
     add_decoding_args(p, beam=5)
     add_threads_option(p)
     p.set_defaults(func=run)

@@ -13,6 +13,9 @@ the full experiment's; with ``--quick`` the options not given take the quick val
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib
+import importlib.util
 import json
 import shlex
 import sys
@@ -33,14 +36,24 @@ EXPERIMENTS = {
 
 
 def _module(name: str):
-    import importlib
-
+    """The experiment's module (it imports torch): what runs it."""
     return importlib.import_module(f"attnkit.experiments.{EXPERIMENTS[name][0]}")
 
 
+def _configs(name: str):
+    """The experiment's config module (``attnkit.experiments.configs``, without torch): its config and ``QUICK``."""
+    return importlib.import_module(f"attnkit.experiments.configs.{EXPERIMENTS[name][0]}")
+
+
 def _config_class(name: str):
-    mod = _module(name)
-    return next(getattr(mod, a) for a in dir(mod) if a.endswith("Config") and a != "TransformerConfig")
+    mod = _configs(name)
+    return next(getattr(mod, a) for a in mod.__all__ if a.endswith("Config"))
+
+
+def _description(name: str) -> str:
+    """The experiment module's docstring, read from its source: importing it would import torch for ``--help``."""
+    spec = importlib.util.find_spec(f"attnkit.experiments.{EXPERIMENTS[name][0]}")
+    return ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))) or ""
 
 
 def _shown(value) -> str:
@@ -115,8 +128,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     esub = p.add_subparsers(dest="experiment", metavar="EXPERIMENT")
     esub.required = True
     for name, (_, what) in EXPERIMENTS.items():
-        mod, cls = _module(name), _config_class(name)
-        e = esub.add_parser(name, help=what, description=(mod.__doc__ or "").strip())
+        configs, cls = _configs(name), _config_class(name)
+        e = esub.add_parser(name, help=what, description=_description(name))
         e.add_argument("--out", type=out_path, default=Path(f"runs/claims/{name}"),
                        help="folder for the figure, the table, results.jsonl and run.json "
                             f"(default runs/claims/{name})")
@@ -133,7 +146,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             e.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
                            help="datasets root holding mnist/ (default: $ATTNKIT_DATA, else ../shared/data next to "
                                 "the source checkout, else the download cache)")
-        _add_config_options(e, cls, mod.QUICK)
+        _add_config_options(e, cls, configs.QUICK)
         e.set_defaults(func=run, experiment_name=name)
 
 
@@ -145,7 +158,7 @@ def run(args) -> int:
     name = args.experiment_name
     mod, cls = _module(name), _config_class(name)
     given = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
-    config = replace(mod.QUICK if args.quick else cls(), **given)
+    config = replace(_configs(name).QUICK if args.quick else cls(), **given)
     import os
 
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..nn.limits import SEED
+from .options import add_figures_option
 
 if TYPE_CHECKING:  # torch is imported where the lecture runs, not to parse its options
     import torch
@@ -83,7 +84,7 @@ CAUSAL = ("The masked (causal) version, as a decoder's self-attention: query q^i
           "alpha'_ij = 0.\n")
 
 
-def run(out_dir: Path, seed: int = 0, d_in: int = 4, d_k: int = 3, causal: bool = False) -> dict:
+def run(out_dir: Path, seed: int = 0, d_in: int = 4, d_k: int = 3, causal: bool = False, figures: str = "both") -> dict:
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -114,8 +115,12 @@ def run(out_dir: Path, seed: int = 0, d_in: int = 4, d_k: int = 3, causal: bool 
                                              "(the lecture's b^i)")
 
     stem = "lecture_causal" if causal else "lecture"
-    paths = {"page": _page(I, single, weights, Wo, d_k, out_dir / f"{stem}.html", mask)}
-    print(f"\nwrote {paths['page']} (both examples: the chain for any head and query, and these matrices)")
+    paths = {}
+    if figures != "png":  # --figures html|png|both
+        paths["page"] = _page(I, single, weights, Wo, d_k, out_dir / f"{stem}.html", mask)
+        print(f"\nwrote {paths['page']} (both examples: the chain for any head and query, and these matrices)")
+    if figures == "html":
+        return paths
     try:
         from ..viz.heatmap import attention_panels
     except ImportError:
@@ -168,4 +173,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--causal", action="store_true",
                    help="the masked version, as a decoder's self-attention: q^i sees k^1..k^i, a later key's "
                         "alpha' is 0 (writes lecture_causal.html and lecture_causal_attention.png)")
-    p.set_defaults(func=lambda a: run(a.out, a.seed, causal=a.causal))
+    add_figures_option(p, "lecture.html", "lecture_attention.png")
+    p.set_defaults(func=lambda a: run(a.out, a.seed, causal=a.causal, figures=a.figures))

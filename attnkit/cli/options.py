@@ -10,7 +10,8 @@ problem), not the usage text; an option the command does not have (a typo: ``att
 closest option it has ("did you mean --max-steps?").
 
 ``read_lines``: the one rule for the lines of a text file or stdin. ``add_threads_option`` / ``set_threads``:
-``--threads`` of every command that runs a model, one default (this machine's cores, capped).
+``--threads`` of every command that runs a model, one default (this machine's cores, capped). ``add_figures_option`` /
+``writes``: ``--figures html|png|both`` of every command that writes both HTML pages and PNG files.
 """
 
 from __future__ import annotations
@@ -196,6 +197,22 @@ def add_progress_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bars (default: only when stderr is a terminal; otherwise a plain line at least "
                         "every 10 s). Dev results and the summary print either way")
+
+
+FIGURES = ("html", "png", "both")  # --figures: what a command that draws both pages and PNGs writes
+
+
+def add_figures_option(p: argparse.ArgumentParser, pages: str, pngs: str, when: str = "") -> None:
+    """``--figures html|png|both`` (default both), the one definition for every command that writes HTML pages and
+    PNG files: ``pages`` and ``pngs`` name what each choice writes, ``when`` the option it goes with
+    ("with --attention: ")."""
+    p.add_argument("--figures", choices=FIGURES, default="both",
+                   help=f"{when}what to write: the HTML pages ({pages}), the PNG files ({pngs}) or both")
+
+
+def writes(args: argparse.Namespace, kind: str) -> bool:
+    """Whether ``--figures`` asks for ``kind`` ("html" or "png"); a command without the option writes both."""
+    return getattr(args, "figures", "both") in (kind, "both")
 
 
 THREADS = ints(0, 1024)  # --threads N: torch threads (0 = torch's own choice)

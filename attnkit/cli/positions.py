@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from ..nn.limits import ints
+from .options import add_figures_option
 
 SIZE = ints(1, 4096)  # positions and dimensions of a figure
 
@@ -27,7 +28,7 @@ def run(args) -> int:
         learned = enc.model.embeddings.position_embeddings.weight.detach()[: args.learned_positions]  # (P, d)
         name = enc.name
     res = position_figures(args.out, length=args.length, dim=args.dim, delta=args.delta, learned=learned,
-                           learned_name=name)
+                           learned_name=name, figures=args.figures)
     rc = res["rotation"]
     print(f"sinusoidal table: {args.length} positions x {args.dim} dimensions")
     print(f"fixed 2x2 rotations map position i to i + {rc.delta}: largest error {rc.max_error:.2e} over "
@@ -54,4 +55,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "'' to skip)")
     p.add_argument("--learned-positions", type=SIZE, default=128,
                    help="how many of its learned positions to compare (default 128)")
+    add_figures_option(p, "positions.html, the pictures inside it", "sinusoidal.png, distance.png, rotation.png, "
+                                                                      "learned.png")
     p.set_defaults(func=run)

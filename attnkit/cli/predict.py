@@ -1,4 +1,5 @@
-"""``attnkit predict RUN INPUT...``: tags, a label or a class, optionally attention maps as PNG."""
+"""``attnkit predict RUN INPUT...``: tags, a label or a class, optionally attention maps as PNG and HTML
+(``--figures``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from ..train.checkpoint import load_meta
 from .evaluate import add_checkpoint_args, open_checkpoint
-from .options import add_threads_option, set_threads, utf8_text
+from .options import add_figures_option, add_threads_option, set_threads, utf8_text
 
 # Runs whose own command reads their inputs (WAV files, texts with decoding options) instead of predict.
 ELSEWHERE = {"asr": ("a speech recognition run", "attnkit transcribe RUN FILE.wav ... (`attnkit asr generate` "
@@ -39,5 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",
                    help="folder to write attention maps to: PNG; for text also the HTML page, and for the tagger the "
                         "lecture page; for graph the attention of each node's neighbours (default: none)")
+    add_figures_option(p, "tagger and classifier: attention_K.html; tagger: lecture_K.html",
+                       "attention_K.png; image, speech and graph draw only these", when="with --attention: ")
     add_threads_option(p)
     p.set_defaults(func=run)

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..data.jsonfile import file_problem
 from ..nn.limits import ints
 from ..outputs import out_folder
-from .options import add_threads_option, read_lines, set_threads, utf8_text
+from .options import add_figures_option, add_threads_option, read_lines, set_threads, utf8_text, writes
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -110,9 +110,9 @@ def run_attend(args) -> int:
         print(line)
     if args.no_plots:
         return 0
-    if args.figures in ("html", "both"):
+    if writes(args, "html"):
         _attend_pages(args, model, text, res, labels, out)
-    if args.figures in ("png", "both"):
+    if writes(args, "png"):
         _attend_pngs(args, text, res, labels, out)
     return 0
 
@@ -137,6 +137,7 @@ def _attend_pages(args, model, text: str, res, labels: list[str], out: Path) -> 
 
 
 def _attend_pngs(args, text: str, res, labels: list[str], out: Path) -> None:
+    from ..train.progress import ticker
     from ..viz import attention_grid, attention_heatmap
     from ..viz.grid import AttentionGrid
 
@@ -144,17 +145,22 @@ def _attend_pngs(args, text: str, res, labels: list[str], out: Path) -> None:
     n_layers, n_heads = res.attentions.shape[:2]
     count = 1 + n_layers * (1 + (n_heads if args.each_head else 0))
     print(f"writing {count} PNG files to {out} ...", flush=True)
+    tick = ticker("attend: PNG files", count, "written")  # a bar on a terminal, else a line at least every 10 s
     written = [attention_grid(res.attentions, out / "attention_grid.png", tokens=labels,
                               title=f"{quoted}: rows = layers, columns = heads")]
+    tick.update()
     layer_grid = AttentionGrid((1, *res.attentions.shape[1:]), tokens=labels)  # one figure for every layer
     for n in range(n_layers):  # one layer's heads: (1, H, L, L)
         written.append(layer_grid.write(res.attentions[n:n + 1], out / f"layer{n + 1}.png",
                                         title=f"{quoted}: layer {n + 1}"))
+        tick.update()
         for h in range(n_heads if args.each_head else 0):
             written.append(attention_heatmap(res.attentions[n, h], out / f"layer{n + 1}_head{h + 1}.png",
                                              queries=labels, keys=labels, annotate=len(labels) <= 8,
                                              title=f"{quoted}: layer {n + 1}, head {h + 1}"))
+            tick.update()
     layer_grid.close()
+    tick.close()
     names = "attention_grid.png, layer<N>.png" + (", layer<N>_head<H>.png" if args.each_head else "")
     print(f"wrote {len(written)} PNG files to {out} ({names})")
 
@@ -200,9 +206,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("text", help="the text whose attention to show")
     p.add_argument("--out", type=Path, default=Path("runs/attend"),
                    help="folder for attention.html, lecture.html and the PNG files")
-    p.add_argument("--figures", choices=("html", "png", "both"), default="both",
-                   help="what to write to --out: the HTML pages (attention.html, lecture.html: fast), the PNG files "
-                        "(most of the time) or both")
+    add_figures_option(p, "attention.html, lecture.html: fast", "attention_grid.png, layer<N>.png: most of the time")
     p.add_argument("--each-head", action="store_true", help="also one PNG per layer and head (with --figures png "
                                                             "or both)")
     p.add_argument("--no-plots", action="store_true", help="only print the summary of what the heads do (no files)")

@@ -12,23 +12,20 @@ import os
 import textwrap
 from pathlib import Path
 
-from ..nn import TransformerConfig
+from ..nn.config import TransformerConfig
 from ..outputs import writing
-from ..tasks import TASKS, task_module
+from ..tasks import TASKS, task_module, task_options
 from ..tasks.options import add_config_args, config_from_args
 from ..tasks.timing import help_text as training_time
-from ..train import TrainConfig, Trainer
-from ..train import distributed as dist
-from ..train.engine import refuse_existing_run
+from ..train.config import TrainConfig
 from ..train.footprint import check_training_memory
-from ..train.lock import run_lock
 from ..train.metrics import floor
 from .options import add_progress_option, add_threads_option, set_threads
 
 
 def add_common(p: argparse.ArgumentParser, mod) -> None:
     """The options every task shares: run folder, device, TrainConfig, and the TransformerConfig fields
-    that the task's model reads (``mod.ENCODER_FIELDS``; the others are not offered)."""
+    that the task's model reads (``mod.ENCODER_FIELDS`` of its options module; the others are not offered)."""
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="run folder: checkpoints, metrics.jsonl, curves.png, result.json")
     run = p.add_mutually_exclusive_group()
@@ -51,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     tsub = p.add_subparsers(dest="task", metavar="TASK")
     tsub.required = True
     for name in TASKS:
-        mod = task_module(name)
+        mod = task_options(name)  # its options without torch; the task's module is imported by run
         tp = tsub.add_parser(name, help=mod.HELP, description=description(name, mod))
         mod.add_arguments(tp)
         add_common(tp, mod)
@@ -65,6 +62,10 @@ def description(name: str, mod) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..train import distributed as dist
+    from ..train.engine import Trainer, refuse_existing_run
+    from ..train.lock import run_lock
+
     mod = task_module(args.task_name)
     set_threads(args)
     device = dist.setup(args.device)

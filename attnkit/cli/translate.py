@@ -16,7 +16,7 @@ from ..nn.limits import ints
 from ..train.checkpoint import CheckpointError, load_meta
 from .decoding import add_decoding_args, generate_kwargs
 from .evaluate import open_checkpoint
-from .options import add_threads_option, read_lines, set_threads, utf8_text
+from .options import add_figures_option, add_threads_option, read_lines, set_threads, utf8_text
 
 
 def open_translator(path: Path, which: str = "best", dtype: str = "float32"):
@@ -96,6 +96,16 @@ def write_steps(tr, texts: list[str], out_dir: Path, args, kw: dict) -> tuple[li
     return lines, pages
 
 
+def _progress(args):
+    """A bar on a terminal (or with --progress); else plain lines on stderr at least every 10 s of a long run (stdout
+    holds the translations); --no-progress: nothing."""
+    from ..train.progress import bars_wanted
+
+    if args.progress is False:
+        return False
+    return True if bars_wanted(args.progress) else (lambda line: print(line, file=sys.stderr, flush=True))
+
+
 def tr_is_nat(tr) -> bool:
     return getattr(tr, "decoding", "ar") == "nat"
 
@@ -118,8 +128,7 @@ def run(args) -> int:
         texts += read_lines("-" if stdin else args.file)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        progress = sys.stderr.isatty() if args.progress is None else args.progress
-        outputs = tr.translate(texts, progress=progress, **kw)
+        outputs = tr.translate(texts, progress=_progress(args), **kw)
         written = []
         if args.attention is not None:
             for k, text in enumerate(args.texts or texts[:1]):
@@ -145,8 +154,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--file", type=Path, default=None,
                    help="translate every line of this UTF-8 file too ('-' for stdin), empty lines stay empty "
                         "(default: none; with no texts either, the lines piped on stdin)")
-    p.add_argument("--figures", choices=("html", "png", "both"), default="both",
-                   help="with --attention: the HTML pages, the PNG files (slower) or both")
+    add_figures_option(p, "the cross-attention's, attention_K.html and the lecture pages", "one per layer: slower",
+                       when="with --attention: ")
     p.add_argument("--attention", type=Path, default=None, metavar="DIR",
                    help="write each layer's cross-attention as PNG and an interactive HTML page, its lecture page, "
                         "attention_K.html: the encoder's, the decoder's (masked) and the cross-attention as "
@@ -163,7 +172,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidates", type=ints(1, 50), default=5, metavar="K",
                    help="with --steps: the most likely next tokens shown per step (default 5)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="a progress bar counting the texts translated (default: only when stderr is a terminal)")
+                   help="a progress bar counting the texts translated (default: only when stderr is a terminal; "
+                        "otherwise a plain line on stderr at least every 10 s; --no-progress: neither)")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="in a run folder: the checkpoint with the best dev score, or the last one saved")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "int8"), default="float32",

@@ -20,8 +20,6 @@ import stat
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 __all__ = ["read_json", "read_json_bytes", "regular_file", "file_problem", "MAX_DEPTH", "JSON_LIMIT"]
 
 MAX_DEPTH = 64  # attnkit's own files nest at most about 10 deep; Hugging Face's tokenizer.json about 8
@@ -66,6 +64,8 @@ def regular_file(path: str | Path, limit: int) -> int:
 def depth(text: str) -> int:
     """How deep the arrays and objects of a JSON text nest (strings skipped; a text that is not JSON gets a
     number too, and the parser then says what is wrong)."""
+    import numpy as np  # here: the command line reads JSON files before it needs numpy
+
     brackets = _STRING.sub("", text).encode("utf-8")
     b = np.frombuffer(brackets, dtype=np.uint8)
     step = (b == ord("[")).astype(np.int64) + (b == ord("{")) - (b == ord("]")) - (b == ord("}"))

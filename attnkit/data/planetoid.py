@@ -19,10 +19,12 @@ import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 from .download import cache_dir, data_root, fetch, missing_data
 
@@ -190,6 +192,8 @@ def _edges_from_dict(graph, num_nodes: int, path: Path) -> Tensor:
         for m in nbrs:
             src.append(int(node))
             dst.append(int(m))
+    import torch  # here, not at the top: `attnkit train graph --help` reads NAMES without torch
+
     ei = torch.tensor([src + dst, dst + src], dtype=torch.long)  # both directions: (2, 2E')
     if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= num_nodes):
         raise ValueError(f"planetoid: {path} has node ids outside [0, {num_nodes})")
@@ -201,6 +205,8 @@ def _edges_from_dict(graph, num_nodes: int, path: Path) -> Tensor:
 def load_planetoid(name: str, root: str | os.PathLike | None = None, *, normalize_features: bool = True,
                    download: bool = False) -> PlanetoidGraph:
     """Load ``name`` in {"cora", "citeseer", "pubmed"} with the public (GCN/GAT) split."""
+    import torch
+
     name = name.lower()
     if name not in NAMES:
         raise ValueError(f"planetoid: `name` must be one of {NAMES}, got {name!r}")

@@ -4,6 +4,7 @@
 - ``rnn``: GRU / LSTM against self-attention: recall across a distance, time per training step against length;
 - ``positions``: positional encodings beyond the training length.
 
-Each has a frozen config (``QUICK``: tiny sizes), ``run(out, config)`` (results.jsonl, a figure, a Markdown table)
+Each has a frozen config and its ``QUICK`` (tiny sizes) in ``configs/`` (without torch: the command line's help is
+built from them), ``run(out, config)`` (results.jsonl, a figure, a Markdown table)
 and ``report``; ``runner`` holds what they share. Only ``attnkit.cli`` imports this package.
 """

@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -33,8 +32,8 @@ from torch import Tensor, nn
 from .. import masks
 from ..models.vision import VisionConfig, VisionTransformer, image_to_vectors
 from ..nn import Encoder, TransformerConfig
-from ..nn.limits import check_fields, check_unique, floats, ints
 from ..train.state import seed_everything
+from .configs.data_size import MODELS, DataSizeConfig
 from .runner import (
     RunFolder,
     accuracy,
@@ -50,70 +49,9 @@ from .runner import (
 __all__ = ["DataSizeConfig", "MODELS", "CNN", "WindowAttention", "build_model", "steps_for", "run_data_size",
            "load_images", "leads"]
 
-MODELS = ("cnn", "vit", "window")
 NAMES = {"cnn": "CNN", "vit": "ViT", "window": "self-attention in a 3x3 window"}
 
 
-@dataclass(frozen=True)
-class DataSizeConfig:
-    """The data-size experiment: sizes, models, the budget per size and the learning rates."""
-
-    sizes: tuple[int, ...] = field(default=(300, 1000, 3000, 10000, 30000, 55000), metadata={
-        "help": "training-set sizes (images, at most 55000: MNIST's train split less its 5000 dev images)"})
-    models: tuple[str, ...] = field(default=MODELS, metadata={"help": "the models to train", "choices": MODELS})
-    seeds: int = field(default=3, metadata={"help": "seeds per point (0, 1, ...): subset, initialisation, order",
-                                            "range": ints(1, 100)})
-    side: int = field(default=14, metadata={"help": "images are averaged down to side x side pixels (28 or 14)",
-                                            "choices": (28, 14)})
-    d_model: int = field(default=64, metadata={"help": "width of the attention models", "range": ints(4, 1024)})
-    layers: int = field(default=2, metadata={"help": "encoder layers of the attention models", "range": ints(1, 12)})
-    patch: int = field(default=2, metadata={"help": "ViT: side of a square patch in pixels", "range": ints(1, 14)})
-    window_patch: int = field(default=2, metadata={
-        "help": "window model: side of its square patches in pixels (1 = every pixel a vector)", "range": ints(1, 14)})
-    window: int = field(default=0, metadata={
-        "help": "window model: keys on each side in row-major order (0 = the grid's width + 1: the 3 x 3 "
-                "neighbourhood)", "range": ints(0, 784)})
-    dropout: float = field(default=0.1, metadata={"help": "dropout of the attention models (the CNN has none)",
-                                                  "range": floats(0, 1, open_high=True)})
-    batch_size: int = field(default=64, metadata={"help": "images per step", "range": ints(1, 4096)})
-    epochs: float = field(default=20.0, metadata={
-        "help": "budget: this many passes over the subset, clamped to [min_steps, max_steps] steps",
-        "range": floats(0, 10**4, open_low=True)})
-    min_steps: int = field(default=200, metadata={"help": "budget: fewest steps at any size", "range": ints(1, 10**6)})
-    max_steps: int = field(default=400, metadata={"help": "budget: most steps at any size", "range": ints(1, 10**6)})
-    cnn_lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate for the CNN",
-                                                  "range": floats(0, 1, open_low=True)})
-    attention_lr: float = field(default=3e-3, metadata={
-        "help": "AdamW's peak learning rate for the two attention models", "range": floats(0, 1, open_low=True)})
-    test_images: int = field(default=10000, metadata={"help": "test images scored", "range": ints(1, 10000)})
-    dev_images: int = field(default=1000, metadata={"help": "dev images scored (for choosing learning rates)",
-                                                    "range": ints(1, 5000)})
-
-    def __post_init__(self):
-        check_fields(self)
-        check_unique(self, "sizes", "models")
-        if not self.sizes or any(not isinstance(n, int) or n < 10 or n > 55000 for n in self.sizes):
-            raise ValueError(f"DataSizeConfig: `sizes` must be whole numbers in [10, 55000], got {self.sizes}")
-        if not self.models or any(m not in MODELS for m in self.models):
-            raise ValueError(f"DataSizeConfig: `models` must be some of {MODELS}, got {self.models}")
-        if self.side not in (28, 14):
-            raise ValueError(f"DataSizeConfig: `side` must be 28 or 14, got {self.side}")
-        for name in ("patch", "window_patch"):
-            if self.side % getattr(self, name):
-                raise ValueError(f"DataSizeConfig: `{name}` {getattr(self, name)} does not divide the "
-                                 f"{self.side}-pixel side")
-        if self.d_model % 4:
-            raise ValueError(f"DataSizeConfig: `d_model` must be a multiple of the 4 heads, got {self.d_model}")
-        if self.min_steps > self.max_steps:
-            raise ValueError(f"DataSizeConfig: `min_steps` {self.min_steps} > `max_steps` {self.max_steps}")
-
-    @property
-    def keys_each_side(self) -> int:
-        return self.window or self.side // self.window_patch + 1
-
-
-QUICK = DataSizeConfig(sizes=(100, 300), seeds=2, side=14, d_model=16, layers=1, batch_size=32, epochs=2.0,
-                       min_steps=8, max_steps=12, test_images=300, dev_images=300)
 
 
 def steps_for(config: DataSizeConfig, n: int) -> int:
@@ -218,7 +156,8 @@ def run_one(config: DataSizeConfig, images: dict, name: str, n: int, seed: int) 
     seed_everything(seed)
     model = build_model(config, name)
     lr = config.cnn_lr if name == "cnn" else config.attention_lr
-    times = train_steps(model, batch, steps, lr=lr, warmup=max(1, steps // 20), seed=seed)
+    times = train_steps(model, batch, steps, lr=lr, warmup=max(1, steps // 20), seed=seed,
+                        what=f"  {NAMES[name]} on {n} images, seed {seed}: training")
     dev = accuracy(model, _batches(*(t[:config.dev_images] for t in images["dev"]), 500))
     test = accuracy(model, _batches(*(t[:config.test_images] for t in images["test"]), 500))
     return {"model": name, "x": n, "seed": seed, "test_accuracy": test, "dev_accuracy": dev, "steps": steps,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -26,8 +25,8 @@ from torch import Tensor, nn
 
 from ..functional.masks import causal
 from ..nn import Encoder, TransformerConfig
-from ..nn.limits import check_fields, check_unique, floats, ints
 from ..train.state import seed_everything
+from .configs.positions import ENCODINGS, FULL, PositionsConfig
 from .runner import (
     RunFolder,
     accuracy,
@@ -43,58 +42,11 @@ from .runner import (
 
 __all__ = ["PositionsConfig", "ENCODINGS", "PositionModel", "build_model", "previous_token_batch", "run_positions"]
 
-ENCODINGS = ("sinusoidal", "learned", "relative", "rope", "alibi", "none")
 NAMES = {"sinusoidal": "sinusoidal", "learned": "learned", "relative": "relative (Shaw)", "rope": "RoPE",
          "alibi": "ALiBi", "none": "none"}
 IGNORE = -100
 
 
-@dataclass(frozen=True)
-class PositionsConfig:
-    """The positions experiment: encodings, training and test lengths, model size, the budget."""
-
-    encodings: tuple[str, ...] = field(default=ENCODINGS, metadata={"help": "the positional encodings to train",
-                                                                     "choices": ENCODINGS})
-    train_length: int = field(default=64, metadata={"help": "longest training sequence", "range": ints(2, 4096)})
-    min_train_length: int = field(default=8, metadata={
-        "help": "shortest training sequence (each step draws its length uniformly in between)", "range": ints(2, 4096)})
-    test_lengths: tuple[int, ...] = field(default=(64, 128, 256, 512), metadata={
-        "help": "lengths the trained models are scored at"})
-    seeds: int = field(default=3, metadata={"help": "seeds per point (0, 1, ...): data and initialisation",
-                                            "range": ints(1, 100)})
-    vocab: int = field(default=16, metadata={"help": "symbols a token takes (chance = 1 / vocab)",
-                                             "range": ints(2, 4096)})
-    d_model: int = field(default=64, metadata={"help": "model width", "range": ints(4, 1024)})
-    layers: int = field(default=2, metadata={"help": "encoder layers", "range": ints(1, 12)})
-    max_relative_distance: int = field(default=16, metadata={
-        "help": "relative: distances beyond this share one embedding", "range": ints(1, 4096)})
-    steps: int = field(default=1000, metadata={"help": "training steps per encoding", "range": ints(1, 10**6)})
-    batch_size: int = field(default=32, metadata={"help": "sequences per step", "range": ints(1, 4096)})
-    lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate",
-                                              "range": floats(0, 1, open_low=True)})
-    test_sequences: int = field(default=200, metadata={"help": "test sequences per length (and as many dev)",
-                                                       "range": ints(1, 10**6)})
-
-    def __post_init__(self):
-        check_fields(self)
-        check_unique(self, "encodings", "test_lengths")
-        if not self.encodings or any(e not in ENCODINGS for e in self.encodings):
-            raise ValueError(f"PositionsConfig: `encodings` must be some of {ENCODINGS}, got {self.encodings}")
-        if not self.test_lengths or any(not isinstance(n, int) or n < 2 or n > 65536 for n in self.test_lengths):
-            raise ValueError(f"PositionsConfig: `test_lengths` must be whole numbers in [2, 65536], "
-                             f"got {self.test_lengths}")
-        if self.min_train_length > self.train_length:
-            raise ValueError(f"PositionsConfig: `min_train_length` {self.min_train_length} > `train_length` "
-                             f"{self.train_length}")
-        if self.d_model % 8:
-            raise ValueError(f"PositionsConfig: `d_model` must be a multiple of 8 (4 heads of an even size), "
-                             f"got {self.d_model}")
-
-
-# The run that answers the question, and its time (BENCHMARKS.md, "The lecture's claims").
-FULL = "attnkit experiment positions --jobs 2 --threads 1 (8.9 min on a 2-core Zen 3 AVX2 host)"
-QUICK = PositionsConfig(encodings=ENCODINGS, train_length=16, min_train_length=4, test_lengths=(16, 32), seeds=2,
-                        d_model=16, layers=1, steps=6, batch_size=8, test_sequences=16)
 
 
 def previous_token_batch(n: int, length: int, vocab: int, generator: torch.Generator) -> tuple[tuple[Tensor], Tensor]:
@@ -146,7 +98,8 @@ def run_one(config: PositionsConfig, encoding: str, seed: int) -> list[dict]:
     model = build_model(config, encoding)
     t = time.perf_counter()
     train_steps(model, lambda step: previous_token_batch(config.batch_size, int(lengths[step]), config.vocab, gen),
-                config.steps, lr=config.lr, warmup=max(1, config.steps // 20), seed=seed)
+                config.steps, lr=config.lr, warmup=max(1, config.steps // 20), seed=seed,
+                what=f"  {NAMES[encoding]}, seed {seed}: training")
     seconds = time.perf_counter() - t
     rows = []
     for length in config.test_lengths:

@@ -48,14 +48,16 @@ def _progress_bar(total: int):
 
 def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], list[int]],
                     generate: Callable[[Tensor, Tensor], object], decode: Callable[[Tensor], str], pad_id: int,
-                    batch_size: int, progress: bool | None = False) -> list[str]:
+                    batch_size: int, progress: bool | None | Callable[[str], object] = False) -> list[str]:
     """Translate ``texts`` (a list, or one string) -> list of texts in the same order (see the module doc).
 
     ``source_ids(text, where)``: the ids to translate (``where`` names the text in warnings);
     ``generate(input_ids, attention_mask)``: an object with ``.sequences`` (B, T), the mask None when no row is
     padded; ``decode(row)``: text.
     ``progress``: a progress bar (tqdm, on stderr) counting the texts translated; None: plain lines on stdout,
-    at least every 10 s while it runs (``attnkit.train.progress.Ticker``: for a log); False: nothing.
+    at least every 10 s while it runs (``attnkit.train.progress.Ticker``: for a log); a function: those plain lines
+    given to it (the command line's ``translate`` writes them to stderr: its stdout is the translations); False:
+    nothing.
     """
     if isinstance(texts, str):
         texts = [texts]
@@ -69,10 +71,10 @@ def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], 
             continue
         rows[i] = source_ids(text.strip(), f"text {i + 1}")
     order = sorted(rows, key=lambda i: len(rows[i]))
-    if progress is None:
+    if progress is None or callable(progress):
         from ..train.progress import Ticker
 
-        bar = Ticker("translate", len(order), "texts")
+        bar = Ticker("translate", len(order), "texts", write=progress)
     else:
         bar = _progress_bar(len(order)) if progress else None
     try:

@@ -18,10 +18,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import masks
+from .configs.asr import SUBSAMPLES
 
 __all__ = ["Frontend", "half", "SUBSAMPLES"]
 
-SUBSAMPLES = (4, 8)  # frames per encoder step: two or three convolutions of stride 2
 
 
 def half(lengths: Tensor) -> Tensor:

@@ -42,10 +42,11 @@ class TextTranslator:
     def _piece(self, token_id: int) -> str:
         raise NotImplementedError
 
-    def translate(self, texts: list[str] | str, *, batch_size: int | None = None, progress: bool | None = False,
+    def translate(self, texts: list[str] | str, *, batch_size: int | None = None, progress=False,
                   **generate_kwargs) -> list[str]:
         """Translate ``texts`` (a list, or one string) -> list of texts, in the same order. ``progress``: a bar
-        (tqdm, on stderr) counting the texts translated; None: plain lines in a log when it runs long."""
+        (tqdm, on stderr) counting the texts translated; None: plain lines in a log when it runs long; a function:
+        those lines given to it (``generation.texts.translate_texts``)."""
         return translate_texts(texts, source_ids=self.source_ids, decode=self._row_text, pad_id=self._pad_id,
                                generate=lambda ids, mask: self.generate(ids, mask, **generate_kwargs),
                                batch_size=batch_size or self.batch_size, progress=progress)

@@ -1,11 +1,16 @@
 """Task glue: data + model + ``attnkit.train.Task``, and what ``evaluate`` / ``predict`` need.
 
-A task module (``attnkit/tasks/<name>.py``) defines:
+A task is two modules. Its options, ``attnkit/tasks/options/<name>.py``, without torch (``attnkit train <name>
+--help`` and ``attnkit evaluate --help`` read only these), define:
 
 - ``NAME``; ``HELP``; ``ENCODER_DEFAULTS`` (TransformerConfig fields) and ``TRAIN_DEFAULTS`` (TrainConfig fields);
 - ``ENCODER_FIELDS``: the TransformerConfig fields its model reads (only these become ``train`` options);
 - ``EVALUATION_DATA``: what ``evaluate --data`` takes for this task and what it scores without it;
-- ``add_arguments(parser)``: its own options (data paths with ``add_data_args``, model choices);
+- ``add_arguments(parser)``: its own options (data paths with ``add_data_args``, model choices from its model's
+  config in ``attnkit.models.configs``).
+
+The task module, ``attnkit/tasks/<name>.py``, defines:
+
 - ``build(args, encoder: TransformerConfig, seed: int) -> attnkit.train.Task``: data + model + meta
   (the meta must hold everything ``load`` needs: model config, vocabulary, labels);
 - ``load(folder, meta) -> model`` with the weights loaded, in eval mode;
@@ -34,7 +39,15 @@ TASKS = {
 
 
 def task_module(name: str):
+    """The task's module (it imports torch)."""
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; known: {sorted(TASKS)}")
     return importlib.import_module(TASKS[name])
+
+
+def task_options(name: str):
+    """The task's options module (``attnkit.tasks.options.<name>``, without torch)."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known: {sorted(TASKS)}")
+    return importlib.import_module(f"attnkit.tasks.options.{name}")
 

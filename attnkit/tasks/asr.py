@@ -25,71 +25,11 @@ from ..train.checkpoint import META, CheckpointError
 from ..train.from_meta import config_from_meta, model_from_meta
 from . import asr_sets
 from .asr_stream import latency_lines
-from .options import add_config_args, add_data_args
+from .options.asr import NAME
 from .transcriber import PIECE_SECONDS, Transcriber, score_lines
 
-NAME = "asr"
-HELP = ("speech recognition of connected spoken digits (FSDD): convolutions, truncated self-attention encoder, "
-        "autoregressive decoder and CTC head")
-ENCODER_DEFAULTS = dict(d_model=144, num_heads=4, d_ff=576, num_encoder_layers=6, dropout=0.1, attention_dropout=0.0,
-                        activation="gelu", norm_first=True)
-TRAIN_DEFAULTS = dict(epochs=3, batch_size=32, lr=1.5e-3, warmup_steps=500, weight_decay=0.01, schedule="cosine",
-                      label_smoothing=0.1, eval_every=500, eval_batch_size=64, keep=1, log_every=50)
-ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
-                  "activation", "norm_first")
-ENCODER_NOTE = "the encoder's stack; the decoder has the same width (--num-decoder-layers sets its depth)"
-EVALUATION_DATA = ("asr: test (both test sets the run has), recordings, speaker, dev, or a TSV of WAV path and "
-                   "transcript (default: test); digit error rate and utterance accuracy")
 LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns a Transcriber
 STREAM_CHUNK = 4  # encoder steps (80 ms each at subsample 8) per chunk when evaluate measures a streaming run's latency
-
-
-def parse_window(s: str) -> tuple[int, int] | None:
-    """'full' -> None; 'L,R' or 'W' (symmetric) -> (L, R)."""
-    if s in ("full", "none"):
-        return None
-    try:
-        parts = [int(v) for v in s.split(",")]
-    except ValueError:
-        parts = []
-    parts = parts * 2 if len(parts) == 1 else parts
-    if len(parts) != 2 or min(parts) < 0 or max(parts) > 65536:
-        raise argparse.ArgumentTypeError(f"expected 'full', 'W' or 'L,R' with W, L, R in [0, 65536], got {s!r}")
-    return parts[0], parts[1]
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", type=Path, default=None, metavar="PATH",
-                   help="FSDD: recordings.tar.gz, a folder of WAVs, or a folder holding either "
-                        "(default: <data dir>/fsdd/recordings.tar.gz)")
-    add_data_args(p, "fsdd/", "fetch FSDD from GitHub into the cache if missing")
-    p.add_argument("--holdout-speaker", default=None, metavar="NAME",
-                   help="train on the other five speakers and test on this one too (default: none, all six "
-                        "speakers train; the test set is their held-out recordings)")
-    for name, n, what in (("train", 35000, "training"), ("dev", 500, "dev (best checkpoint)"),
-                          ("test", 1000, "each test set's")):
-        p.add_argument(f"--{name}-utterances", type=ints(1, 10**7), default=n, metavar="N",
-                       help=f"{what} utterances generated")
-    p.add_argument("--window", type=parse_window, default=(8, 8), metavar="L,R",
-                   help="truncated self-attention: 'L,R' encoder steps (80 ms each at --subsample 8) each step sees to "
-                        "its left and right, 'W' for W,W, or 'full' (default: 8,8; with --streaming 16,0)")
-    p.add_argument("--streaming", action="store_true",
-                   help="a streaming model: causal convolutions, a window with no right context (L,0), features "
-                        "normalised by the training set's statistics instead of each utterance's")
-    p.add_argument("--normalize", choices=("utterance", "training"), default="utterance",
-                   help="log-mel features normalised per bin by each utterance's own mean and variance, or by "
-                        "the training set's (always training with --streaming: an utterance's own statistics are "
-                        "unknown until it ends); utterance made 4-10 points fewer digit errors on two speakers "
-                        "held out, training 0.4-0.6 fewer on known voices (docs/asr.md) (default: utterance)")
-    add_config_args(p, AsrConfig, only=("subsample", "frontend", "channels", "kernel", "ctc_weight", "ctc_layer"),
-                    title="speech recognition model")
-    p.add_argument("--num-decoder-layers", type=ints(1, 64), default=2, help="decoder layers")
-    add_config_args(p, FeatureConfig, only=("n_mels",), title="features")
-    p.add_argument("--vtlp", type=floats(0, 0.5), default=0.0, metavar="A",
-                   help="vocal tract length perturbation: each training utterance's mel bins stretched by a factor "
-                        "drawn from [1 - A, 1 + A] (0: none; docs/asr.md measured 0.1 on a speaker held out)")
-    p.add_argument("--no-augment", dest="augment", action="store_false",
-                   help="train without SpecAugment-style time and frequency masking")
 
 
 def _encoder_configs(args, encoder: TransformerConfig) -> tuple[TransformerConfig, TransformerConfig]:

@@ -22,44 +22,14 @@ from ..data.words import treebank_words
 from ..models.bert import set_dropout
 from ..models.classifier import ClassifierConfig, PretrainedClassifier, SequenceClassifier
 from ..nn import TransformerConfig
-from ..nn.limits import ints
 from ..train import Task
 from ..train.from_meta import listed, model_from_meta
-from .options import LIMIT, PROBABILITY, add_config_args, add_split_files, attention_words
+from .options import attention_words
+from .options.classifier import NAME
 
-NAME = "classifier"
-HELP = "sequence classification (one label per sentence) from TSV: SST-2 sentiment"
-ENCODER_DEFAULTS = dict(d_model=128, num_heads=4, d_ff=256, num_encoder_layers=2, dropout=0.3,
-                        norm_first=True, positional="rope")
-TRAIN_DEFAULTS = dict(epochs=4, batch_size=64, lr=5e-4, warmup_steps=300, weight_decay=0.05,
-                      schedule="linear", eval_batch_size=256)
-ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
-                  "activation", "norm_first", "positional")
-ENCODER_NOTE = "the model trained from scratch; not used with --pretrained"
-EVALUATION_DATA = "classifier: a text<TAB>label TSV file (default: SST-2 dev, for runs trained on SST-2)"
 PAD, UNK = 0, 1
 SST2_LABEL_NAMES = {"0": "negative", "1": "positive"}  # GLUE's SST-2
 PUNCTUATION = frozenset(",.!?;:")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_split_files(p, "text<TAB>label TSV", "SST-2", "sst2/", "fetch SST-2 from GLUE into the cache if missing",
-                    test="none; SST-2's test labels are not public")
-    p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True,
-                   help="lowercase the text before splitting it into tokens at spaces")
-    p.add_argument("--min-freq", type=ints(0, 10**9), default=1, help="tokens seen fewer times in train are <unk>")
-    p.add_argument("--word-dropout", type=PROBABILITY, default=0.1,
-                   help="probability of replacing a token by <unk> while training (0 = never)")
-    add_config_args(p, ClassifierConfig, only=("pooling",), title="classifier")
-    p.add_argument("--max-tokens", type=ints(1, 65536), default=128, help="keep only the first N tokens of a text")
-    p.add_argument("--limit", type=LIMIT, default=None, metavar="N",
-                   help="use only the first N rows of each file (default: all)")
-    p.add_argument("--pretrained", default=None, metavar="NAME",
-                   help="fine-tune a pretrained encoder (e.g. all-MiniLM-L6-v2) instead of training from scratch "
-                        "(default: none)")
-    p.add_argument("--pretrained-dropout", type=PROBABILITY, default=0.0, metavar="P",
-                   help="with --pretrained: BERT's fine-tuning dropout on hidden states and attention weights "
-                        "(its configs say 0.1; default 0)")
 
 
 _PRETRAINED: dict = {}
@@ -231,8 +201,12 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=Non
 
             stacked, words = torch.stack([a[0] for a in attn]), tokenize(text, meta, raw=True)  # (N, H, L, L)
             verdict = said  # "positive (label 1, p=...)"
-            path = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words,
-                                  title=f"{text} -> {verdict}")
-            page = attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
-            lines.append(f"wrote {path} and {page}")
+            figures, written = getattr(args, "figures", "both"), []  # predict --figures html|png|both
+            if figures != "html":
+                written.append(attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=words,
+                                              title=f"{text} -> {verdict}"))
+            if figures != "png":
+                written.append(attention_html(stacked, words, Path(out_dir) / f"attention_{k}.html",
+                                              title=lines[-1]))
+            lines.append(f"wrote {' and '.join(map(str, written))}")
     return lines

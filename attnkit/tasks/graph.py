@@ -16,38 +16,15 @@ from pathlib import Path
 
 import torch
 
-from ..data.planetoid import NAMES, PlanetoidGraph, load_planetoid
+from ..data.planetoid import PlanetoidGraph, load_planetoid
 from ..models.graph import GAT, GraphAttentionConfig, add_self_loops, link_pairs
 from ..nn import TransformerConfig
-from ..nn.limits import floats, ints
 from ..train import Task
 from ..train.from_meta import model_from_meta
 from ..train.metrics import IGNORE
-from .options import add_config_args, add_data_args
+from .options.graph import NAME
 
-NAME = "graph"
-HELP = "node classification on Planetoid citation graphs (Cora, CiteSeer, PubMed) with edge-only attention"
-ENCODER_DEFAULTS = dict(d_model=64, num_heads=8, dropout=0.6, attention_dropout=0.6)
-TRAIN_DEFAULTS = dict(epochs=300, batch_size=1, lr=0.005, weight_decay=0.0, schedule="constant", warmup_steps=0,
-                      clip_norm=0.0, eval_batch_size=1, log_every=10)
-ENCODER_FIELDS = ("d_model", "num_heads", "dropout", "attention_dropout")
-ENCODER_NOTE = "the GAT's first layer: --num-heads heads of --d-model / --num-heads units each"
-EVALUATION_DATA = "graph: train, dev or test nodes of the run's graph (default: test)"
 SPLITS = ("train", "dev", "test")
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", choices=NAMES, default="cora", help="which Planetoid citation graph")
-    add_data_args(p, "planetoid/", "fetch missing files from kimiyoung/planetoid into the cache")
-    add_config_args(p, GraphAttentionConfig, only=("score", "qk_source", "value_dropout", "link_loss",
-                                                   "link_negatives"), title="graph attention")
-    p.add_argument("--out-heads", type=ints(1, 1024), default=None,
-                   help="attention heads of the output layer, averaged (default: 1; 8 for pubmed)")
-    p.add_argument("--l2", type=floats(0, 10), default=None,
-                   help="L2 on all weights, added to the gradient as in the GAT paper (default: 5e-4; 1e-3 for "
-                        "pubmed)")
-    p.add_argument("--dense-features", action="store_true",
-                   help="keep the node features dense (default: a sparse CSR matrix)")
 
 
 def _features(g: PlanetoidGraph, dense: bool) -> torch.Tensor:

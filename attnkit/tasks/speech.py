@@ -15,54 +15,10 @@ from ..nn import TransformerConfig
 from ..train import Task
 from ..train.checkpoint import META, CheckpointError
 from ..train.from_meta import config_from_meta, listed, model_from_meta
-from .options import add_config_args, add_data_args, split_item
+from .options import split_item
+from .options.speech import NAME
 
-NAME = "speech"
-HELP = "spoken digit classification (FSDD): log-mel frames, Transformer encoder with truncated self-attention"
-ENCODER_DEFAULTS = dict(d_model=96, num_heads=4, d_ff=192, num_encoder_layers=4, dropout=0.1,
-                        activation="gelu", norm_first=True, positional="sinusoidal")
-TRAIN_DEFAULTS = dict(epochs=30, batch_size=32, lr=2e-3, warmup_steps=200, weight_decay=0.05,
-                      schedule="cosine", label_smoothing=0.1, eval_batch_size=128)
-ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
-                  "activation", "norm_first", "positional")
-EVALUATION_DATA = ("speech: train or test of the run's FSDD split, or recordings (an archive or a folder of WAVs) "
-                   "(default: test)")
 LABELS = [str(d) for d in range(10)]
-
-
-def parse_window(s: str) -> tuple[int, int] | None:
-    """'full' -> None; 'L,R' or 'W' (symmetric) -> (L, R)."""
-    if s in ("full", "none"):
-        return None
-    try:
-        parts = [int(v) for v in s.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--window: expected 'full', 'W' or 'L,R', got {s!r}") from None
-    if len(parts) == 1:
-        parts = parts * 2
-    if len(parts) != 2 or min(parts) < 0 or max(parts) > 65536:
-        raise argparse.ArgumentTypeError(f"--window: expected 'full', 'W' or 'L,R' with W, L, R in [0, 65536], got "
-                                         f"{s!r}")
-    return parts[0], parts[1]
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", type=Path, default=None, metavar="PATH",
-                   help="recordings.tar.gz, a folder of WAVs, or a folder holding either "
-                        "(default: <data dir>/fsdd/recordings.tar.gz)")
-    add_data_args(p, "fsdd/", "fetch the dataset from GitHub into the cache if missing")
-    p.add_argument("--window", type=parse_window, default=(4, 4), metavar="L,R",
-                   help="truncated self-attention: 'L,R' frames each frame sees to its left and right, 'W' for "
-                        "W,W, or 'full' (default: 4,4)")
-    add_config_args(p, SpeechConfig, only=("subsample",), title="speech model")
-    add_config_args(p, FeatureConfig, only=("n_mels",), title="features")
-    p.add_argument("--holdout-speaker", default=None, metavar="NAME",
-                   help="test on every recording of this speaker, train on the others (default: the official "
-                        "split, index 0-4 = test)")
-    p.add_argument("--dev", action="store_true",
-                   help="carve a dev set out of train (index 5-9) for best-checkpoint selection")
-    p.add_argument("--no-augment", dest="augment", action="store_false",
-                   help="train without SpecAugment-style time and frequency masking")
 
 
 def featurize(recs, features: FeatureConfig) -> list[tuple[Tensor, int]]:

@@ -8,44 +8,18 @@ from pathlib import Path
 
 import torch
 
-from ..data.conllu import EWT_FILES, FIELDS, UPOS, TaggedSentence, ewt_path, read_conllu
+from ..data.conllu import EWT_FILES, UPOS, TaggedSentence, ewt_path, read_conllu
 from ..data.words import split_words
 from ..models.tagger import PretrainedTagger, Tagger, TaggerConfig
 from ..nn import TransformerConfig
-from ..nn.limits import ints
 from ..train import IGNORE, Task
 from ..train.from_meta import listed, model_from_meta
 from . import subword
-from .options import LIMIT, PROBABILITY, add_split_files, attention_words
+from .options import attention_words
+from .options.tagger import NAME
 
-NAME = "tagger"
-HELP = "sequence labelling (one label per word) from CoNLL-U: part-of-speech tagging"
-ENCODER_DEFAULTS = dict(d_model=128, num_heads=4, d_ff=256, num_encoder_layers=2, dropout=0.2,
-                        norm_first=True, positional="rope")
-TRAIN_DEFAULTS = dict(epochs=20, batch_size=32, lr=1e-3, warmup_steps=400, weight_decay=0.01,
-                      schedule="linear", eval_batch_size=128)
-ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
-                  "activation", "norm_first", "positional")
-ENCODER_NOTE = "the model trained from scratch; not used with --pretrained"
-EVALUATION_DATA = "tagger: a CoNLL-U file (default: UD English EWT test, for runs trained on EWT)"
 PAD, UNK = 0, 1
 MAX_CHARS = 20
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_split_files(p, "CoNLL-U", "UD English EWT", "ud_english_ewt/",
-                    "fetch UD English EWT from its GitHub release into the cache if missing",
-                    test="EWT test when --train is not given, else none")
-    p.add_argument("--field", choices=FIELDS, default="upos", help="which tag column to learn")
-    p.add_argument("--min-freq", type=ints(0, 10**9), default=2,
-                   help="words seen fewer times in train are <unk> (their characters still count)")
-    p.add_argument("--word-dropout", type=PROBABILITY, default=0.05,
-                   help="probability of replacing a word by <unk> while training (0 = never)")
-    p.add_argument("--limit", type=LIMIT, default=None, metavar="N",
-                   help="use only the first N sentences of each file (default: all)")
-    p.add_argument("--pretrained", default=None, metavar="NAME",
-                   help="fine-tune a pretrained encoder (e.g. all-MiniLM-L6-v2) with first-subword labelling "
-                        "(default: none, train from scratch)")
 
 
 def build_vocab(sents: list[TaggedSentence], min_freq: int) -> dict:
@@ -229,9 +203,15 @@ def predict(model, meta: dict, inputs: list[str], out_dir: Path | None, args=Non
             from ..viz.lecture import model_lecture_html
 
             stacked = torch.stack([a[0] for a in attn])  # layers x (1, H, L, L) -> (N, H, L, L)
-            p = attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=tokens, title=text)
-            page = attention_html(stacked, tokens, Path(out_dir) / f"attention_{k}.html", title=lines[-1])
-            lecture = model_lecture_html(model, lambda ws=words: tag(model, meta, ws), tokens,
-                                         Path(out_dir) / f"lecture_{k}.html", title=f"{lines[-1]}: step by step")
-            lines.append(f"wrote {p}, {page} and {lecture}")
+            figures, written = getattr(args, "figures", "both"), []  # predict --figures html|png|both
+            if figures != "html":
+                written.append(attention_grid(stacked, Path(out_dir) / f"attention_{k}.png", tokens=tokens,
+                                              title=text))
+            if figures != "png":
+                written.append(attention_html(stacked, tokens, Path(out_dir) / f"attention_{k}.html",
+                                              title=lines[-1]))
+                written.append(model_lecture_html(model, lambda ws=words: tag(model, meta, ws), tokens,
+                                                  Path(out_dir) / f"lecture_{k}.html",
+                                                  title=f"{lines[-1]}: step by step"))
+            lines.append("wrote " + " and ".join(filter(None, [", ".join(map(str, written[:-1])), str(written[-1])])))
     return lines

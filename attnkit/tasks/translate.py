@@ -23,16 +23,14 @@ import torch
 from ..data.bpe import BOS_ID, EOS_ID, PAD_ID, Subwords, learn_bpe
 from ..data.multi30k import LANGS, SPLITS, multi30k, read_parallel, split_name
 from ..nn import TransformerConfig
-from ..nn.limits import ints
 from ..train import Task
 from ..train.checkpoint import sha256
 from . import translate_ar, translate_nat
-from .options import LIMIT, add_data_args
+from .options.translate import NAME
 from .translate_ar import collate, encode_pair, forward
 from .translation import (
     BPE_FILE,
     DTYPES,
-    SELECT,
     Decoding,
     check_lengths,
     check_meta,
@@ -46,53 +44,8 @@ from .translator import Translator, bleu_report
 __all__ = ["DECODINGS", "build", "load", "score", "predict", "finish", "task_for", "encode_pair", "collate", "forward",
            "DTYPES", "BPE_FILE", "subwords_for", "check_meta", "check_lengths"]
 
-NAME = "translate"
-HELP = "translation (encoder-decoder from scratch) on Multi30k or parallel text files: De->En by default"
-ENCODER_DEFAULTS = dict(d_model=256, num_heads=4, d_ff=1024, num_encoder_layers=3, num_decoder_layers=3,
-                        dropout=0.25, attention_dropout=0.0, norm_first=True, positional="sinusoidal")
-TRAIN_DEFAULTS = dict(epochs=30, max_minutes=60.0, batch_size=128, batch_tokens=3000, lr=1e-3, warmup_steps=400,
-                      schedule="inverse_sqrt", weight_decay=0.0, label_smoothing=0.1, eval_every=150,
-                      eval_batch_size=128, keep=5, bf16=False, log_every=50)
-ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout", "activation",
-                  "norm_first", "positional")
-ENCODER_NOTE = "the encoder-decoder; --num-decoder-layers sets the decoder's depth"
-EVALUATION_DATA = ("translate: a Multi30k split (test, val, train) or a source file with --ref (default: test); "
-                   "sacreBLEU and chrF")
 LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns load(...): a Translator
 DECODINGS: dict[str, Decoding] = {"ar": translate_ar.AR, "nat": translate_nat.NAT}  # by --decoder / meta["decoder"]
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--src", choices=LANGS, default="de", help="source language (Multi30k)")
-    p.add_argument("--tgt", choices=LANGS, default="en", help="target language (Multi30k)")
-    p.add_argument("--train-src", type=Path, default=None, metavar="FILE",
-                   help="source side of your own training pairs, one sentence a line (default: Multi30k train)")
-    p.add_argument("--train-tgt", type=Path, default=None, metavar="FILE",
-                   help="target side of --train-src, the same number of lines (default: Multi30k train)")
-    p.add_argument("--dev-src", type=Path, default=None, metavar="FILE",
-                   help="source side of your own dev pairs (default: Multi30k val, or none with --train-src)")
-    p.add_argument("--dev-tgt", type=Path, default=None, metavar="FILE",
-                   help="target side of --dev-src (default: Multi30k val, or none with --train-src)")
-    add_data_args(p, "multi30k/", "fetch Multi30k from GitHub into the cache if it is missing")
-    p.add_argument("--limit", type=LIMIT, default=None, metavar="N",
-                   help="use only the first N pairs of each file (default: all)")
-    p.add_argument("--vocab-size", type=ints(16, 2**24), default=8000, help="joint BPE vocabulary size")
-    p.add_argument("--share-embeddings", action=argparse.BooleanOptionalAction, default=True,
-                   help="one embedding table for source, target and output (joint vocabulary)")
-    p.add_argument("--num-decoder-layers", type=ints(1, 1024), default=ENCODER_DEFAULTS["num_decoder_layers"],
-                   help="decoder layers")
-    p.add_argument("--max-length", type=ints(4, 65536), default=128,
-                   help="longest source / target in subwords (longer: cut)")
-    p.add_argument("--average", type=ints(0, 1000), default=4, metavar="N",
-                   help="average the last N checkpoints at the end (0: off); kept as the run's best")
-    p.add_argument("--final-beam", type=ints(0, 1024), default=0, metavar="K",
-                   help="after training, score the validation set with this beam (0: greedy)")
-    p.add_argument("--select", choices=SELECT, default=None,
-                   help="the dev metric that picks the run's best checkpoint: accuracy (each target token given the "
-                        "ones before it; a CTC run's, on its most likely alignment) or bleu (the dev set translated "
-                        "at every evaluation, greedy or the NAT run's own decoding: slower); default bleu with "
-                        "--nat-loss ctc, whose token accuracy can fall while its BLEU rises, else accuracy")
-    translate_nat.add_arguments(p)  # --decoder, and the non-autoregressive side's own options
 
 
 def _subwords(args, decoding: Decoding, train, bpe_path: Path) -> Subwords:
@@ -129,7 +82,10 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     if select == "bleu":
         if dev is None:
             raise ValueError("train translate: --select bleu needs dev pairs (--dev-src and --dev-tgt)")
-        task.score, task.select = dev_bleu(decoding, subwords, task.meta, dev), "bleu"
+        from ..train.progress import bars_wanted
+
+        bars = bars_wanted(getattr(args, "progress", None)) or None  # a bar, else plain lines in a log
+        task.score, task.select = dev_bleu(decoding, subwords, task.meta, dev, progress=bars), "bleu"
     return task
 
 
@@ -169,8 +125,10 @@ def score(translator: Translator, meta: dict, args, generate_kwargs: dict) -> li
         name = f"multi30k {split} {meta['src_lang']}->{meta['tgt_lang']}"
     if corpus.skipped:
         print(f"warning: {corpus.source}: skipped {corpus.skipped} pairs with an empty side", file=sys.stderr)
-    # a progress bar on a terminal (or as --progress / --no-progress say), nothing in a piped log
-    progress = sys.stderr.isatty() if getattr(args, "progress", None) is None else args.progress
+    # a progress bar on a terminal (or as --progress / --no-progress say), else plain lines at least every 10 s
+    from ..train.progress import bars_wanted
+
+    progress = bars_wanted(getattr(args, "progress", None)) or None
     return bleu_report(translator, corpus.src, corpus.tgt, name=name, progress=progress, **generate_kwargs)
 
 

@@ -12,9 +12,7 @@ or, for a CTC run, ``attnkit.generation.ctc_nat.ctc_decode`` (one pass). ``NAT``
 
 from __future__ import annotations
 
-import argparse
 import sys
-from dataclasses import fields
 from functools import partial
 from pathlib import Path
 
@@ -24,11 +22,8 @@ from torch import Tensor
 
 from ..data.bpe import EOS_ID, PAD_ID, UNK_ID
 from ..generation.ctc_nat import ctc_decode
-from ..generation.mask_predict import RANGES as NAT_RANGES
 from ..generation.mask_predict import NATOutput, mask_predict
 from ..models.nat import (
-    LENGTH_STRATEGIES,
-    NAT_LOSSES,
     NATConfig,
     NATModel,
     ctc_row_lengths,
@@ -37,7 +32,6 @@ from ..models.nat import (
     row_lengths_for,
 )
 from ..models.nat_losses import IGNORE, best_path, ctc_feasible, ctc_logits, ctc_loss, glat_logits
-from ..nn.limits import floats, ints
 from ..train import Task
 from ..train.checkpoint import CheckpointError, load_meta, load_weights
 from .distill import distill
@@ -46,44 +40,6 @@ from .translator import Alignment, Translator
 
 NAT_OPTIONS = ("iterations", "length_candidates", "suppress_tokens", "blank_penalty")
 CTC_BLANK = "_"  # how a CTC run's attention map labels a position that wrote the blank
-_FIELDS = {f.name: f for f in fields(NATConfig)}
-
-
-def _config_option(g, name: str, **kw) -> None:
-    """The option of NATConfig's field ``name``: its help, and its range as the type."""
-    f = _FIELDS[name]
-    rng = f.metadata.get("range")
-    g.add_argument(f"--{name.replace('_', '-')}", default=f.default, help=f.metadata["help"],
-                   **({"type": rng} if rng is not None else {}), **kw)
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("non-autoregressive decoder (--decoder nat)")
-    g.add_argument("--decoder", choices=("ar", "nat"), default="ar",
-                   help="ar (default): autoregressive (masked self-attention, one token per step); nat: all tokens "
-                        "at once (unmasked self-attention, Mask-Predict training and decoding)")
-    g.add_argument("--teacher", type=Path, default=None, metavar="RUN",
-                   help="nat: train on this autoregressive run's beam-search translations of the training sources "
-                        "(sequence-level knowledge distillation; cached in OUT/distill; default: none, the "
-                        "corpus's own references)")
-    g.add_argument("--distill-beam", type=ints(1, 1024), default=5, help="nat: the teacher's beam size (default 5)")
-    g.add_argument("--init", type=Path, default=None, metavar="RUN",
-                   help="nat: start from this autoregressive run's best weights and vocabulary (embeddings, "
-                        "encoder, decoder; the length classifier starts fresh), as Guo et al. (2020) start NAT "
-                        "from a trained autoregressive model; the shapes must match, except that a decoder of "
-                        "fewer layers (--num-decoder-layers) takes the run's first ones (default: random weights)")
-    g.add_argument("--length", choices=LENGTH_STRATEGIES, default="classifier",
-                   help="nat: classifier (default): the output length from a classifier on the encoder output; "
-                        "end: a long row, cut at the first END")
-    g.add_argument("--length-loss-weight", type=floats(0, 1000), default=0.1,
-                   help="nat: weight of the length classifier's loss (default 0.1)")
-    _config_option(g, "nat_loss", choices=NAT_LOSSES)
-    _config_option(g, "glat_ratio")
-    _config_option(g, "ctc_upsample")
-    g.add_argument("--iterations", type=NAT_RANGES["iterations"], default=10,
-                   help="nat: Mask-Predict iterations the run decodes with by default (default 10; 1: one pass)")
-    g.add_argument("--length-candidates", type=NAT_RANGES["length_candidates"], default=3,
-                   help="nat: lengths tried per sentence with the classifier, the run's default (default 3)")
 
 
 def check_arguments(args) -> None:

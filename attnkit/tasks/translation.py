@@ -23,10 +23,11 @@ from ..data.bpe import BPE_LIMIT, Subwords
 from ..data.jsonfile import regular_file
 from ..data.multi30k import Corpus, multi30k, read_parallel
 from ..train import Task
+from ..train import distributed as dist
 from ..train.checkpoint import META, CheckpointError, sha256
 from ..train.from_meta import model_from_meta
 
-__all__ = ["Decoding", "BPE_FILE", "DTYPES", "SELECT", "corpora", "dev_bleu", "check_meta", "check_lengths",
+__all__ = ["Decoding", "BPE_FILE", "DTYPES", "corpora", "dev_bleu", "check_meta", "check_lengths",
            "subwords_for", "load_run"]
 
 BPE_FILE = "bpe.json"
@@ -81,13 +82,13 @@ def corpora(args) -> tuple[Corpus, Corpus | None]:
     return train, dev
 
 
-SELECT = ("accuracy", "bleu")  # --select: the dev metrics a translation run can pick its best checkpoint by
-
-
-def dev_bleu(decoding: Decoding, subwords: Subwords, meta: dict, dev: Corpus) -> Callable[[torch.nn.Module], dict]:
+def dev_bleu(decoding: Decoding, subwords: Subwords, meta: dict, dev: Corpus,
+             progress: bool | None = False) -> Callable[[torch.nn.Module], dict]:
     """``Task.score`` for ``--select bleu``: translate the dev sources with the model being trained, as ``finish``
     does after training (greedy; a NAT run with its own defaults), and give sacreBLEU's corpus score,
-    ``{"bleu": x}`` (fairseq's ``--best-checkpoint-metric bleu``). The model's train / eval mode is kept."""
+    ``{"bleu": x}`` (fairseq's ``--best-checkpoint-metric bleu``). The model's train / eval mode is kept.
+    ``progress`` (the main process's only): a bar counting the dev texts translated, None plain lines at least every
+    10 s (for a log), False nothing."""
     try:
         import sacrebleu
     except ImportError as e:  # pragma: no cover - depends on the install
@@ -99,7 +100,8 @@ def dev_bleu(decoding: Decoding, subwords: Subwords, meta: dict, dev: Corpus) ->
         try:
             with warnings.catch_warnings():  # a dev text's unknown characters: not again at every evaluation
                 warnings.simplefilter("ignore")
-                hyps = decoding.translator_class(model, subwords, meta).translate(dev.src, **kwargs)
+                shown = progress if dist.is_main() else False
+                hyps = decoding.translator_class(model, subwords, meta).translate(dev.src, progress=shown, **kwargs)
         finally:
             model.train(was)
         return {"bleu": float(sacrebleu.metrics.BLEU().corpus_score(hyps, [dev.tgt]).score)}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import html
 import os
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -157,9 +158,19 @@ def _learned_figure(plt, learned: np.ndarray, name: str, sinus: np.ndarray, path
 
 
 def position_figures(out_dir: str | os.PathLike, *, length: int = 64, dim: int = 128, delta: int = 3,
-                     learned=None, learned_name: str = "learned", base: float = 10000.0) -> dict:
+                     learned=None, learned_name: str = "learned", base: float = 10000.0, figures: str = "both") -> dict:
     """Write the PNGs and positions.html into ``out_dir``; return {name: path} plus "rotation" (a RotationCheck)
-    and, with ``learned`` (P, d) position vectors, "learned_by_distance" (mean cosine at distance 0..)."""
+    and, with ``learned`` (P, d) position vectors, "learned_by_distance" (mean cosine at distance 0..).
+    ``figures``: "png" (no page), "html" (the page only: it holds the pictures, drawn in a temporary folder) or
+    "both"."""
+    if figures not in ("html", "png", "both"):
+        raise ValueError(f"position_figures: `figures` must be html, png or both, got {figures!r}")
+    if figures == "html":
+        with tempfile.TemporaryDirectory() as tmp:
+            res = position_figures(tmp, length=length, dim=dim, delta=delta, learned=learned,
+                                   learned_name=learned_name, base=base, figures="png")
+            res["page"] = _page(res, Path(out_dir) / "positions.html", length, dim, delta, learned_name)
+        return {k: v for k, v in res.items() if k not in ("sinusoidal", "distance", "rotation_png", "learned")}
     for name, v in (("length", length), ("dim", dim), ("delta", delta)):
         if not isinstance(v, int) or v <= 0:
             raise ValueError(f"position_figures: `{name}` must be a positive integer, got {v!r}")
@@ -181,7 +192,8 @@ def position_figures(out_dir: str | os.PathLike, *, length: int = 64, dim: int =
         sinus = sinusoidal_table(lw.shape[0], lw.shape[1] - lw.shape[1] % 2, base, dtype=torch.float64).numpy()
         res["learned"] = _learned_figure(plt, lw, learned_name, sinus, out / "learned.png")
         res["learned_by_distance"] = _by_distance(_cosine(lw), min(len(lw) - 1, 100))
-    res["page"] = _page(res, out / "positions.html", length, dim, delta, learned_name)
+    if figures == "both":
+        res["page"] = _page(res, out / "positions.html", length, dim, delta, learned_name)
     return res
 
 

@@ -34,6 +34,11 @@ def test_tagger_defaults_to_ewt_test_and_splits_raw_text(tmp_path, capsys):
     assert main(["predict", str(out), "I saw a saw.", "They need the tree."]) == 0
     assert capsys.readouterr().out.splitlines() == ["I/PRON saw/VERB a/DET saw/NOUN ./PUNCT",
                                                     "They/PRON need/VERB the/DET tree/NOUN ./PUNCT"]
+    for figures, files in (("html", ["attention_0.html", "lecture_0.html"]), ("png", ["attention_0.png"])):
+        maps = tmp_path / f"maps_{figures}"
+        assert main(["predict", str(out), "I saw a saw.", "--attention", str(maps), "--figures", figures]) == 0
+        assert sorted(p.name for p in maps.iterdir()) == files
+        assert capsys.readouterr().out.splitlines()[-1] == "wrote " + " and ".join(str(maps / f) for f in files)
     # a run trained on other files has no standard split: a clear error
     custom = tmp_path / "custom"
     shutil.copytree(out, custom)

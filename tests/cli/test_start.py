@@ -1,5 +1,5 @@
-"""A fast start: ``attnkit --help`` and the ``--help`` of commands parse without importing torch, in well under a
-second; a mistyped command gets a suggestion; help shows no reST markup."""
+"""A fast start: ``attnkit --help`` and the ``--help`` of every command and sub-command parse without importing
+torch, in well under a second; a mistyped command gets a suggestion; help shows no reST markup."""
 
 from __future__ import annotations
 
@@ -19,11 +19,10 @@ from .test_help import ALL
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Commands whose --help needs no torch. The others still import it to build their options: train, evaluate
-# (the task modules and their models' configs), experiment (the experiments' configs).
-WITHOUT_TORCH = [(), ("demo",), ("lecture",), ("embed",), ("similarity",), ("attend",), ("predict",), ("translate",),
-                 ("export",), ("positions",), ("complexity",), ("transcribe",), ("asr",), ("asr", "generate"),
-                 ("lra",), ("lra", "run"), ("lra", "cell"), ("lra", "generate", "pathfinder")]
+# The --help whose time is measured: every command's and a sub-command of each that has them (the sub-commands'
+# modules are the command's own, so the rest take the same time; test_every_help_without_torch covers them all).
+TIMED = [(), *((name,) for name in COMMANDS), ("train", "asr"), ("train", "translate"), ("experiment", "positions"),
+         ("lra", "generate", "pathfinder"), ("asr", "generate")]
 
 # The child times its own import and parse (an interpreter's start is not attnkit's) and says whether torch came in.
 CHILD = """
@@ -39,16 +38,46 @@ print(json.dumps({"seconds": time.perf_counter() - t, "torch": "torch" in sys.mo
                   "numpy": "numpy" in sys.modules, "usage": out.getvalue().startswith("usage: attnkit")}))
 """
 
+# Every command and sub-command's --help in one process, in turn: the first whose parsing brought torch in is named.
+EVERY = """
+import contextlib, io, json, sys
+from attnkit.cli.main import build_parser, main
+from tests.cli.test_help import commands
+seen = []
+for path, _ in commands(build_parser()):
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            main([*path, "--help"])
+        except SystemExit:
+            pass
+    seen.append({"path": " ".join(path), "usage": out.getvalue().startswith("usage: attnkit"),
+                 "torch": "torch" in sys.modules})
+print(json.dumps(seen))
+"""
 
-def _help_in_a_child(path: tuple[str, ...]) -> dict:
+
+def _child(code: str, *args: str) -> str:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    r = subprocess.run([sys.executable, "-c", CHILD, *path], capture_output=True, text=True, env=env, timeout=60,
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=120,
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return r.stdout
 
 
-@pytest.mark.parametrize("path", WITHOUT_TORCH, ids=lambda p: " ".join(p) or "attnkit")
+def _help_in_a_child(path: tuple[str, ...]) -> dict:
+    return json.loads(_child(CHILD, *path))
+
+
+def test_every_help_without_torch():
+    """``--help`` of every command and sub-command (``train asr``, ``experiment positions``, ``lra generate mqar``,
+    ...) parses without importing torch: their options come from config dataclasses in modules without it."""
+    seen = json.loads(_child(EVERY))
+    assert len(seen) == len(ALL) and all(s["usage"] for s in seen), seen
+    first = next((s["path"] or "attnkit" for s in seen if s["torch"]), None)
+    assert first is None, f"attnkit {first} --help imported torch"
+
+
+@pytest.mark.parametrize("path", TIMED, ids=lambda p: " ".join(p) or "attnkit")
 def test_help_without_torch_under_a_second(path):
     _help_in_a_child(path)  # warm: the files' bytecode cached, as on a second call
     seen = _help_in_a_child(path)

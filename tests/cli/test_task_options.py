@@ -6,7 +6,7 @@ import pytest
 
 from attnkit.cli.main import build_parser
 from attnkit.nn import TransformerConfig
-from attnkit.tasks import TASKS, task_module
+from attnkit.tasks import TASKS, task_module, task_options
 from attnkit.tasks.options import config_from_args
 from tests.cli.test_train_cli import _grammar_conllu
 from tests.data.test_fsdd import write_set
@@ -54,7 +54,7 @@ def encoder_options(task: str) -> list[str]:
 @pytest.mark.parametrize("task", list(TASKS))
 def test_every_offered_encoder_option_changes_the_model(task, data, tmp_path):
     offered = encoder_options(task)
-    assert offered == list(task_module(task).ENCODER_FIELDS)
+    assert offered == list(task_options(task).ENCODER_FIELDS)
     base = model_config(task, data[task], tmp_path / "base")
     for name in offered:
         flag = "--" + name.replace("_", "-")
@@ -63,4 +63,4 @@ def test_every_offered_encoder_option_changes_the_model(task, data, tmp_path):
 
 
 def base_is_on(task: str, name: str) -> bool:
-    return bool(task_module(task).ENCODER_DEFAULTS.get(name, getattr(TransformerConfig(), name)))
+    return bool(task_options(task).ENCODER_DEFAULTS.get(name, getattr(TransformerConfig(), name)))

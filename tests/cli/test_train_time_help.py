@@ -9,7 +9,7 @@ import re
 import pytest
 
 from attnkit.cli.main import build_parser
-from attnkit.tasks import TASKS, task_module
+from attnkit.tasks import TASKS, task_options
 from attnkit.tasks.timing import NOTE, TIMES, TrainingTime
 
 SENTENCE = re.compile(
@@ -36,7 +36,7 @@ def test_the_help_states_the_default_training_time(task):
     defaults = [m for m in found if m["options"] is None]
     assert len(defaults) == 1, f"train {task} --help states no (or several) default training times: {text[:600]}"
     m = defaults[0]
-    assert int(m["epochs"]) == task_module(task).TRAIN_DEFAULTS["epochs"]  # the defaults the help lists
+    assert int(m["epochs"]) == task_options(task).TRAIN_DEFAULTS["epochs"]  # the defaults the help lists
     assert int(m["threads"]) >= 1 and float(m["amount"]) > 0
     assert m["date"].startswith("20")
     assert " ".join(NOTE.split()) in text  # what the time includes

@@ -61,6 +61,18 @@ def test_the_picture_is_of_the_printed_transcript(run, tmp_path, capsys, options
     assert (said in err) == ("--ctc" in options)
 
 
+@pytest.mark.parametrize("figures, files", [("html", ["cross_attention_0_lecture.html"]),
+                                           ("png", ["cross_attention_0.png"])])
+def test_figures_choose_the_page_or_the_png(run, tmp_path, capsys, figures, files):
+    wav = tmp_path / "a.wav"
+    soundfile.write(wav, 0.3 * np.sin(np.arange(12000) / 3.0), 8000)
+    att = tmp_path / "att"
+    assert main(["transcribe", str(run), str(wav), "--threads", "1", "--attention", str(att), "--figures",
+                 figures]) == 0
+    assert sorted(p.name for p in att.iterdir()) == files
+    assert capsys.readouterr().err == "".join(f"wrote {att / f}\n" for f in files)
+
+
 def test_predict_on_a_speech_recognition_run_points_to_transcribe(run, capsys):
     assert main(["predict", str(run), "test:0"]) == 1
     err = capsys.readouterr().err

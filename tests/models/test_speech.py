@@ -114,7 +114,7 @@ def test_config_round_trip_and_errors():
 
 
 def test_parse_window_option():
-    from attnkit.tasks.speech import parse_window
+    from attnkit.tasks.options.speech import parse_window
 
     assert parse_window("full") is None and parse_window("4") == (4, 4) and parse_window("8,2") == (8, 2)
     with pytest.raises(argparse.ArgumentTypeError):

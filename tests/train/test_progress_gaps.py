@@ -8,6 +8,7 @@ import io
 import re
 
 import pytest
+import torch
 
 from attnkit.cli.main import main
 from attnkit.train import progress
@@ -142,3 +143,77 @@ def test_translating_in_a_log_says_how_far(monkeypatch, clock):
     translate_texts(texts, source_ids=lambda text, where: [len(text), 1], generate=generate, pad_id=0,
                     decode=lambda row: "", batch_size=4)  # the API's default: silent
     assert out.lines == []
+    said = []  # the command line's translate: the lines go to a function of its own (stderr), not to stdout
+    clock.now = 0.0
+    translate_texts(texts, source_ids=lambda text, where: [len(text), 1], generate=generate, pad_id=0,
+                    decode=lambda row: "", batch_size=4, progress=said.append)
+    assert out.lines == [] and said[:2] == ["translate: 8/40 texts  (0:08 in, about 0:32 left)",
+                                            "translate: 16/40 texts  (0:16 in, about 0:24 left)"]
+
+
+def test_an_experiment_says_how_far_while_it_trains(tmp_path, monkeypatch, clock):
+    """``experiment positions --quick``: a line at least every 10 s while a model trains (``runner.train_steps``),
+    and each finished run says how many are done and the time left."""
+    clock.slows(monkeypatch, "attnkit.experiments.runner:lr_factor", 3.0)  # read once a step: 3 s a step
+    out = Stamped(clock)
+    monkeypatch.setattr("sys.stdout", out)
+    argv = ["experiment", "positions", "--quick", "--encodings", "sinusoidal,none", "--seeds", "1", "--threads", "1",
+            "--out", str(tmp_path / "positions")]
+    assert main(argv) == 0
+    assert clock.now == 2 * 6 * 3.0  # two runs of the quick six steps
+    assert max(gaps(out, clock.now)) <= progress.PLAIN_EVERY, shown(out)
+    training = [line for _, line in out.lines if ": training: " in line]
+    assert training and all(re.match(r"  (sinusoidal|none), seed 0: training: \d/6 steps  \(0:\d\d in, about "
+                                      r"0:\d\d left\)$", line) for line in training), training
+    runs = [line for _, line in out.lines if "runs, " in line]  # one row per test length, each run's say the same
+    assert [line.rsplit("[", 1)[1] for line in runs] == ["1/2 runs, 0:18 in, about 0:18 left]"] * 2 + \
+        ["2/2 runs, 0:36 in, about 0:00 left]"] * 2
+
+
+def test_attend_writes_its_pngs_aloud(tmp_path, monkeypatch, clock):
+    from tests.pretrained.test_loader import make_folder
+
+    folder = make_folder(tmp_path / "tiny")  # 2 layers x 2 heads
+    clock.slows(monkeypatch, "attnkit.viz.grid:AttentionGrid.write", 6.0)  # 6 s a layer's PNG
+    clock.slows(monkeypatch, "attnkit.viz:attention_heatmap", 6.0)
+    out = Stamped(clock)
+    monkeypatch.setattr("sys.stdout", out)
+    assert main(["attend", "I saw a saw", "--model", str(folder), "--out", str(tmp_path / "out"), "--figures", "png",
+                 "--each-head", "--threads", "1"]) == 0
+    assert clock.now == 7 * 6.0  # the overview (drawn by AttentionGrid too), two layers and their four heads
+    assert max(gaps(out, clock.now)) <= progress.PLAIN_EVERY, shown(out)
+    said = [line for _, line in out.lines if line.startswith("attend: PNG files: ")]
+    assert said[-1] == "attend: PNG files: 7/7 written  (0:42 in, about 0:00 left)", said
+    assert all(re.match(r"attend: PNG files: \d/7 written  \(0:\d\d in(, about 0:\d\d left)?\)$", line)
+               for line in said), said
+
+
+def test_dev_bleu_translates_aloud_on_the_main_process_only(monkeypatch):
+    """``--select bleu`` translates the dev set at every evaluation: ``progress`` (None: plain lines in a log) goes
+    to the translation on the main process, nothing on the others."""
+    from attnkit.tasks import translation
+    from attnkit.train import distributed
+
+    seen = []
+
+    class FakeTranslator:
+        def __init__(self, model, subwords, meta):
+            pass
+
+        def translate(self, texts, progress=False, **kw):
+            seen.append(progress)
+            return list(texts)
+
+    class FakeDecoding:
+        translator_class = FakeTranslator
+
+        def final_kwargs(self, beam):
+            return {"num_beams": beam}
+
+    texts = ["a man rides a bike down the road", "two dogs play in the snow today"]
+    dev = translation.Corpus(src=texts, tgt=texts, lines=[1, 2])  # translated as they are: BLEU 100
+    score = translation.dev_bleu(FakeDecoding(), None, {}, dev, progress=None)
+    assert score(torch.nn.Linear(1, 1))["bleu"] == pytest.approx(100.0) and seen == [None]
+    monkeypatch.setattr(distributed, "is_main", lambda: False)
+    score(torch.nn.Linear(1, 1))
+    assert seen == [None, False]

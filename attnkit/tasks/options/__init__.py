@@ -14,7 +14,7 @@ import typing
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-from ..nn.limits import Range, floats, ints
+from ...nn.limits import Range, floats, ints
 
 _ANY = {int: ints(-(2**63), 2**63 - 1), float: floats(-1e300, 1e300)}  # fields without a stated range
 LIMIT = ints(1, 10**9)  # --limit N: the first N examples of a file

@@ -1,0 +1,1 @@
+"""Each experiment's config and quick sizes, without torch: ``attnkit experiment NAME --help`` is built from them."""
