@@ -50,10 +50,10 @@ from ..functional.masks import keep_positions, padding
 from ..functional.pooling import masked_mean
 from ..nn import LayerCache
 from ..nn.limits import check_fields, floats
-from .seq2seq import EncoderDecoderModel, Seq2SeqConfig, memory_mask_from
+from .seq2seq import EncoderDecoderModel, Seq2SeqConfig, check_ids, memory_mask_from
 
-__all__ = ["NATConfig", "NATModel", "random_mask", "choose_positions", "length_classes", "row_lengths_for",
-           "ctc_row_lengths", "ctc_row_length", "ctc_fraction", "is_nat", "NAT_LOSSES"]
+__all__ = ["NATConfig", "NATModel", "random_mask", "choose_positions", "length_classes", "source_lengths",
+           "row_lengths_for", "ctc_row_lengths", "ctc_row_length", "ctc_fraction", "is_nat", "NAT_LOSSES"]
 
 LengthStrategy = Literal["classifier", "end"]
 LENGTH_STRATEGIES = ("classifier", "end")
@@ -150,6 +150,13 @@ def length_classes(target_lengths: Tensor, source_lengths: Tensor, max_offset: i
     return (target_lengths - source_lengths).clamp(-max_offset, max_offset) + max_offset
 
 
+def source_lengths(attention_mask: Tensor | None, memory: Tensor) -> Tensor:
+    """(B,) real source tokens (S of each row) of a memory (B, S, d) and its attention_mask (B, S) or None."""
+    if attention_mask is None:
+        return torch.full((memory.shape[0],), memory.shape[1], dtype=torch.long, device=memory.device)
+    return attention_mask.bool().sum(1)
+
+
 def row_lengths_for(source_lengths: Tensor, config: NATConfig) -> Tensor:
     """"end": the row written for a source of S tokens, ceil(row_ratio * S) + row_extra, at most
     ``max_target_length`` -> (B,) int64."""
@@ -208,12 +215,7 @@ class NATModel(EncoderDecoderModel):
             if config.has_length_head else None
 
     # -- length ---------------------------------------------------------------------------------
-    @staticmethod
-    def source_lengths(attention_mask: Tensor | None, memory: Tensor) -> Tensor:
-        """(B,) real source tokens (S of each row)."""
-        if attention_mask is None:
-            return torch.full((memory.shape[0],), memory.shape[1], dtype=torch.long, device=memory.device)
-        return attention_mask.bool().sum(1)
+    source_lengths = staticmethod(source_lengths)
 
     def length_logits(self, memory: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """memory (B, S, d) -> logits (B, 2m + 1) over T - S = -m .. m."""
@@ -251,7 +253,7 @@ class NATModel(EncoderDecoderModel):
         ``cache`` may carry the cross-attention keys and values of an earlier call (``LayerCache(None, kv)``
         per layer, static): Mask-Predict's iterations reuse them instead of projecting ``memory`` again.
         """
-        self._check_ids(tokens, "tokens", self.config.tgt_vocab_size)
+        check_ids(tokens, "tokens", self.config.tgt_vocab_size)
         if memory.dim() != 3 or memory.shape[0] != tokens.shape[0]:
             raise ValueError(f"NATModel: `memory` must have shape ({tokens.shape[0]}, S, d), got {tuple(memory.shape)}")
         width = tokens.shape[1]
