@@ -9,13 +9,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..inference.dtypes import DTYPES
 from ..nn.limits import floats, ints
 from ..tasks import TASKS, task_module, task_options
 from ..tasks.options import add_data_args
 from ..train.checkpoint import CheckpointError, load_meta
 from ..train.metrics import floor
 from .decoding import add_decoding_args, generate_kwargs
-from .options import add_threads_option, set_threads
+from .options import add_dtype_option, add_threads_option, set_threads
 
 
 def open_checkpoint(path: Path, which: str = "best", options: dict | None = None):
@@ -38,8 +39,6 @@ def run(args) -> int:
     set_threads(args)
     options = None
     if args.dtype != "float32":  # translation runs only: the weights' dtype
-        from ..tasks.translate import DTYPES
-
         task = load_meta(args.checkpoint, which=args.which)[1].get("task")
         if task != "translate":
             raise ValueError(f"evaluate: --dtype {args.dtype} applies to translation runs; {args.checkpoint} is a "
@@ -90,9 +89,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                "(default: none, --data names a Multi30k split: test, val, train)")
     p.add_argument("--ctc-weight", type=floats(0, 1), default=None, metavar="W",
                    help="asr: the weight of CTC's prefix score in the beam + CTC decoding (default: the run's)")
-    p.add_argument("--dtype", choices=("float32", "bfloat16", "int8"), default="float32",
-                   help="translation: the weights' dtype (bfloat16: faster on CPUs with AVX512-BF16; int8: the "
-                        "layers' weights in int8, docs/int8.md; default float32, as trained)")
+    add_dtype_option(p, "translation: the weights' dtype")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a progress bar counting the examples (translation: the texts translated) scored (default: "
                         "only when stderr is a terminal; otherwise a plain line at least every 10 s)")

@@ -12,6 +12,7 @@ closest option it has ("did you mean --max-steps?").
 ``read_lines``: the one rule for the lines of a text file or stdin. ``add_threads_option`` / ``set_threads``:
 ``--threads`` of every command that runs a model, one default (this machine's cores, capped). ``add_figures_option`` /
 ``writes``: ``--figures html|png|both`` of every command that writes both HTML pages and PNG files.
+``add_dtype_option``: ``--dtype`` of every command that runs a model in a chosen dtype, from the one table of dtypes.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from ..data.jsonfile import file_problem
 from ..data.text import decode_line
+from ..inference.dtypes import DTYPES, OPTION
 from ..nn.limits import Range, ints
 
 _ROLE = re.compile(r":\w+(?::\w+)?:`~?([^`]+)`")  # :func:`name`, :py:class:`~a.B`
@@ -236,6 +238,13 @@ def out_path(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError(f"must name a folder or file, got {text!r}")
     return Path(text)
+
+
+def add_dtype_option(p: argparse.ArgumentParser, what: str, default: str | None = "float32", note: str = "") -> None:
+    """``--dtype NAME``: its choices and their words from the one table of dtypes (``attnkit.inference.dtypes``);
+    ``what`` the option does, ``note`` what the help adds after the choices."""
+    rows = "; ".join(f"{name}: {DTYPES[name].says}" for name in OPTION)
+    p.add_argument("--dtype", choices=OPTION, default=default, help=f"{what} ({rows}{note})")
 
 
 def add_threads_option(p: argparse.ArgumentParser, note: str = "", *, per_process: bool = False) -> None:

@@ -22,9 +22,18 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..data.jsonfile import file_problem
+from ..inference.dtypes import DTYPES, DType
 from ..nn.limits import ints
 from ..outputs import out_folder
-from .options import add_figures_option, add_threads_option, read_lines, set_threads, utf8_text, writes
+from .options import (
+    add_dtype_option,
+    add_figures_option,
+    add_threads_option,
+    read_lines,
+    set_threads,
+    utf8_text,
+    writes,
+)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -36,14 +45,12 @@ def _model(name: str):
     return load_pretrained(name)
 
 
-def _dtype(args):
-    """--dtype (--bf16: bfloat16) -> the compute dtype; torch.int8 for int8 weights (docs/int8.md)."""
-    import torch
-
+def _dtype(args) -> DType:
+    """--dtype (--bf16: bfloat16) -> the compute dtype's row of the dtype table (int8: int8 weights, docs/int8.md)."""
     if args.bf16 and args.dtype not in (None, "bfloat16"):
         raise ValueError(f"--bf16 is --dtype bfloat16; it contradicts --dtype {args.dtype}")
     name = "bfloat16" if args.bf16 else args.dtype or "float32"
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.int8}[name]
+    return DTYPES[name]
 
 
 def _read_texts(args) -> list[str]:
@@ -166,10 +173,7 @@ def _attend_pngs(args, text: str, res, labels: list[str], out: Path) -> None:
 
 
 def _dtype_options(p) -> None:
-    p.add_argument("--dtype", choices=("float32", "bfloat16", "int8"), default=None,
-                   help="compute dtype (default float32; bfloat16 is faster on CPUs with AVX512-BF16; int8: int8 "
-                        "weights and rows, see docs/int8.md for what runs on a CPU without VNNI); outputs stay "
-                        "float32")
+    add_dtype_option(p, "compute dtype; outputs stay float32", None, "; default float32")
     p.add_argument("--bf16", action="store_true", help="the same as --dtype bfloat16")
 
 

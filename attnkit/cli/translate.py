@@ -12,28 +12,26 @@ import warnings
 from pathlib import Path
 
 from ..data.jsonfile import file_problem
+from ..inference.dtypes import DTYPES, DType
 from ..nn.limits import ints
 from ..train.checkpoint import CheckpointError, load_meta
 from .decoding import add_decoding_args, generate_kwargs
 from .evaluate import open_checkpoint
-from .options import add_figures_option, add_threads_option, read_lines, set_threads, utf8_text
+from .options import add_dtype_option, add_figures_option, add_threads_option, read_lines, set_threads, utf8_text
 
 
-def open_translator(path: Path, which: str = "best", dtype: str = "float32"):
+def open_translator(path: Path, which: str = "best", dtype: DType = DTYPES["float32"]):
     """(Translator, checkpoint folder) of a translation run, or (MarianTranslator, folder) of a Hugging Face
-    Marian folder, weights in ``dtype`` ("float32", "bfloat16" or "int8"); a clear error for another task's run."""
+    Marian folder, weights in ``dtype`` (a row of the dtype table); a clear error for another task's run."""
     from ..pretrained.marian import is_marian_folder, load_marian
-    from ..tasks.translate import DTYPES
 
-    if dtype not in DTYPES:
-        raise ValueError(f"translate: --dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if is_marian_folder(path):
-        return load_marian(path, dtype=DTYPES[dtype]), Path(path)
+        return load_marian(path, dtype=dtype), Path(path)
     folder, meta = load_meta(path, which=which)
     if meta.get("task") != "translate":
         raise CheckpointError(f"checkpoint: {folder} is a {meta.get('task')!r} run, not a translation run "
                               "(made by `attnkit train translate`)")
-    folder, meta, mod, model = open_checkpoint(path, which, {"dtype": DTYPES[dtype]})
+    folder, meta, mod, model = open_checkpoint(path, which, {"dtype": dtype})
     return model, folder
 
 
@@ -122,7 +120,7 @@ def run(args) -> int:
     if args.force and args.steps is None:
         raise ValueError("translate: --force needs --steps DIR (the walk it forces is drawn there)")
     set_threads(args)
-    tr, _ = open_translator(args.checkpoint, args.which, args.dtype)
+    tr, _ = open_translator(args.checkpoint, args.which, DTYPES[args.dtype])
     kw = generate_kwargs(args, getattr(tr, "decoding", "ar"))
     if args.file is not None or stdin:
         texts += read_lines("-" if stdin else args.file)
@@ -176,9 +174,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "otherwise a plain line on stderr at least every 10 s; --no-progress: neither)")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="in a run folder: the checkpoint with the best dev score, or the last one saved")
-    p.add_argument("--dtype", choices=("float32", "bfloat16", "int8"), default="float32",
-                   help="the weights' dtype (bfloat16: half the bytes read per step, faster on CPUs with "
-                        "AVX512-BF16; int8: the layers' weights in int8, docs/int8.md; default float32, as trained)")
+    add_dtype_option(p, "the weights' dtype")
     add_decoding_args(p)
     add_threads_option(p)
     p.set_defaults(func=run)

@@ -9,20 +9,23 @@ in one table (``architectures.py``). The engines: ``BertEngine`` (BERT-family en
 recogniser's encoder and CTC head), all made of one packed layer program (``layer.py``) over ``PackedLinear``
 (``packed.py``) and, where a compiler builds them (any CPU), of the native compositions of ``inference/native``
 (whole layers, a decoding step, a NAT first pass in one call), each tested against that program.
-``engine_for(model, dtype=...)`` is the one place that picks the engine.
+``engine_for(model, dtype=...)`` is the one place that picks the engine and its dtype (``dtypes.py``: the one table
+of dtypes by name). Each name is imported from its module on first use, so ``attnkit.inference.dtypes`` is read
+by the command line without importing torch.
 """
 
-from .architectures import ARCHITECTURES, Architecture, Unsupported, model_state, spec_of, spec_tensors
-from .asr import AsrEngine
-from .encoder import BertEngine, EncoderStack
-from .layer import PackedLayer
-from .nat import NATEngine
-from .packed import LAYER_ROWS, PANEL_ROWS, SMALL_ROWS, PackedLinear, onednn_available
-from .select import engine_for, refusal
-from .seq2seq import Seq2SeqEngine, StepCache
-from .spec import Layer, Linear, ModelSpec, Norm, Positions, Settings, Stack
+from ..lazy import lazy_names
 
-__all__ = ["engine_for", "refusal", "spec_of", "spec_tensors", "model_state", "ARCHITECTURES", "Architecture",
-           "Unsupported", "ModelSpec", "Settings", "Stack", "Layer", "Linear", "Norm", "Positions", "PackedLinear",
-           "PackedLayer", "EncoderStack", "BertEngine", "Seq2SeqEngine", "NATEngine", "AsrEngine", "StepCache",
-           "LAYER_ROWS", "PANEL_ROWS", "SMALL_ROWS", "onednn_available"]
+_WHERE = {
+    "architectures": ("ARCHITECTURES", "Architecture", "Unsupported", "model_state", "spec_of", "spec_tensors"),
+    "asr": ("AsrEngine",),
+    "dtypes": ("DTYPES", "DType"),
+    "encoder": ("BertEngine", "EncoderStack"),
+    "layer": ("PackedLayer",),
+    "nat": ("NATEngine",),
+    "packed": ("LAYER_ROWS", "PANEL_ROWS", "SMALL_ROWS", "PackedLinear", "onednn_available"),
+    "select": ("engine_for", "refusal"),
+    "seq2seq": ("Seq2SeqEngine", "StepCache"),
+    "spec": ("Layer", "Linear", "ModelSpec", "Norm", "Positions", "Settings", "Stack"),
+}
+__getattr__, __all__ = lazy_names(__name__, _WHERE)

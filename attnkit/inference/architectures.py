@@ -10,6 +10,7 @@ e.g. Marian's, into an attnkit model). Adding an architecture is one table here 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,13 +18,14 @@ import torch
 from torch import Tensor, nn
 
 from ..models.asr import AsrModel
+from ..models.asr_frontend import SUBSAMPLES, time_pad
 from ..models.bert import BertModel
 from ..models.nat import NATModel
 from ..models.seq2seq import Seq2SeqModel
-from .spec import LINEARS, CrossAttention, Layer, Linear, ModelSpec, Norm, Positions, Settings, Stack
+from .spec import LINEARS, CrossAttention, Layer, Linear, ModelSpec, Norm, Positions, Settings, Speech, Stack
 
 __all__ = ["Architecture", "ARCHITECTURES", "architecture_of", "spec_of", "spec_tensors", "model_state",
-           "Unsupported"]
+           "Unsupported", "dtype_of", "reference_in"]
 
 # per layer: the spec's field -> the layer's module (its .weight and .bias)
 ENCODER_LAYER = {"qkv": "self_attn.in_proj", "self_out": "self_attn.out_proj", "self_norm": "attn_block.norm",
@@ -41,13 +43,15 @@ class Unsupported(ValueError):
 class Architecture:
     """One architecture's table: ``top`` spec name -> the model's names (first present wins), ``stacks`` spec stack
     -> (the model's prefix of its layers, per-layer table), ``settings(config)`` -> (Settings, LayerNorm eps,
-    {stack: (position kind, sinusoidal layout)}), ``check(config)`` -> why an engine cannot run it, or None."""
+    {stack: (position kind, sinusoidal layout)}), ``check(config)`` -> why an engine cannot run it, or None;
+    ``parts(config, tensors, eps)`` -> the spec's parts of this architecture alone (a speech model's ``speech``)."""
 
     name: str
     top: dict[str, tuple[str, ...]]
     stacks: dict[str, tuple[str, dict[str, str]]]
     settings: Callable
     check: Callable
+    parts: Callable = lambda config, tensors, eps: {}
 
     def names(self, present) -> dict[str, str]:
         """spec name -> the model's name, for the names ``present`` holds."""
@@ -126,11 +130,26 @@ def _asr_check(cfg) -> str | None:
     return None
 
 
-# a speech model's encoder and CTC head (its front end and decoder stay on the reference modules: ``asr.py``)
+def _speech(cfg, t: dict, eps: float) -> dict:
+    """A speech model's ``Speech`` from its spec-named tensors and config."""
+    convs = tuple(_linear(t, f"speech.convs.{i}") for i in range(_CONVS) if f"speech.convs.{i}.weight" in t)
+    memory = Positions("sinusoidal", t["speech.memory_positions"], "interleaved")
+    pad = time_pad(cfg.kernel, cfg.streaming)
+    return {"speech": Speech(cfg.frontend, t["speech.mean"], t["speech.std"], convs, pad, cfg.window, cfg.ctc_layers,
+                             memory, _linear(t, "speech.project"), _norm(t, "speech.ctc_norm", eps))}
+
+
+# a speech model's encoder, front end and CTC head (its decoder stays on the reference modules: ``asr.py``)
+_CONVS = SUBSAMPLES[-1].bit_length() - 1  # the most convolutions of stride 2 a front end has
 ASR = Architecture("asr", {
     "output.weight": ("ctc_head.weight",), "output.bias": ("ctc_head.bias",),
     **{f"encoder.norm.{p}": (f"encoder.norm.{p}",) for p in ("weight", "bias")},
-}, {"encoder": ("encoder.layers", ENCODER_LAYER)}, _asr_settings, _asr_check)
+    "speech.mean": ("feature_mean",), "speech.std": ("feature_std",),
+    **{f"speech.convs.{i}.{p}": (f"frontend.conv{i + 1}.{p}",) for i in range(_CONVS) for p in ("weight", "bias")},
+    **{f"speech.project.{p}": (f"frontend.proj.{p}",) for p in ("weight", "bias")},
+    **{f"speech.ctc_norm.{p}": (f"ctc_norm.{p}",) for p in ("weight", "bias")},
+    "speech.memory_positions": ("memory_position.table",),
+}, {"encoder": ("encoder.layers", ENCODER_LAYER)}, _asr_settings, _asr_check, _speech)
 
 ARCHITECTURES: dict[type, Architecture] = {Seq2SeqModel: SEQ2SEQ, NATModel: NAT, BertModel: BERT, AsrModel: ASR}
 
@@ -200,7 +219,7 @@ def spec_of(model: nn.Module, dtype: torch.dtype | None = None) -> ModelSpec:
     norm = _norm(t, "embedding_norm", eps)
     return ModelSpec(settings, stacks["encoder"], t.get("source_embedding"), stacks.get("decoder"),
                      t.get("target_embedding"), _linear(t, "output"), _linear(t, "length"), t.get("token_types"), norm,
-                     _linear(t, "pooler"))
+                     _linear(t, "pooler"), model.config, **arch.parts(model.config, t, eps))
 
 
 def model_state(tensors: dict[str, Tensor], model: nn.Module) -> dict[str, Tensor]:
@@ -212,3 +231,15 @@ def model_state(tensors: dict[str, Tensor], model: nn.Module) -> dict[str, Tenso
         if name not in state and spec_name in tensors:
             state[name] = tensors[spec_name]
     return state
+
+
+def dtype_of(model: nn.Module) -> torch.dtype:
+    """The dtype of the model's parameters."""
+    return next(model.parameters()).dtype
+
+
+def reference_in(model: nn.Module, dtype: torch.dtype | None) -> nn.Module:
+    """``model`` in eval mode in ``dtype`` (None: its own): the model itself, or a copy in another dtype (the
+    reference an engine hands what it does not run)."""
+    model.eval()
+    return model if dtype is None or dtype == dtype_of(model) else copy.deepcopy(model).to(dtype).eval()

@@ -32,8 +32,8 @@ from torch import Tensor
 from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import for_heads, keep_positions, padding
 from ..functional.tokens import best_tokens
-from ..models.nat import ctc_fraction, ctc_row_length
-from ..models.seq2seq import memory_mask_from
+from ..models.nat import ctc_fraction, ctc_row_length, row_lengths_for, source_lengths
+from ..models.seq2seq import check_ids, memory_mask_from
 from ..nn import LayerCache
 from ..nn.transformer import DecoderOutput
 from . import native
@@ -59,10 +59,11 @@ def packed_rows(lengths: Tensor, t: int) -> Tensor | None:
 
 
 class NATEngine:
-    """The engine of a NAT model's spec (see the module doc); ``model`` (the reference) is left as it is."""
+    """The engine of a NAT model's spec (see the module doc); ``model`` (the reference) is left as it is and
+    answers the calls the engine does not run itself (attention weights, a padded batch's lengths), whole."""
 
     def __init__(self, spec: ModelSpec, model):
-        self.reference, self.config = model, model.config
+        self.reference, self.config = model, spec.config
         self.base = Seq2SeqEngine(spec, model)
         self.length = None if spec.length is None else PackedLinear(spec.length)  # one row: native
         base = self.base
@@ -98,7 +99,8 @@ class NATEngine:
         return (offsets + (s - cfg.max_length_offset)).clamp_(1, cfg.max_target_length)
 
     def row_lengths(self, attention_mask: Tensor | None, memory: Tensor) -> Tensor:
-        return self.reference.row_lengths(attention_mask, memory)
+        """``NATModel.row_lengths``: "end", the row to write for each source (``row_lengths_for``) -> (B,)."""
+        return row_lengths_for(source_lengths(attention_mask, memory), self.config)
 
     def output_logits(self, hidden: Tensor) -> Tensor:
         """hidden (..., d) -> logits (..., V) through the packed output layer."""
@@ -118,7 +120,7 @@ class NATEngine:
             return self.reference.decode_parallel(tokens, memory, memory_mask, lengths, cache=cache,
                                                   use_cache=use_cache, output_attentions=True)
         base = self.base
-        self.reference._check_ids(tokens, "tokens", self.config.tgt_vocab_size)
+        check_ids(tokens, "tokens", self.config.tgt_vocab_size)
         b, t = tokens.shape
         if memory.dim() != 3 or memory.shape[0] != b:
             raise ValueError(f"NATEngine: `memory` must have shape ({b}, S, d), got {tuple(memory.shape)}")

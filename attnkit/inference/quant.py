@@ -36,37 +36,14 @@ from torch import Tensor
 
 from .spec import LINEARS, CrossAttention, Layer, Linear, ModelSpec, Stack
 
-__all__ = ["load_dtypes", "ACT_MAX", "WEIGHT_MAX", "quantize_weight", "quantize_rows", "dequantize", "quantize_linear",
+__all__ = ["ACT_MAX", "WEIGHT_MAX", "quantize_weight", "quantize_rows", "dequantize", "quantize_linear",
            "quantize_spec", "int8_product_reference", "int8_linear_reference", "is_int8", "cat_rows",
-           "ENGINE_DTYPES", "engine_dtype", "outliers", "split_outliers", "outlier_product", "FLOAT_LINEARS"]
+           "outliers", "split_outliers", "outlier_product", "FLOAT_LINEARS"]
 
 ACT_MAX = 63  # activations in [-63, 63]: exact int32 sums on AVX2's pairwise 16-bit products (module doc)
 WEIGHT_MAX = 127
 OUTLIERS = 8  # input channels kept in float32 per call (at most K / 8: ``outliers``)
 FLOAT_LINEARS = ("ff2",)  # a layer's linear layers ``quantize_spec`` leaves in float32 (the module doc)
-# the engines' dtypes by name: torch.int8 stands for "int8 weights, float32 activations"
-ENGINE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.int8}
-
-
-def engine_dtype(value, where: str = "dtype") -> torch.dtype:
-    """A dtype given by name ("float32", "bfloat16", "float16", "int8") or as a torch dtype -> the torch dtype
-    (``torch.int8``: int8 weights); ValueError naming ``where`` and the choices for anything else."""
-    if isinstance(value, torch.dtype) and value in ENGINE_DTYPES.values():
-        return value
-    if isinstance(value, str) and value in ENGINE_DTYPES:
-        return ENGINE_DTYPES[value]
-    raise ValueError(f"{where} must be one of {', '.join(ENGINE_DTYPES)} (or the torch dtype), got {value!r}")
-
-
-def load_dtypes(value, where: str, fast: bool) -> tuple[torch.dtype, torch.dtype]:
-    """A loader's ``dtype`` -> (the compute dtype ``engine_for`` takes, the dtype the weights load in): int8 loads
-    float32 weights that the inference engine quantises, so it needs ``fast``; ValueError naming ``where``."""
-    dtype = engine_dtype(value, where)
-    if dtype != torch.int8:
-        return dtype, dtype
-    if not fast:
-        raise ValueError(f"{where} int8 runs on the inference engine; not with fast=False")
-    return dtype, torch.float32
 
 
 def is_int8(linear: Linear | None) -> bool:

@@ -4,23 +4,21 @@ alike.
 The engine comes from the model's architecture (``architectures.ARCHITECTURES``): ``Seq2SeqEngine`` for a
 ``Seq2SeqModel``, ``NATEngine`` for a ``NATModel``, ``BertEngine`` for a ``BertModel``, ``AsrEngine`` (the encoder
 and CTC head) for an ``AsrModel``, each built from the model's weight spec. Where no engine can run the model (an
-architecture without a spec table, positions inside attention, no biases, a dtype the engines do not take, no
-oneDNN), ``engine_for`` returns the model itself (in ``dtype``) and says why on the ``attnkit`` logger (INFO);
-``refusal(model, dtype)`` gives that reason.
+architecture without a spec table, positions inside attention, no biases, a dtype no engine runs: float64, the
+dtype table's ``why_not``; no oneDNN), ``engine_for`` returns the model itself (in ``dtype``) and says why on the
+``attnkit`` logger (INFO); ``refusal(model, dtype)`` gives that reason. ``dtype`` is read through the one table of
+dtypes (``dtypes.py``): a name, its torch dtype or its row.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 
 import torch
 
-from ..models.asr import AsrModel
-from ..models.bert import BertModel
-from ..models.nat import NATModel
-from .architectures import Unsupported, architecture_of, spec_of
+from .architectures import Unsupported, architecture_of, dtype_of, reference_in, spec_of
 from .asr import AsrEngine
+from .dtypes import DTYPES, DType, of_torch, resolve
 from .encoder import BertEngine
 from .nat import NATEngine
 from .packed import onednn_available
@@ -31,47 +29,49 @@ __all__ = ["engine_for", "refusal", "ENGINES"]
 
 log = logging.getLogger("attnkit")
 ENGINES = {"seq2seq": Seq2SeqEngine, "nat": NATEngine, "bert": BertEngine, "asr": AsrEngine}
-DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int8)  # torch.int8: int8 weights (``quant.py``)
 
 
-def _dtype_of(model) -> torch.dtype:
-    return next(model.parameters()).dtype
+def _row(model, dtype) -> DType | None:
+    """The table's row of ``dtype`` (checked: a ValueError naming ``engine_for``'s ``dtype=``), else of the model's
+    own dtype (None where the table has none)."""
+    return resolve(dtype, "engine_for") if dtype is not None else of_torch(dtype_of(model))
 
 
-def refusal(model, dtype: torch.dtype | None = None) -> str | None:
+def refusal(model, dtype: DType | torch.dtype | str | None = None) -> str | None:
     """Why no engine runs ``model`` in ``dtype`` (default: its own), or None."""
     try:
-        architecture_of(model)
+        arch = architecture_of(model)
     except Unsupported as e:
         return str(e)
-    dtype = dtype or _dtype_of(model)
-    if dtype not in DTYPES:
-        return f"dtype {dtype}: the engines run {', '.join(str(d) for d in DTYPES)}"
+    row = _row(model, dtype)
+    if row is None:
+        return f"dtype {dtype_of(model)}: not in the table of dtypes ({', '.join(DTYPES)})"
+    if arch.name not in row.engines:
+        return row.why_not
     if not onednn_available():
         return "torch's oneDNN linear ops are not available here"
     return None
 
 
-def engine_for(model, *, dtype: torch.dtype | None = None):
-    """The inference engine of ``model`` in ``dtype`` (default: the model's own), or the model itself in that dtype
-    where none runs it (see the module doc). The model is not changed; the engine copies its weights."""
-    model.eval()
-    int8 = dtype == torch.int8  # int8 weights quantised from the float32 model's spec; the reference stays float32
-    weights = torch.float32 if int8 else dtype  # the reference modules' dtype (None: the model's)
-    same = weights is None or weights == _dtype_of(model)
-    why = refusal(model, dtype)
+def engine_for(model, *, dtype: DType | torch.dtype | str | None = None):
+    """The inference engine of ``model`` in ``dtype`` (default: the model's own; a name of ``dtypes.DTYPES``, its
+    torch dtype or its row), or the model itself in that dtype where none runs it (see the module doc). The model
+    is not changed; the engine copies its weights. int8: int8 weights quantised from the float32 model's spec, the
+    reference staying float32."""
+    row = _row(model, dtype)
+    weights = None if row is None else row.weights  # the reference modules' dtype
+    why = refusal(model, row)
     if why is not None:
-        if int8:
-            log.warning("attnkit: %s runs in float32 on its reference modules, not int8: %s", type(model).__name__, why)
+        if row is not None and row.quantized:
+            log.warning("attnkit: %s runs in %s on its reference modules, not %s: %s", type(model).__name__,
+                        row.loads, row.name, why)
         else:
             log.info("attnkit: %s runs on its reference modules: %s", type(model).__name__, why)
-        return model if same else copy.deepcopy(model).to(weights).eval()
-    if isinstance(model, BertModel):
-        spec = spec_of(model, weights)
-        return BertEngine(quantize_spec(spec) if int8 else spec)
+        return reference_in(model, weights)
     arch = architecture_of(model).name
-    reference = model if same else copy.deepcopy(model).to(weights).eval()
+    if arch == "bert":  # an encoder keeps no reference: its spec's tensors in the weights' dtype
+        spec = spec_of(reference_in(model, None), weights)
+        return BertEngine(quantize_spec(spec) if row.quantized else spec)
+    reference = reference_in(model, weights)
     spec = spec_of(reference)
-    engine = NATEngine if isinstance(model, NATModel) else AsrEngine if isinstance(model, AsrModel) else Seq2SeqEngine
-    assert ENGINES[arch] is engine
-    return engine(quantize_spec(spec) if int8 else spec, reference)
+    return ENGINES[arch](quantize_spec(spec) if row.quantized else spec, reference)

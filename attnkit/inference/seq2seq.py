@@ -29,7 +29,7 @@ from torch import Tensor
 from ..functional import native as kernels
 from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import for_heads
-from ..models.seq2seq import StepOutput, memory_mask_from
+from ..models.seq2seq import StepOutput, check_ids, memory_mask_from
 from . import native
 from .cache import Buffers, StepCache, reorder
 from .encoder import EncoderStack
@@ -44,11 +44,11 @@ __all__ = ["Seq2SeqEngine", "StepCache"]
 
 class Seq2SeqEngine:
     """The engine of an encoder-decoder's spec (see the module doc); ``model`` (the reference) is left as it is and
-    answers what the engine does not do itself (attention weights, list caches, id checks)."""
+    answers the calls the engine does not run itself (attention weights, list caches), whole."""
 
     def __init__(self, spec: ModelSpec, model):
         s = spec.settings
-        self.reference, self.config, self.settings = model, model.config, s
+        self.reference, self.config, self.settings = model, spec.config, s
         self.num_heads, self.head_dim, self.d_model, self.norm_first = s.num_heads, s.head_dim, s.d_model, s.norm_first
         self.encoder = EncoderStack(spec.encoder, s)
         self.attend = ShortAttention(spec.target_embedding.dtype, s.head_dim)
@@ -78,7 +78,7 @@ class Seq2SeqEngine:
     @torch.no_grad()
     def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """input_ids (B, S), attention_mask (B, S) 1 = real token -> memory (B, S, d)."""
-        self.reference._check_ids(input_ids, "input_ids", self.config.src_vocab_size)
+        check_ids(input_ids, "input_ids", self.config.src_vocab_size)
         b, s = input_ids.shape
         if (self.encoder.all_native and 0 < b * s <= LAYER_ROWS and s <= SHORT_MAX_LEN
                 and (attention_mask is None or (attention_mask.shape == input_ids.shape
@@ -103,7 +103,7 @@ class Seq2SeqEngine:
         if output_attentions or not use_cache or isinstance(cache, list):
             return self.reference.decode_step(tokens, memory, memory_mask, cache, use_cache=use_cache,
                                               output_attentions=output_attentions)
-        self.reference._check_ids(tokens, "tokens", self.config.tgt_vocab_size)
+        check_ids(tokens, "tokens", self.config.tgt_vocab_size)
         if cache is None:
             cache = self.new_cache(memory, tokens.shape[0])
         if cache.group == 1 and cache.mask_source is not memory_mask:

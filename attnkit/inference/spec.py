@@ -1,8 +1,9 @@
 """A model's weight spec: its tensors by role and the settings an engine needs, nothing about its modules.
 
 In the spirit of CTranslate2's model specs: an engine never reads a model's modules; it reads a ``ModelSpec``.
-Each architecture maps its own tensor names to the spec's in one table (``architectures.py``; Marian's in
-``pretrained/marian/layout.py``), and every engine runs every architecture that has such a table.
+Each architecture maps its own tensor names to the spec's in one table (``architectures.py``; a checkpoint format's
+in ``pretrained/marian/layout.py`` and ``pretrained/bert_layout.py``), and every engine runs every architecture
+that has such a table.
 
 The spec's tensors have flat names, the same for every architecture (``names``):
 
@@ -15,6 +16,11 @@ The spec's tensors have flat names, the same for every architecture (``names``):
     {stack}.positions                           (P, d): added to the input rows (learned, or a sinusoidal table)
     {stack}.norm.{weight,bias}                  the stack's final LayerNorm
     {stack}.layers.{i}.{field}.{weight,bias}    per layer (``LINEARS``, ``NORMS``), stack "encoder" or "decoder"
+    speech.mean, speech.std                     (n_mels,): a speech model's feature statistics
+    speech.convs.{i}.{weight,bias}              its front end's convolutions of stride 2 (``Speech``)
+    speech.project.{weight,bias}                (d, C F'): the conv2d front end's projection to d
+    speech.ctc_norm.{weight,bias}               the norm of layer k's output under the CTC head (``ctc_layer`` k)
+    speech.memory_positions                     (P, d): the sinusoidal table added to the decoder's memory
 
 A layer's linear layers are W (out, in) and b (out,): ``qkv`` (3d, d) rows W^q; W^k; W^v of self-attention,
 ``self_out``, ``cross_qkv`` (3d, d) of cross-attention (queries from the decoder, keys and values from the
@@ -31,8 +37,8 @@ from torch import Tensor
 
 from ..functional.positional import rotary_cos_sin, sinusoidal_table
 
-__all__ = ["Linear", "Norm", "Positions", "Layer", "CrossAttention", "Stack", "Settings", "ModelSpec", "LINEARS",
-           "NORMS", "layer_names", "POSITION_KINDS"]
+__all__ = ["Linear", "Norm", "Positions", "Layer", "CrossAttention", "Stack", "Settings", "Speech", "ModelSpec",
+           "LINEARS", "NORMS", "layer_names", "POSITION_KINDS"]
 
 LINEARS = ("qkv", "self_out", "cross_qkv", "cross_out", "ff1", "ff2")
 NORMS = ("self_norm", "cross_norm", "ff_norm")
@@ -171,8 +177,33 @@ class Settings:
 
 
 @dataclass(frozen=True)
+class Speech:
+    """A speech recogniser's input side and CTC tap (``models.asr``). The frames (B, T, n_mels) are normalised by
+    the feature statistics ``mean`` and ``std`` (n_mels,), then go through the front end: ``convs``, each of
+    stride 2 in time after ``time_pad`` (before, after) frames of zeros and a GELU (``kind`` "conv1d": weight
+    (d, C, k) over time; "conv2d": (C', C, k, 3) over time and frequency, then ``project`` (d, C F')). The mask
+    rule of the encoder's self-attention: the padding, and with ``window`` (left, right) only the steps that near
+    each query (``models.asr.encoder_mask``). The CTC head reads layer ``ctc_layers``' output through
+    ``ctc_norm`` (None: the last layer's, after the encoder's final norm). The decoder's memory is the encoder's
+    output plus ``memory_positions``."""
+
+    kind: str
+    mean: Tensor
+    std: Tensor
+    convs: tuple[Linear, ...]
+    time_pad: tuple[int, int]
+    window: tuple[int, int] | None
+    ctc_layers: int
+    memory_positions: Positions
+    project: Linear | None = None
+    ctc_norm: Norm | None = None
+
+
+@dataclass(frozen=True)
 class ModelSpec:
-    """A model as every engine reads it: the settings and the tensors by role (see the module doc)."""
+    """A model as every engine reads it: the settings and the tensors by role (see the module doc). ``config``: the
+    model's config (a frozen dataclass), whose ids and limits the decoding protocol reads as ``engine.config``;
+    ``speech``: a speech model's input side."""
 
     settings: Settings
     encoder: Stack
@@ -184,6 +215,8 @@ class ModelSpec:
     token_types: Tensor | None = None
     embedding_norm: Norm | None = None
     pooler: Linear | None = None
+    config: object = None
+    speech: Speech | None = None
 
     @property
     def shares_tables(self) -> bool:

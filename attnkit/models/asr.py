@@ -33,12 +33,12 @@ from torch import Tensor, nn
 from .. import masks
 from ..nn import Decoder, Encoder, LayerCache
 from ..nn.positional import Sinusoidal
-from .asr_frontend import Frontend, half
+from .asr_frontend import Frontend, out_lengths
 from .configs.asr import BOS, EOS, PAD, AsrConfig
 from .seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
 
 __all__ = ["AsrConfig", "AsrModel", "Encoded", "PAD", "BOS", "EOS", "FIRST_DIGIT", "BLANK", "NUM_TOKENS", "NUM_CLASSES",
-           "digit_tokens", "token_digits", "label_of_tokens"]
+           "digit_tokens", "token_digits", "label_of_tokens", "encoder_mask", "check_frames", "encoded"]
 
 FIRST_DIGIT = 3  # token id of digit 0
 NUM_TOKENS = FIRST_DIGIT + 10
@@ -67,6 +67,29 @@ class Encoded(NamedTuple):
     mask: Tensor  # (B, T') int64, 1 = a real step
     lengths: Tensor  # (B,) steps
     ctc_log_probs: Tensor  # (B, T', NUM_CLASSES)
+
+
+def encoder_mask(lengths: Tensor, window: tuple[int, int] | None) -> masks.Mask:
+    """The encoder's self-attention mask for steps (B,): the padding, and with ``window`` (left, right) only the
+    steps that near each query."""
+    pad = masks.padding(lengths)
+    return pad if window is None else masks.window(*window) & pad
+
+
+def check_frames(frames: Tensor, lengths: Tensor, n_mels: int) -> None:
+    """A one-line error unless frames is (B, T, n_mels) and lengths (B,)."""
+    if frames.dim() != 3 or frames.shape[-1] != n_mels:
+        raise ValueError(f"AsrModel: `frames` must have shape (B, T, {n_mels}), got {tuple(frames.shape)}")
+    if lengths.shape != frames.shape[:1]:
+        raise ValueError(f"AsrModel: `lengths` must have shape ({frames.shape[0]},), got {tuple(lengths.shape)}")
+
+
+def encoded(out: Tensor | None, steps: Tensor, ctc_logits: Tensor, positions) -> Encoded:
+    """The encoder's output (B, T', d) (None: CTC only), its steps and the CTC head's logits -> ``Encoded``: the
+    memory is the output with ``positions(out)`` (the absolute ones the decoder reads) added."""
+    mask = masks.keep_positions(steps, ctc_logits.shape[1]).long()
+    memory = None if out is None else positions(out)
+    return Encoded(memory, mask, steps, ctc_logits.float().log_softmax(-1))  # CTC (B, T', C)
 
 
 class AsrModel(nn.Module):
@@ -101,25 +124,17 @@ class AsrModel(nn.Module):
 
     def out_lengths(self, lengths: Tensor) -> Tensor:
         """Steps after the front end for frame counts (B,): T halved, rounding up, once per convolution."""
-        for _ in range(self.subsample.bit_length() - 1):
-            lengths = half(lengths)
-        return lengths
+        return out_lengths(lengths, self.subsample.bit_length() - 1)
 
     def features(self, frames: Tensor, lengths: Tensor) -> Tensor:
         """frames (B, T, n_mels) -> (B, T', d), T' = out_lengths(T): normalised, then the front end."""
         return self.frontend((frames - self.feature_mean) / self.feature_std, lengths)
 
     def encoder_mask(self, lengths: Tensor) -> masks.Mask:
-        pad = masks.padding(lengths)
-        return pad if self.config.window is None else masks.window(*self.config.window) & pad
+        return encoder_mask(lengths, self.config.window)
 
     def check_frames(self, frames: Tensor, lengths: Tensor) -> None:
-        """A one-line error unless frames is (B, T, n_mels) and lengths (B,)."""
-        if frames.dim() != 3 or frames.shape[-1] != self.config.n_mels:
-            raise ValueError(f"AsrModel: `frames` must have shape (B, T, {self.config.n_mels}), "
-                             f"got {tuple(frames.shape)}")
-        if lengths.shape != frames.shape[:1]:
-            raise ValueError(f"AsrModel: `lengths` must have shape ({frames.shape[0]},), got {tuple(lengths.shape)}")
+        check_frames(frames, lengths, self.config.n_mels)
 
     def front(self, frames: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """frames (B, T, n_mels), lengths (B,) checked -> the encoder's input (B, T', d) and its steps (B,)."""
@@ -134,9 +149,7 @@ class AsrModel(nn.Module):
 
     def encoded(self, out: Tensor | None, steps: Tensor, ctc_logits: Tensor) -> Encoded:
         """The encoder's output (B, T', d) (None: CTC only), its steps and the CTC head's logits -> ``Encoded``."""
-        mask = masks.keep_positions(steps, ctc_logits.shape[1]).long()
-        memory = None if out is None else self.memory_position(out)
-        return Encoded(memory, mask, steps, ctc_logits.float().log_softmax(-1))  # CTC (B, T', C)
+        return encoded(out, steps, ctc_logits, self.memory_position)
 
     def encode_frames(self, frames: Tensor, lengths: Tensor, *, backend: str | None = None,
                       need_weights: bool = False, ctc_only: bool = False) -> Encoded:

@@ -20,13 +20,55 @@ from torch import Tensor, nn
 from .. import masks
 from .configs.asr import SUBSAMPLES
 
-__all__ = ["Frontend", "half", "SUBSAMPLES"]
+__all__ = ["Frontend", "half", "out_lengths", "SUBSAMPLES", "time_pad", "front_end"]
 
 
 
 def half(lengths: Tensor) -> Tensor:
     """ceil(lengths / 2): frames after one convolution of stride 2."""
     return torch.div(lengths + 1, 2, rounding_mode="floor")
+
+
+def out_lengths(lengths: Tensor, convolutions: int) -> Tensor:
+    """Steps after ``convolutions`` of stride 2 for frame counts (B,): T halved, rounding up, once per convolution."""
+    for _ in range(convolutions):
+        lengths = half(lengths)
+    return lengths
+
+
+def time_pad(kernel: int, causal: bool) -> tuple[int, int]:
+    """Frames of zeros (before, after) each convolution pads in time: kernel - 1 in all."""
+    k = kernel
+    return (k - 1, 0) if causal else ((k - 1) // 2, k - 1 - (k - 1) // 2)
+
+
+def _zero_padding(h: Tensor, lengths: Tensor) -> Tensor:
+    """h (B, C, T) or (B, C, T, F) with the frames past each row's length set to zero (none at batch 1: nothing to
+    multiply)."""
+    if not bool((lengths < h.shape[2]).any()):
+        return h
+    keep = masks.keep_positions(lengths, h.shape[2]).to(h.dtype)  # (B, T)
+    return h * (keep[:, None, :] if h.dim() == 3 else keep[:, None, :, None])
+
+
+def front_end(x: Tensor, lengths: Tensor, convs, pad: tuple[int, int],
+              project: tuple[Tensor, Tensor | None] | None = None) -> Tensor:
+    """The front end's maths on its tensors (the module's and an engine's alike): x (B, T, n_mels) normalised,
+    lengths (B,), ``convs`` [(weight, bias)] of stride 2 (conv1d weights (d, C, k); conv2d (C', C, k, 3), then
+    ``project`` (weight (d, C F'), bias)), ``pad`` (before, after) frames in time -> (B, T', d)."""
+    conv1d = convs[0][0].dim() == 3
+    h = x.transpose(1, 2) if conv1d else x[:, None]  # (B, n_mels, T) or (B, 1, T, F)
+    for weight, bias in convs:  # each: time halved; conv1d (B, d, T/2), conv2d (B, C, T/2, F/2)
+        h = _zero_padding(h, lengths)
+        if conv1d:
+            h = F.gelu(F.conv1d(F.pad(h, pad), weight, bias, 2))
+        else:
+            h = F.gelu(F.conv2d(F.pad(h, (0, 0, *pad)), weight, bias, 2, (0, 1)))
+        lengths = half(lengths)
+    if conv1d:
+        return h.transpose(1, 2)  # (B, d, T') -> (B, T', d)
+    b, c, t, f = h.shape
+    return F.linear(h.permute(0, 2, 1, 3).reshape(b, t, c * f), *project)  # (B, T', C F') -> (B, T', d)
 
 
 class Frontend(nn.Module):
@@ -58,23 +100,8 @@ class Frontend(nn.Module):
 
     def time_pad(self) -> tuple[int, int]:
         """Frames of zeros (before, after) each convolution pads in time: kernel - 1 in all."""
-        k = self.kernel
-        return (k - 1, 0) if self.causal else ((k - 1) // 2, k - 1 - (k - 1) // 2)
-
-    def _conv(self, conv: nn.Module, h: Tensor, lengths: Tensor, time_dim: int) -> Tensor:
-        if bool((lengths < h.shape[time_dim]).any()):  # padding to zero (none at batch 1: nothing to multiply)
-            keep = masks.keep_positions(lengths, h.shape[time_dim]).to(h.dtype)  # (B, T)
-            h = h * (keep[:, None, :] if time_dim == 2 and h.dim() == 3 else keep[:, None, :, None])
-        before, after = self.time_pad()
-        pad = (before, after) if h.dim() == 3 else (0, 0, before, after)
-        return F.gelu(conv(F.pad(h, pad)))
+        return time_pad(self.kernel, self.causal)
 
     def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
-        h = x.transpose(1, 2) if self.kind == "conv1d" else x[:, None]  # (B, n_mels, T) or (B, 1, T, F)
-        for conv in self.convs:  # each: time halved; conv1d (B, d, T/2), conv2d (B, C, T/2, F/2)
-            h = self._conv(conv, h, lengths, 2)
-            lengths = half(lengths)
-        if self.kind == "conv1d":
-            return h.transpose(1, 2)  # (B, d, T') -> (B, T', d)
-        b, c, t, f = h.shape
-        return self.proj(h.permute(0, 2, 1, 3).reshape(b, t, c * f))  # (B, T', C, F') -> (B, T', C F') -> (B, T', d)
+        project = None if self.proj is None else (self.proj.weight, self.proj.bias)
+        return front_end(x, lengths, [(c.weight, c.bias) for c in self.convs], self.time_pad(), project)

@@ -48,10 +48,11 @@ from ..functional.masks import keep_positions, padding
 from ..functional.pooling import masked_mean
 from ..nn import LayerCache
 from .configs.nat import LENGTH_STRATEGIES, NAT_LOSSES, NATConfig
-from .seq2seq import EncoderDecoderModel, memory_mask_from
+from .seq2seq import EncoderDecoderModel, check_ids, memory_mask_from
 
-__all__ = ["NATConfig", "NATModel", "random_mask", "choose_positions", "length_classes", "row_lengths_for",
-           "ctc_row_lengths", "ctc_row_length", "ctc_fraction", "is_nat", "NAT_LOSSES", "LENGTH_STRATEGIES"]
+__all__ = ["NATConfig", "NATModel", "random_mask", "choose_positions", "length_classes", "source_lengths",
+           "row_lengths_for", "ctc_row_lengths", "ctc_row_length", "ctc_fraction", "is_nat", "NAT_LOSSES",
+           "LENGTH_STRATEGIES"]
 
 def is_nat(model) -> bool:
     """Does ``model`` decode non-autoregressively (the ``mask_predict`` protocol)?"""
@@ -61,6 +62,13 @@ def is_nat(model) -> bool:
 def length_classes(target_lengths: Tensor, source_lengths: Tensor, max_offset: int) -> Tensor:
     """The length classifier's label of each target length: (T - S) clamped to [-m, m], + m -> (B,) int64."""
     return (target_lengths - source_lengths).clamp(-max_offset, max_offset) + max_offset
+
+
+def source_lengths(attention_mask: Tensor | None, memory: Tensor) -> Tensor:
+    """(B,) real source tokens (S of each row) of a memory (B, S, d) and its attention_mask (B, S) or None."""
+    if attention_mask is None:
+        return torch.full((memory.shape[0],), memory.shape[1], dtype=torch.long, device=memory.device)
+    return attention_mask.bool().sum(1)
 
 
 def row_lengths_for(source_lengths: Tensor, config: NATConfig) -> Tensor:
@@ -121,12 +129,7 @@ class NATModel(EncoderDecoderModel):
             if config.has_length_head else None
 
     # -- length ---------------------------------------------------------------------------------
-    @staticmethod
-    def source_lengths(attention_mask: Tensor | None, memory: Tensor) -> Tensor:
-        """(B,) real source tokens (S of each row)."""
-        if attention_mask is None:
-            return torch.full((memory.shape[0],), memory.shape[1], dtype=torch.long, device=memory.device)
-        return attention_mask.bool().sum(1)
+    source_lengths = staticmethod(source_lengths)
 
     def length_logits(self, memory: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """memory (B, S, d) -> logits (B, 2m + 1) over T - S = -m .. m."""
@@ -164,7 +167,7 @@ class NATModel(EncoderDecoderModel):
         ``cache`` may carry the cross-attention keys and values of an earlier call (``LayerCache(None, kv)``
         per layer, static): Mask-Predict's iterations reuse them instead of projecting ``memory`` again.
         """
-        self._check_ids(tokens, "tokens", self.config.tgt_vocab_size)
+        check_ids(tokens, "tokens", self.config.tgt_vocab_size)
         if memory.dim() != 3 or memory.shape[0] != tokens.shape[0]:
             raise ValueError(f"NATModel: `memory` must have shape ({tokens.shape[0]}, S, d), got {tuple(memory.shape)}")
         width = tokens.shape[1]

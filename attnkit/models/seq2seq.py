@@ -32,8 +32,20 @@ from ..nn import Decoder, Encoder, LayerCache
 from ..nn.attention import KVCache
 from .configs.seq2seq import Seq2SeqConfig
 
-__all__ = ["Seq2SeqConfig", "Seq2SeqModel", "StepOutput", "memory_mask_from", "EncoderDecoderModel"]
+__all__ = ["Seq2SeqConfig", "Seq2SeqModel", "StepOutput", "memory_mask_from", "check_ids", "EncoderDecoderModel"]
 
+
+
+def check_ids(ids: Tensor, name: str, vocab: int) -> None:
+    """A one-line ValueError naming ``name`` unless ``ids`` is a (B, L) integer tensor of ids in [0, vocab) (the
+    model's check of its inputs, and its engines')."""
+    if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
+        got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, Tensor) else type(ids).__name__
+        raise ValueError(f"Seq2SeqModel: `{name}` must be a (B, L) integer tensor, got {got}")
+    if ids.numel():
+        lo, hi = (int(v) for v in torch.aminmax(ids))  # one pass (this runs at every decoding step)
+        if lo < 0 or hi >= vocab:
+            raise ValueError(f"Seq2SeqModel: `{name}` has ids in [{lo}, {hi}], outside the vocabulary [0, {vocab})")
 
 
 def memory_mask_from(attention_mask: Tensor | None, length: int) -> Mask | None:
@@ -91,15 +103,6 @@ class EncoderDecoderModel(nn.Module):
     def target_embedding(self) -> nn.Embedding:
         return self.src_embed if self.tgt_embed is None else self.tgt_embed
 
-    def _check_ids(self, ids: Tensor, name: str, vocab: int) -> None:
-        if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
-            got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, Tensor) else type(ids).__name__
-            raise ValueError(f"Seq2SeqModel: `{name}` must be a (B, L) integer tensor, got {got}")
-        if ids.numel():
-            lo, hi = (int(v) for v in torch.aminmax(ids))  # one pass (this runs at every decoding step)
-            if lo < 0 or hi >= vocab:
-                raise ValueError(f"Seq2SeqModel: `{name}` has ids in [{lo}, {hi}], outside the vocabulary [0, {vocab})")
-
     def output_logits(self, hidden: Tensor) -> Tensor:
         """Decoder states (..., d) -> logits (..., V)."""
         weight = self.target_embedding.weight if self.lm_head is None else self.lm_head.weight
@@ -110,7 +113,7 @@ class EncoderDecoderModel(nn.Module):
 
     def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """input_ids (B, S), attention_mask (B, S) 1 = real token -> memory (B, S, d)."""
-        self._check_ids(input_ids, "input_ids", self.config.src_vocab_size)
+        check_ids(input_ids, "input_ids", self.config.src_vocab_size)
         x = self.src_embed(input_ids) * self.embed_scale  # (B, S, d)
         return self.encoder(x, memory_mask_from(attention_mask, input_ids.shape[1])).last_hidden_state
 
@@ -130,7 +133,7 @@ class Seq2SeqModel(EncoderDecoderModel):
 
         With ``cache``, the ids continue the cached prefix (their positions start after it).
         """
-        self._check_ids(decoder_input_ids, "decoder_input_ids", self.config.tgt_vocab_size)
+        check_ids(decoder_input_ids, "decoder_input_ids", self.config.tgt_vocab_size)
         if memory.dim() != 3 or memory.shape[0] != decoder_input_ids.shape[0]:
             raise ValueError(f"Seq2SeqModel: `memory` must have shape ({decoder_input_ids.shape[0]}, S, d), "
                              f"got {tuple(memory.shape)}")

@@ -31,7 +31,7 @@ from ..functional import select_backend
 from ..functional.masks import keep_positions, segments
 from ..functional.pooling import masked_max, masked_sum
 from ..inference import BertEngine, engine_for
-from ..inference.quant import engine_dtype
+from ..inference.dtypes import DType, of_torch, resolve
 from ..models.bert import BertModel
 from .folder import ModelFolder, Pooling
 
@@ -100,7 +100,7 @@ class SentenceEncoder:
     """A pretrained BERT-family encoder with its tokenizer and pooling (see ``load_pretrained``)."""
 
     def __init__(self, model: BertModel, tokenizer, folder: ModelFolder, name: str, *, fast: bool = True,
-                 dtype: torch.dtype | None = None):
+                 dtype: DType | torch.dtype | str | None = None):
         self.model = model.eval()  # the reference modules: ``attend`` and parity tests use these
         self.fast = fast
         self.tokenizer = tokenizer  # a ``tokenizers.Tokenizer``, truncation set to max_seq_length
@@ -109,8 +109,10 @@ class SentenceEncoder:
         self.pooling = folder.pooling
         self.max_seq_length = folder.max_seq_length
         self.pad_id = model.config.pad_token_id
-        self.dtype = next(model.parameters()).dtype if dtype is None else dtype  # ``encode``'s default
-        self._by_dtype: dict[torch.dtype, BertModel | BertEngine] = {}
+        own = next(model.parameters()).dtype
+        self._default = of_torch(own) if dtype is None else resolve(dtype, "SentenceEncoder", fast=fast)
+        self.dtype = own if self._default is None else self._default.torch  # ``encode``'s default (torch.int8: int8)
+        self._by_dtype: dict[str, BertModel | BertEngine] = {}  # by the dtype's name
 
     def __repr__(self) -> str:
         c = self.model.config
@@ -127,20 +129,19 @@ class SentenceEncoder:
     def config(self):
         return self.model.config
 
-    def model_for(self, dtype: torch.dtype | None = None) -> BertModel | BertEngine:
+    def _row(self, dtype, where: str) -> DType:
+        """``dtype=`` as given to ``where`` (None: ``encode``'s default) -> its row of the dtype table."""
+        return resolve(self._default if dtype is None else dtype, where, fast=self.fast)
+
+    def model_for(self, dtype: DType | torch.dtype | str | None = None) -> BertModel | BertEngine:
         """What ``encode`` runs in ``dtype`` (made once and kept): the inference engine when ``fast``
         (``attnkit.inference.engine_for``, which falls back to the model where no engine runs it), else a copy of
         the model in that dtype."""
-        dtype = self.dtype if dtype is None else dtype
-        if dtype != torch.float64:  # names too: "int8" (int8 weights, ``inference.quant``)
-            dtype = engine_dtype(dtype, "encode: `dtype`")
-        if dtype == torch.int8 and not self.fast:
-            raise ValueError("encode: `dtype` int8 runs on the inference engine; this encoder was loaded with "
-                             "fast=False")
-        if dtype not in self._by_dtype:
-            self._by_dtype[dtype] = (engine_for(self.model, dtype=dtype) if self.fast
-                                     else copy.deepcopy(self.model).to(dtype).eval())
-        return self._by_dtype[dtype]
+        row = self._row(dtype, "model_for")
+        if row.name not in self._by_dtype:
+            self._by_dtype[row.name] = (engine_for(self.model, dtype=row) if self.fast
+                                        else copy.deepcopy(self.model).to(row.torch).eval())
+        return self._by_dtype[row.name]
 
     def tokenize(self, texts: Sequence[str], *, warn: bool = True, ids_only: bool = False) -> list:
         """``tokenizers.Encoding`` per text, truncated to ``max_seq_length`` (with a warning).
@@ -183,11 +184,11 @@ class SentenceEncoder:
         positions = np.arange(ids.size, dtype=np.int64) - starts
         return torch.from_numpy(ids)[None], torch.from_numpy(positions)[None], torch.from_numpy(lengths)
 
-    def packs(self, dtype: torch.dtype | None = None) -> bool:
+    def packs(self, dtype: DType | torch.dtype | str | None = None) -> bool:
         """Whether ``encode`` packs batches (no padding) in ``dtype``: the inference copy has fused layers
         and the automatic choice would give a packed batch of texts up to ``max_seq_length`` the native
         ``short`` kernel (it runs that dtype and head size here, and such lengths are in its row)."""
-        model = self.model_for(dtype)
+        model = self.model_for(self._row(dtype, "packs"))
         if not isinstance(model, BertEngine):
             return False
         heads = self.config.num_attention_heads
@@ -211,15 +212,15 @@ class SentenceEncoder:
         return hidden, lengths
 
     def encode(self, sentences: Sequence[str] | str, batch_size: int = 64, *,
-               dtype: torch.dtype | None = None, normalize: bool | None = None,
+               dtype: DType | torch.dtype | str | None = None, normalize: bool | None = None,
                progress: bool = False, workers: int | None = None) -> Tensor:
         """Sentence vectors, float32 (n, dim), in the order given; an empty list gives (0, dim).
 
         Texts longer than ``max_seq_length`` word pieces are truncated to it, with a ``UserWarning``.
 
-        ``dtype``: the compute dtype, default the loaded weights' (``torch.bfloat16`` is faster on CPUs
-        with AVX-512 BF16, cosine >= 0.999 to float32; ``"int8"`` or ``torch.int8``: int8 weights, docs/int8.md;
-        outputs are float32 either way).
+        ``dtype``: the compute dtype by name or as the torch dtype (``attnkit.inference.dtypes``), default the
+        loaded weights' (``torch.bfloat16`` is faster on CPUs with AVX-512 BF16, cosine >= 0.999 to float32;
+        ``"int8"`` or ``torch.int8``: int8 weights, docs/int8.md; outputs are float32 either way).
         ``normalize`` overrides the folder's L2 normalisation.
         ``progress``: a progress bar (tqdm, on stderr) counting the texts encoded.
         ``workers``: batches encoded at once, each on one thread (default: one per torch thread,
@@ -230,6 +231,7 @@ class SentenceEncoder:
         OpenMP backend (torch's default); elsewhere it runs one batch at a time.
         """
         sentences = [sentences] if isinstance(sentences, str) else list(sentences)
+        row = self._row(dtype, "encode")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"encode: `batch_size` must be a positive integer, got {batch_size!r}")
         streams = stream_count(workers, -(-len(sentences) // batch_size))  # checks `workers` too
@@ -238,7 +240,7 @@ class SentenceEncoder:
         out = torch.empty(len(encodings), self.dim, dtype=torch.float32)
         if not encodings:
             return out
-        model, packed = self.model_for(dtype), self.packs(dtype)
+        model, packed = self.model_for(row), self.packs(row)
         batches = plan_batches([len(e.ids) for e in encodings], batch_size)
 
         def run(idx: list[int]) -> tuple[list[int], Tensor]:
@@ -263,9 +265,9 @@ class SentenceEncoder:
                 bar.close()
         return out
 
-    def similarity(self, a: str, b: str, *, dtype: torch.dtype | None = None) -> float:
+    def similarity(self, a: str, b: str, *, dtype: DType | torch.dtype | str | None = None) -> float:
         """Cosine similarity of two texts' vectors."""
-        va, vb = self.encode([a, b], dtype=dtype)
+        va, vb = self.encode([a, b], dtype=self._row(dtype, "similarity"))
         return float(F.cosine_similarity(va, vb, dim=0))
 
     def attend(self, sentence: str) -> Attended:

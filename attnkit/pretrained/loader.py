@@ -14,11 +14,12 @@ from pathlib import Path
 import torch
 
 from ..data.jsonfile import regular_file
-from ..inference.quant import load_dtypes
+from ..inference import dtypes, model_state
 from ..models.bert import BertConfig, BertModel
+from .bert_layout import bert_to_spec, has_pooler
 from .encoder import SentenceEncoder
 from .folder import TOKENIZER_LIMIT, ModelFolder, read_folder
-from .weights import has_pooler, map_bert_weights, read_state_dict
+from .weights import read_state_dict
 
 __all__ = ["BUILTIN", "Builtin", "builtin_path", "resolve", "load_pretrained", "load_tokenizer"]
 
@@ -80,7 +81,7 @@ def load_tokenizer(folder: ModelFolder):
 
 
 def load_pretrained(name_or_path: str | Path = "all-MiniLM-L6-v2", *,
-                    dtype: torch.dtype = torch.float32, fast: bool = True):
+                    dtype: dtypes.DType | torch.dtype | str = "float32", fast: bool = True):
     """Load a BERT-family sentence encoder (``SentenceEncoder``) or a Marian translation model
     (``MarianTranslator``, when config.json says model_type "marian"; see ``attnkit.pretrained.marian``)
     onto attnkit's own modules.
@@ -88,31 +89,32 @@ def load_pretrained(name_or_path: str | Path = "all-MiniLM-L6-v2", *,
     ``name_or_path``: a built-in name ("all-MiniLM-L6-v2") or a folder with ``config.json``,
     ``model.safetensors`` or ``pytorch_model.bin``, and ``tokenizer.json`` (plus the
     sentence-transformers files ``modules.json``, ``1_Pooling/config.json``,
-    ``sentence_bert_config.json`` when present). ``dtype``: the weights' dtype (``torch.bfloat16``
-    for fast CPU inference; ``"int8"`` or ``torch.int8``: float32 weights quantised to int8 for the inference
-    engine, docs/int8.md). ``fast``: ``encode`` runs an inference copy with oneDNN pre-packed
-    linear layers (same outputs to float rounding); ``attend`` always uses the plain modules.
+    ``sentence_bert_config.json`` when present). ``dtype``: the weights' dtype by name or as the torch dtype
+    (``attnkit.inference.dtypes``: ``torch.bfloat16`` for fast CPU inference; ``"int8"`` or ``torch.int8``: float32
+    weights quantised to int8 for the inference engine, docs/int8.md). ``fast``: ``encode`` runs an inference
+    copy with oneDNN pre-packed linear layers (same outputs to float rounding); ``attend`` always uses the plain
+    modules.
 
     Raises FileNotFoundError for a missing folder or file, ValueError (naming the file) for an
     unknown architecture, missing / unexpected weights or shapes that disagree with the config.
     """
-    compute, dtype = load_dtypes(dtype, "load_pretrained: `dtype`", fast)  # int8: quantised from float32
+    row = dtypes.resolve(dtype, "load_pretrained", fast=fast)  # int8: float32 weights, quantised by the engine
     name, path = resolve(name_or_path)
     from .marian import is_marian_folder, load_marian
 
     if is_marian_folder(path):
-        return load_marian(path, dtype=compute, fast=fast)
+        return load_marian(path, dtype=row, fast=fast)
     folder = read_folder(path)
     state = read_state_dict(folder.weights)
     config = BertConfig.from_hf(folder.hf_config, with_pooler=has_pooler(state),
                                 source=str(folder.path / "config.json"))
-    mapped = map_bert_weights(state, config, source=str(folder.weights), dtype=dtype)
+    spec = bert_to_spec(state, config, source=str(folder.weights), dtype=row.weights)  # BERT's names -> the spec's
     tokenizer = load_tokenizer(folder)
     vocab = tokenizer.get_vocab_size()
     if vocab > config.vocab_size:
         raise ValueError(f"{folder.tokenizer}: tokenizer has {vocab} tokens but config.json's vocab_size is "
                          f"{config.vocab_size}")
     with torch.device("meta"):
-        model = BertModel(config, dtype=dtype)
-    model.load_state_dict(mapped, strict=True, assign=True)
-    return SentenceEncoder(model.eval(), tokenizer, folder, name, fast=fast, dtype=compute)
+        model = BertModel(config, dtype=row.weights)
+    model.load_state_dict(model_state(spec, model), strict=True, assign=True)  # the spec's -> the model's
+    return SentenceEncoder(model.eval(), tokenizer, folder, name, fast=fast, dtype=row)

@@ -1,9 +1,5 @@
-"""Checkpoint weights -> attnkit ``BertModel`` state dict; what a weights file holds, read before its tensors.
-
-Hugging Face BERT names (optionally under a ``bert.`` prefix) map one to one onto attnkit's modules,
-except the separate query / key / value projections, which are packed into one
-``MultiHeadAttention.in_proj`` (rows: W^q; W^k; W^v). Everything is checked before a model exists:
-missing names, unexpected names and shape mismatches each raise one ValueError naming the file.
+"""Checkpoint weights files: their tensors, and what a file holds, read before its tensors (the names they map to
+are each format's: ``bert_layout.py``, ``marian/layout.py``).
 
 ``tensor_shapes(path)`` gives every tensor's dtype and shape without reading the tensors (a
 safetensors header; a ``pytorch_model.bin`` memory-mapped), so sizes from ``config.json`` are
@@ -24,33 +20,8 @@ import torch
 from torch import Tensor
 
 from ..data.safetensors_header import TensorInfo, read_header
-from ..models.bert import BertConfig
 
-__all__ = ["read_state_dict", "map_bert_weights", "expected_shapes", "IGNORED_PREFIXES", "tensor_shapes",
-           "check_pickle", "layer_count"]
-
-# Buffers and task heads that a BERT checkpoint may carry and an encoder does not use.
-IGNORED_PREFIXES = ("embeddings.position_ids", "cls.", "classifier.", "qa_outputs.", "lm_head.")
-
-_EMB = {
-    "embeddings.word_embeddings.weight": "embeddings.word_embeddings.weight",
-    "embeddings.position_embeddings.weight": "embeddings.position_embeddings.weight",
-    "embeddings.token_type_embeddings.weight": "embeddings.token_type_embeddings.weight",
-    "embeddings.LayerNorm.weight": "embeddings.norm.weight",
-    "embeddings.LayerNorm.bias": "embeddings.norm.bias",
-    "pooler.dense.weight": "pooler.dense.weight",
-    "pooler.dense.bias": "pooler.dense.bias",
-}
-# Per layer: HF suffix -> attnkit suffix (query/key/value are packed separately).
-_LAYER = {
-    "attention.output.dense": "self_attn.out_proj",
-    "attention.output.LayerNorm": "attn_block.norm",
-    "intermediate.dense": "ff.linear1",
-    "output.dense": "ff.linear2",
-    "output.LayerNorm": "ff_block.norm",
-}
-_QKV = ("attention.self.query", "attention.self.key", "attention.self.value")
-
+__all__ = ["read_state_dict", "tensor_shapes", "check_pickle", "layer_count"]
 
 # The Python names torch.save writes for a dict of tensors (storages, dtypes and rebuild functions).
 _TORCH_NAMES = {("collections", "OrderedDict"), ("torch._utils", "_rebuild_tensor"),
@@ -58,8 +29,6 @@ _TORCH_NAMES = {("collections", "OrderedDict"), ("torch._utils", "_rebuild_tenso
                 ("torch._utils", "_rebuild_parameter"), ("torch._utils", "_rebuild_parameter_with_state"),
                 ("torch._tensor", "_rebuild_from_type_v2"), ("torch.nn.parameter", "Parameter"),
                 ("torch", "Tensor"), ("torch", "Size")}
-_TORCH_DTYPES = {"float16", "bfloat16", "float32", "float64", "half", "float", "double", "int8", "uint8", "int16",
-                 "int32", "int64", "bool"}
 _STRINGS = {"SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "SHORT_BINSTRING", "BINSTRING", "STRING"}
 _DTYPE_NAMES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64",
                 torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
@@ -67,8 +36,10 @@ _DTYPE_NAMES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF1
 
 
 def _allowed(module: str, name: str) -> bool:
+    """A name torch.save writes: ``_TORCH_NAMES``, a storage class or a dtype (looked up in torch's own names, no
+    attribute hook runs)."""
     return ((module, name) in _TORCH_NAMES
-            or (module == "torch" and (name.endswith("Storage") or name in _TORCH_DTYPES)))
+            or (module == "torch" and (name.endswith("Storage") or isinstance(vars(torch).get(name), torch.dtype))))
 
 
 def _refused(path: Path, what: str) -> ValueError:
@@ -164,80 +135,3 @@ def read_state_dict(path: Path) -> dict[str, Tensor]:
             raise ValueError(f"{path}: tensor {name[:120]} holds NaN or infinite values; attnkit loads finite "
                              "weights only")
     return state
-
-
-def expected_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
-    """Hugging Face name -> shape, for every tensor a checkpoint of ``config`` must hold."""
-    d, f = config.hidden_size, config.intermediate_size
-    shapes = {
-        "embeddings.word_embeddings.weight": (config.vocab_size, d),
-        "embeddings.position_embeddings.weight": (config.max_position_embeddings, d),
-        "embeddings.token_type_embeddings.weight": (config.type_vocab_size, d),
-        "embeddings.LayerNorm.weight": (d,), "embeddings.LayerNorm.bias": (d,),
-    }
-    if config.with_pooler:
-        shapes |= {"pooler.dense.weight": (d, d), "pooler.dense.bias": (d,)}
-    # HF suffix -> (weight shape, bias shape)
-    per_layer = {**{n: ((d, d), (d,)) for n in _QKV}, "attention.output.dense": ((d, d), (d,)),
-                 "attention.output.LayerNorm": ((d,), (d,)), "intermediate.dense": ((f, d), (f,)),
-                 "output.dense": ((d, f), (d,)), "output.LayerNorm": ((d,), (d,))}
-    for i in range(config.num_hidden_layers):
-        for name, (w, b) in per_layer.items():
-            shapes[f"encoder.layer.{i}.{name}.weight"] = w
-            shapes[f"encoder.layer.{i}.{name}.bias"] = b
-    return shapes
-
-
-def strip_prefix(state: dict[str, Tensor]) -> dict[str, Tensor]:
-    """Drop a ``bert.`` prefix (checkpoints of task models such as BertForMaskedLM)."""
-    if any(k.startswith("bert.") for k in state):
-        return {k[5:] if k.startswith("bert.") else k: v for k, v in state.items()}
-    return state
-
-
-def has_pooler(state: dict[str, Tensor]) -> bool:
-    return any(k.startswith(("pooler.", "bert.pooler.")) for k in state)
-
-
-def map_bert_weights(state: dict[str, Tensor], config: BertConfig, *, source: str = "weights",
-                     dtype: torch.dtype = torch.float32) -> dict[str, Tensor]:
-    """Check a Hugging Face BERT state dict against ``config`` and return attnkit's state dict.
-
-    Raises one ValueError listing all missing names, unexpected names or shape mismatches.
-    """
-    state = strip_prefix(state)
-    have = layer_count(state, "encoder.layer")
-    if config.num_hidden_layers > have:  # before a loop over the layers config.json names
-        raise ValueError(f"{source}: config.json has num_hidden_layers {config.num_hidden_layers}, the weights "
-                         f"hold {have} layers")
-    want = expected_shapes(config)
-    used = {k: v for k, v in state.items() if not k.startswith(IGNORED_PREFIXES)}
-    missing = sorted(set(want) - set(used))
-    unexpected = sorted(set(used) - set(want))
-    problems = []
-    if missing:
-        problems.append(f"missing weights {missing}")
-    if unexpected:
-        problems.append(f"unexpected weights {unexpected}")
-    bad = [f"{k}: checkpoint {tuple(used[k].shape)}, config {want[k]}"
-           for k in sorted(set(want) & set(used)) if tuple(used[k].shape) != want[k]]
-    if bad:
-        problems.append("shape mismatch between config.json and the weights: " + "; ".join(bad))
-    if problems:
-        raise ValueError(f"{source}: " + "; ".join(problems))
-    not_float = sorted(k for k in want if not used[k].dtype.is_floating_point)
-    if not_float:
-        raise ValueError(f"{source}: weights must be floating point, got integers for {not_float}")
-
-    out: dict[str, Tensor] = {}
-    for hf, ours in _EMB.items():
-        if hf in used:
-            out[ours] = used[hf]
-    for i in range(config.num_hidden_layers):
-        p, q = f"encoder.layer.{i}", f"encoder.layers.{i}"
-        for kind in ("weight", "bias"):
-            # (3d, d) rows W^q; W^k; W^v  and biases (3d,)
-            out[f"{q}.self_attn.in_proj.{kind}"] = torch.cat([used[f"{p}.{n}.{kind}"] for n in _QKV], dim=0)
-            for hf, ours in _LAYER.items():
-                out[f"{q}.{ours}.{kind}"] = used[f"{p}.{hf}.{kind}"]
-    return {k: v.to(dtype).contiguous() for k, v in out.items()}

@@ -18,10 +18,9 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-
 from ..data.bpe import BOS_ID, EOS_ID, PAD_ID, Subwords, learn_bpe
 from ..data.multi30k import LANGS, SPLITS, multi30k, read_parallel, split_name
+from ..inference.dtypes import DTYPES, DType
 from ..nn import TransformerConfig
 from ..train import Task
 from ..train.checkpoint import sha256
@@ -30,7 +29,6 @@ from .options.translate import NAME
 from .translate_ar import collate, encode_pair, forward
 from .translation import (
     BPE_FILE,
-    DTYPES,
     Decoding,
     check_lengths,
     check_meta,
@@ -42,7 +40,7 @@ from .translation import (
 from .translator import Translator, bleu_report
 
 __all__ = ["DECODINGS", "build", "load", "score", "predict", "finish", "task_for", "encode_pair", "collate", "forward",
-           "DTYPES", "BPE_FILE", "subwords_for", "check_meta", "check_lengths"]
+           "BPE_FILE", "subwords_for", "check_meta", "check_lengths"]
 
 LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns load(...): a Translator
 DECODINGS: dict[str, Decoding] = {"ar": translate_ar.AR, "nat": translate_nat.NAT}  # by --decoder / meta["decoder"]
@@ -89,13 +87,11 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     return task
 
 
-def load(folder: Path, meta: dict, *, dtype: torch.dtype = torch.float32) -> Translator:
+def load(folder: Path, meta: dict, *, dtype: DType = DTYPES["float32"]) -> Translator:
     """The run as its side's translator: a ``Translator`` (model in eval mode + its BPE vocabulary), a NAT run a
-    ``NATTranslator``. ``dtype``: the weights' dtype, ``torch.float32`` (as trained) or ``torch.bfloat16`` (half
-    the bytes read per decoding step, for fast CPU inference) or ``torch.int8`` (docs/int8.md)."""
-    if dtype not in DTYPES.values():
-        raise ValueError(f"load_pretrained: `dtype` of a translation run must be one of {', '.join(DTYPES)}, "
-                         f"got {dtype}")
+    ``NATTranslator``. ``dtype``: the weights' dtype, a row of ``attnkit.inference.dtypes``' table (checked where
+    the user gave it: ``load_pretrained``, ``--dtype``): float32 (as trained), bfloat16 (half the bytes read per
+    decoding step, for fast CPU inference) or int8 (docs/int8.md)."""
     return load_run(folder, meta, DECODINGS[check_meta(folder, meta)], dtype)
 
 

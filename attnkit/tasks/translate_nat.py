@@ -23,6 +23,7 @@ from torch import Tensor
 from ..data.bpe import EOS_ID, PAD_ID, UNK_ID
 from ..generation.ctc_nat import ctc_decode
 from ..generation.mask_predict import NATOutput, mask_predict
+from ..inference.dtypes import DType
 from ..models.nat import (
     NATConfig,
     NATModel,
@@ -209,8 +210,8 @@ class NATTranslator(Translator):
 
     decoding = "nat"
 
-    def __init__(self, model: NATModel, subwords, meta: dict, *, batch_size: int = 64):
-        super().__init__(model, subwords, meta, batch_size=batch_size)
+    def __init__(self, model: NATModel, subwords, meta: dict, *, dtype: DType | None = None, batch_size: int = 64):
+        super().__init__(model, subwords, meta, dtype=dtype, batch_size=batch_size)
         d = meta.get("nat_decoding", {})
         self.ctc = model.config.nat_loss == "ctc"
         self.defaults = {"iterations": int(d.get("iterations", 10)),

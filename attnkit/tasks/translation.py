@@ -22,17 +22,16 @@ import torch
 from ..data.bpe import BPE_LIMIT, Subwords
 from ..data.jsonfile import regular_file
 from ..data.multi30k import Corpus, multi30k, read_parallel
+from ..inference.dtypes import DTYPES, DType
 from ..train import Task
 from ..train import distributed as dist
 from ..train.checkpoint import META, CheckpointError, sha256
 from ..train.from_meta import model_from_meta
 
-__all__ = ["Decoding", "BPE_FILE", "DTYPES", "corpora", "dev_bleu", "check_meta", "check_lengths",
+__all__ = ["Decoding", "BPE_FILE", "corpora", "dev_bleu", "check_meta", "check_lengths",
            "subwords_for", "load_run"]
 
 BPE_FILE = "bpe.json"
-# the weights' dtypes a run loads in; int8: float32 weights, the engine's layers in int8 (docs/int8.md)
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.int8}
 
 
 class Decoding:
@@ -161,11 +160,10 @@ def subwords_for(folder: Path, meta: dict) -> Subwords:
                           f"{folder.parent}, which is missing")
 
 
-def load_run(folder: Path, meta: dict, decoding: Decoding, dtype: torch.dtype = torch.float32):
-    """A run of ``decoding`` as its translator (model in eval mode + its BPE vocabulary), weights in ``dtype``."""
-    if dtype not in DTYPES.values():
-        raise ValueError(f"load_pretrained: `dtype` of a translation run must be one of {', '.join(DTYPES)}, "
-                         f"got {dtype}")
+def load_run(folder: Path, meta: dict, decoding: Decoding, dtype: DType = DTYPES["float32"]):
+    """A run of ``decoding`` as its translator (model in eval mode + its BPE vocabulary), weights in ``dtype``'s
+    (a row of the dtype table, checked where the user gave it; int8: float32 weights, the engine's layers in int8,
+    docs/int8.md)."""
     subwords = subwords_for(folder, meta)
     model = model_from_meta(folder, meta,  # sizes checked against the weights before the config is built
                             lambda: decoding.model_class(decoding.config_class.from_dict(meta["model"])))
@@ -175,8 +173,4 @@ def load_run(folder: Path, meta: dict, decoding: Decoding, dtype: torch.dtype = 
     if top >= rows:  # an id past the embedding tables: refused here, never an IndexError while translating
         raise CheckpointError(f"checkpoint: the {BPE_FILE} of {folder} has ids up to {top}, its model's tables "
                               f"{rows} rows")
-    if dtype != torch.int8:
-        return decoding.translator_class(model.to(dtype), subwords, meta)
-    translator = decoding.translator_class(model, subwords, meta)
-    translator.engine_dtype = dtype  # its engine quantises the float32 weights
-    return translator
+    return decoding.translator_class(model.to(dtype.weights), subwords, meta, dtype=dtype)

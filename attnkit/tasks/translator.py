@@ -23,6 +23,7 @@ from ..data.bpe import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Subwords
 from ..generation import GenerateOutput, generate
 from ..generation.texts import TranslationWarning, pad_batch
 from ..inference import engine_for
+from ..inference.dtypes import DType
 from ..pretrained.translator import Alignment, TextTranslator
 
 __all__ = ["Translator", "Alignment", "TranslationWarning", "bleu_report"]
@@ -32,12 +33,13 @@ class Translator(TextTranslator):
     """A ``Seq2SeqModel`` + its subword vocabulary + the run's meta. ``translate`` / ``generate`` / ``attend``."""
 
     decoding = "ar"  # autoregressive; a non-autoregressive run loads as ``translate_nat.NATTranslator``
-    engine_dtype = None  # the engine's dtype (None: the model's; torch.int8: int8 weights, docs/int8.md)
     _pad_id = PAD_ID
 
-    def __init__(self, model, subwords: Subwords, meta: dict, *, batch_size: int = 64):
+    def __init__(self, model, subwords: Subwords, meta: dict, *, dtype: DType | None = None, batch_size: int = 64):
+        """``dtype``: the engine's, a row of the dtype table (None: the model's; int8: int8 weights of the float32
+        model, docs/int8.md)."""
         self.model, self.subwords, self.meta = model.eval(), subwords, meta
-        self._decoder = None
+        self._decoder, self._dtype = None, dtype
         self.config = model.config
         self.max_length = int(meta.get("max_length", self.config.max_positions))
         self.batch_size = batch_size
@@ -85,7 +87,7 @@ class Translator(TextTranslator):
         (``attnkit.inference.engine_for``, made on first use, same outputs to float rounding), or the model itself
         where no engine runs it."""
         if self._decoder is None:
-            self._decoder = engine_for(self.model, dtype=self.engine_dtype)
+            self._decoder = engine_for(self.model, dtype=self._dtype)
         return self._decoder
 
     def describe(self, kwargs: dict) -> str:

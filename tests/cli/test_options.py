@@ -1,5 +1,6 @@
 """``attnkit.cli.options``: a mistyped option is refused by its own sub-command with that command's usage
-line and the closest option; ``--threads`` of every command that runs a model, one stated default."""
+line and the closest option; ``--threads`` of every command that runs a model, one stated default; ``--dtype``
+of every command, its choices and words from the one table of dtypes."""
 
 import argparse
 
@@ -8,6 +9,8 @@ import torch
 
 from attnkit.cli import options
 from attnkit.cli.main import build_parser, main
+from attnkit.inference.dtypes import DTYPES, OPTION
+from tests.cli.test_help import ALL
 
 
 def refused(argv, capsys) -> list[str]:
@@ -80,3 +83,22 @@ def test_default_threads_are_the_cores_capped_and_shared(monkeypatch):
         assert options.set_threads(argparse.Namespace(threads=0)) == 1  # 0: torch's choice, untouched
     finally:
         torch.set_num_threads(before)
+
+
+def test_every_dtype_option_reads_the_one_table():
+    found = [(path, a) for path, parser in ALL for a in parser._actions if "--dtype" in a.option_strings]
+    assert {" ".join(p) for p, _ in found} == {"embed", "similarity", "evaluate", "translate"}
+    assert OPTION == ("float32", "bfloat16", "int8")  # float16 and float64: Python's only (the table says why)
+    for path, action in found:
+        assert tuple(action.choices) == OPTION, path
+        assert all(f"{name}: {DTYPES[name].says}" in action.help for name in OPTION), (path, action.help)
+
+
+@pytest.mark.parametrize("argv", [["translate", "RUN", "x", "--dtype", "int4"], ["evaluate", "RUN", "--dtype", "fp8"],
+                                  ["embed", "x", "--dtype", "float16"]])
+def test_a_dtype_not_offered_is_refused_in_the_options_words(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (line,) = refused(argv, capsys)
+    assert line.startswith(f"attnkit {argv[0]}: error: argument --dtype: invalid choice: '{argv[-1]}' (choose from ")
+    assert all(name in line for name in OPTION) and "dtype=" not in line  # the option, not Python's argument
+    assert list(tmp_path.iterdir()) == []  # nothing ran

@@ -178,7 +178,7 @@ def test_embed_dtype_int8_and_the_bf16_alias(run, tmp_path):
     cli.add_parser(parser.add_subparsers())
     for argv, dtype in ((["--bf16"], torch.bfloat16), (["--dtype", "bfloat16"], torch.bfloat16), ([], torch.float32),
                         (["--dtype", "int8"], torch.int8), (["--bf16", "--dtype", "bfloat16"], torch.bfloat16)):
-        assert cli._dtype(parser.parse_args(["similarity", "a", "b", *argv])) == dtype
+        assert cli._dtype(parser.parse_args(["similarity", "a", "b", *argv])).torch == dtype
     with pytest.raises(ValueError, match="--bf16 is --dtype bfloat16; it contradicts --dtype int8"):
         go("embed", "x", "--bf16", "--dtype", "int8")
     with pytest.raises(SystemExit):  # argparse: one line naming --dtype and its choices

@@ -1,5 +1,5 @@
 """The weight spec and its tables: every architecture's model read into a spec and written back tensor for tensor,
-shared and tied tables as one tensor, Marian's table covering every per-layer spec name, and the refusals."""
+shared and tied tables as one tensor, Marian's and BERT's tables covering every spec name, and the refusals."""
 
 import pytest
 import torch
@@ -11,6 +11,7 @@ from attnkit.models.bert import BertConfig, BertModel
 from attnkit.models.nat import NATConfig, NATModel
 from attnkit.models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from attnkit.nn import TransformerConfig
+from attnkit.pretrained import bert_layout
 from attnkit.pretrained.marian.layout import name_pairs
 
 TC = TransformerConfig(d_model=32, num_heads=2, d_ff=48, num_encoder_layers=2, num_decoder_layers=3, max_len=64)
@@ -58,6 +59,13 @@ def test_marians_table_covers_every_per_layer_spec_name():
     want = {n for i in range(2) for n in layer_names("encoder", i, False)}
     want |= {n for i in range(3) for n in layer_names("decoder", i, True)}
     assert {spec for spec, _ in name_pairs(cfg)} == want
+
+
+def test_berts_table_covers_every_spec_name_of_a_bert_model():
+    for pooler in (True, False):
+        cfg = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=32, max_position_embeddings=12, with_pooler=pooler)
+        assert {spec for spec, _ in bert_layout.name_pairs(cfg)} == set(spec_tensors(BertModel(cfg)))
 
 
 def test_models_without_a_table_or_that_no_engine_runs_are_unsupported():

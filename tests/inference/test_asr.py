@@ -1,6 +1,7 @@
 """The speech engine: a speech recogniser's encoder and CTC head read from its spec (rotary positions, window
-masks, padding) give the model's outputs; attention weights and gradients come from the model; models it cannot
-run stay on their reference modules, saying why; the Transcriber decodes on it."""
+masks, padding) give the model's outputs; the spec holds the whole encoder side (front end, feature statistics, mask
+rule, CTC tap, memory positions); attention weights and gradients come from the model; models it cannot run stay
+on their reference modules, saying why; the Transcriber decodes on it."""
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import torch
 
 from attnkit.data.audio import FeatureConfig
 from attnkit.inference import AsrEngine, engine_for, refusal, spec_of
+from attnkit.inference.architectures import architecture_of
 from attnkit.tasks.transcriber import Transcriber
 from tests.models.test_asr import frames, tiny_asr
 
@@ -41,6 +43,29 @@ def test_the_spec_holds_the_encoder_with_rotary_positions_and_the_ctc_head():
     cos, sin = spec.encoder.positions.rotary(5, 16)
     assert cos.shape == sin.shape == (5, 8) and torch.equal(cos[0], torch.ones(8))
     assert float(sin[1, 0]) == pytest.approx(np.sin(1.0), abs=1e-7) and float(sin[1, 1]) < float(sin[1, 0])
+
+
+@pytest.mark.parametrize("config", [{"frontend": "conv2d", "channels": 4}, {"subsample": 8, "ctc_layer": 1},
+                                    {"window": (3, 0), "streaming": True, "kernel": 3}])
+def test_the_spec_holds_the_encoder_side(config):
+    model = tiny_asr(4, **config)
+    names = architecture_of(model).names(model.state_dict())
+    kept = set(model.state_dict()) - set(names.values())
+    assert kept and all(n.startswith(("decoder.", "embed.")) for n in kept)  # the decoder stays on the model
+    sp = spec_of(model).speech
+    assert sp.kind == model.config.frontend and sp.window == model.config.window
+    assert sp.time_pad == model.frontend.time_pad() and len(sp.convs) == model.subsample.bit_length() - 1
+    assert sp.ctc_layers == model.config.ctc_layers and (sp.ctc_norm is None) == (model.ctc_norm is None)
+    assert torch.equal(sp.mean, model.feature_mean) and torch.equal(sp.std, model.feature_std)
+    assert (sp.project is None) == (model.config.frontend == "conv1d")
+    x, n = frames(3)
+    with torch.inference_mode():
+        got, want = engine_for(model).front(x, n), model.front(x, n)
+    assert torch.equal(got[1], want[1])
+    if model.config.frontend == "conv2d":  # the module's maths on the spec's tensors: the same bits
+        assert torch.equal(got[0], want[0])
+    else:  # conv1d: as matrix products
+        torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=1e-5)
 
 
 def test_weights_and_gradients_come_from_the_model():

@@ -26,7 +26,7 @@ from torch import Tensor
 from ...data.safetensors_header import TensorInfo
 from ...functional.positional import sinusoidal_table
 from ...inference import model_state
-from ...inference.quant import load_dtypes
+from ...inference.dtypes import DType, resolve
 from ...models.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from ..folder import read_config, read_json, weights_file
 from ..weights import layer_count, read_state_dict, tensor_shapes
@@ -164,19 +164,21 @@ def marian_model(folder: Path, hf: dict, *, dtype: torch.dtype = torch.float32) 
     return model.eval()
 
 
-def load_marian(path: str | Path, *, dtype: torch.dtype = torch.float32, fast: bool = True) -> MarianTranslator:
+def load_marian(path: str | Path, *, dtype: DType | torch.dtype | str = "float32",
+                fast: bool = True) -> MarianTranslator:
     """A Marian folder -> ``MarianTranslator`` (``translate(texts, **generate_kwargs)``); see the module doc.
 
-    ``dtype``: the weights' dtype (``torch.bfloat16`` halves the bytes read per token; ``torch.int8`` or "int8":
-    float32 weights, the engine's layers quantised to int8, docs/int8.md). ``fast``: decode with the model's
+    ``dtype``: the weights' dtype by name or as the torch dtype (``attnkit.inference.dtypes``: ``torch.bfloat16``
+    halves the bytes read per token; ``torch.int8`` or "int8": float32 weights, the engine's layers quantised to
+    int8, docs/int8.md). ``fast``: decode with the model's
     inference engine (``attnkit.inference.engine_for``), same outputs.
     """
-    compute, dtype = load_dtypes(dtype, "load_marian: `dtype`", fast)  # int8: quantised from float32
+    row = resolve(dtype, "load_marian", fast=fast)  # int8: float32 weights, quantised by the engine
     folder, hf = read_config(path)
     early = marian_config(hf, source=str(folder / "config.json"), share_embeddings=False, tie_output=False)
     defaults = generation_defaults(folder, hf, early)
     tokenizer = read_tokenizer(folder)
-    model = marian_model(folder, hf, dtype=dtype)
+    model = marian_model(folder, hf, dtype=row.weights)
     if tokenizer.vocab_size > model.config.src_vocab_size:
         raise ValueError(f"{tokenizer.source}: the tokenizer has {tokenizer.vocab_size} ids but config.json's "
                          f"vocab_size is {model.config.src_vocab_size}")
@@ -184,5 +186,5 @@ def load_marian(path: str | Path, *, dtype: torch.dtype = torch.float32, fast: b
         raise ValueError(f"{tokenizer.source}: </s> and <pad> have ids {tokenizer.eos_token_id} and "
                          f"{tokenizer.pad_token_id}, config.json says eos_token_id {model.config.eos_token_id} and "
                          f"pad_token_id {model.config.pad_token_id}")
-    return MarianTranslator(model, tokenizer, defaults, name=folder.name, fast=fast, dtype=compute)
+    return MarianTranslator(model, tokenizer, defaults, name=folder.name, fast=fast, dtype=row)
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-import torch
 from torch import Tensor
 
 from ...generation import GenerateOutput, generate
 from ...generation.generate import RANGES
 from ...generation.texts import TranslationWarning, pad_batch
 from ...inference import engine_for
+from ...inference.dtypes import DType
 from ..folder import read_json
 from ..translator import TextTranslator
 from .tokenizer import MarianTokenizer
@@ -116,12 +116,13 @@ class MarianTranslator(TextTranslator):
     """A ``Seq2SeqModel`` + its ``MarianTokenizer`` + generation defaults. ``translate`` / ``generate``."""
 
     def __init__(self, model, tokenizer: MarianTokenizer, defaults: dict | None = None, *, name: str = "marian",
-                 batch_size: int = 32, fast: bool = True, dtype: torch.dtype | None = None):
+                 batch_size: int = 32, fast: bool = True, dtype: DType | None = None):
         self.model, self.tokenizer, self.name = model.eval(), tokenizer, name
         self.config = model.config
         self.defaults = dict(defaults or {})
         self.batch_size = batch_size
-        # the inference engine (or the model, saying why); ``dtype`` torch.int8: int8 weights (docs/int8.md)
+        # the inference engine (or the model, saying why) in ``dtype``, a row of the dtype table (None: the model's;
+        # int8: int8 weights, docs/int8.md)
         self.decoder = engine_for(model, dtype=dtype) if fast else model
 
     def source_ids(self, text: str, where: str = "input") -> list[int]:
