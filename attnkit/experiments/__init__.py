@@ -5,5 +5,6 @@
 - ``positions``: positional encodings beyond the training length.
 
 Each has a frozen config (``QUICK``: tiny sizes), ``run(out, config)`` (results.jsonl, a figure, a Markdown table)
-and ``report``; ``runner`` holds what they share. Only ``attnkit.cli`` imports this package.
+and ``report``; ``scaffold`` holds what their configs and runs share (fields, checks, the run into a
+folder, the report's summaries), ``runner`` the machinery under it. Only ``attnkit.cli`` imports this package.
 """

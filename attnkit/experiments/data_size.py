@@ -33,19 +33,10 @@ from torch import Tensor, nn
 from .. import masks
 from ..models.vision import VisionConfig, VisionTransformer, image_to_vectors
 from ..nn import Encoder, TransformerConfig
-from ..nn.limits import check_fields, check_unique, floats, ints
+from ..nn.limits import floats, ints
 from ..train.state import seed_everything
-from .runner import (
-    RunFolder,
-    accuracy,
-    mean_table,
-    param_count,
-    run_jobs,
-    run_notes,
-    seeds_text,
-    summarize,
-    train_steps,
-)
+from .runner import accuracy, mean_table, param_count, run_notes, seeds_text, summarize, train_steps
+from .scaffold import check, lr_field, measure, results, seeds_field, trained_field, write_markdown
 
 __all__ = ["DataSizeConfig", "MODELS", "CNN", "WindowAttention", "build_model", "steps_for", "run_data_size",
            "load_images", "leads"]
@@ -60,9 +51,8 @@ class DataSizeConfig:
 
     sizes: tuple[int, ...] = field(default=(300, 1000, 3000, 10000, 30000, 55000), metadata={
         "help": "training-set sizes (images, at most 55000: MNIST's train split less its 5000 dev images)"})
-    models: tuple[str, ...] = field(default=MODELS, metadata={"help": "the models to train", "choices": MODELS})
-    seeds: int = field(default=3, metadata={"help": "seeds per point (0, 1, ...): subset, initialisation, order",
-                                            "range": ints(1, 100)})
+    models: tuple[str, ...] = trained_field(MODELS)
+    seeds: int = seeds_field("subset, initialisation, order")
     side: int = field(default=14, metadata={"help": "images are averaged down to side x side pixels (28 or 14)",
                                             "choices": (28, 14)})
     d_model: int = field(default=64, metadata={"help": "width of the attention models", "range": ints(4, 1024)})
@@ -81,29 +71,20 @@ class DataSizeConfig:
         "range": floats(0, 10**4, open_low=True)})
     min_steps: int = field(default=200, metadata={"help": "budget: fewest steps at any size", "range": ints(1, 10**6)})
     max_steps: int = field(default=400, metadata={"help": "budget: most steps at any size", "range": ints(1, 10**6)})
-    cnn_lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate for the CNN",
-                                                  "range": floats(0, 1, open_low=True)})
-    attention_lr: float = field(default=3e-3, metadata={
-        "help": "AdamW's peak learning rate for the two attention models", "range": floats(0, 1, open_low=True)})
+    cnn_lr: float = lr_field(3e-3, " for the CNN")
+    attention_lr: float = lr_field(3e-3, " for the two attention models")
     test_images: int = field(default=10000, metadata={"help": "test images scored", "range": ints(1, 10000)})
     dev_images: int = field(default=1000, metadata={"help": "dev images scored (for choosing learning rates)",
                                                     "range": ints(1, 5000)})
 
     def __post_init__(self):
-        check_fields(self)
-        check_unique(self, "sizes", "models")
-        if not self.sizes or any(not isinstance(n, int) or n < 10 or n > 55000 for n in self.sizes):
-            raise ValueError(f"DataSizeConfig: `sizes` must be whole numbers in [10, 55000], got {self.sizes}")
-        if not self.models or any(m not in MODELS for m in self.models):
-            raise ValueError(f"DataSizeConfig: `models` must be some of {MODELS}, got {self.models}")
+        check(self, whole={"sizes": (10, 55000)}, choices={"models": MODELS}, heads=4)
         if self.side not in (28, 14):
             raise ValueError(f"DataSizeConfig: `side` must be 28 or 14, got {self.side}")
         for name in ("patch", "window_patch"):
             if self.side % getattr(self, name):
                 raise ValueError(f"DataSizeConfig: `{name}` {getattr(self, name)} does not divide the "
                                  f"{self.side}-pixel side")
-        if self.d_model % 4:
-            raise ValueError(f"DataSizeConfig: `d_model` must be a multiple of the 4 heads, got {self.d_model}")
         if self.min_steps > self.max_steps:
             raise ValueError(f"DataSizeConfig: `min_steps` {self.min_steps} > `max_steps` {self.max_steps}")
 
@@ -246,14 +227,17 @@ def run_data_size(out, config: DataSizeConfig = DataSizeConfig(), *, data_dir=No
                   max_minutes: float | None = None) -> tuple[list[dict], dict]:
     """Every model x size x seed (rows already in ``out/results.jsonl`` are kept), in ``workers`` processes of
     ``threads`` torch threads (``runner.run_jobs``); returns (rows, run.json)."""
-    folder = RunFolder(out, "data-size", config, command=command, log=log, max_minutes=max_minutes)
-    _images.cache_clear()
-    _images(config.side, data_dir)  # a missing MNIST fails here, before any worker starts
-    # seed by seed (a run stopped by --max-minutes leaves whole seeds), in each the longest jobs first
-    jobs = [(config, name, n, seed, data_dir) for seed in range(config.seeds)
-            for n in sorted(config.sizes, reverse=True) for name in sorted(config.models, key=lambda m: m != "window")
-            if not folder.done(name, n, seed)]
-    run_jobs(folder, jobs, _work, workers=workers, threads=threads, describe=_describe)
+
+    def jobs(folder) -> list[tuple]:
+        _images.cache_clear()
+        _images(config.side, data_dir)  # a missing MNIST fails here, before any worker starts
+        # seed by seed (a run stopped by --max-minutes leaves whole seeds), in each the longest jobs first
+        return [(config, name, n, seed, data_dir) for seed in range(config.seeds)
+                for n in sorted(config.sizes, reverse=True)
+                for name in sorted(config.models, key=lambda m: m != "window") if not folder.done(name, n, seed)]
+
+    folder = measure(out, "data-size", config, jobs, _work, _describe, command=command, workers=workers,
+                     threads=threads, log=log, max_minutes=max_minutes)
     return folder.rows, folder.finish({"workers": workers})
 
 
@@ -301,12 +285,11 @@ def report(out, config: DataSizeConfig, rows: list[dict], meta: dict) -> dict:
     from ..viz.claims import data_size_figure
 
     out = Path(out)
-    test, dev = summarize(rows, "test_accuracy"), summarize(rows, "dev_accuracy")
-    models = tuple(m for m in config.models if any(r["model"] == m for r in rows))
+    res = results(rows, config.models)
+    test, dev, models, params = res.test, res.dev, res.present, res.params
     lead = leads(rows, models)
     figure = data_size_figure(test, out / "data_size.png", NAMES, seeds=config.seeds, leads=lead,
                               note=f"; MNIST at {config.side} x {config.side}")
-    params = {m: next(r["params"] for r in rows if r["model"] == m) for m in models}
     budget = ", ".join(f"{n:,}: {steps_for(config, n)}" for n in config.sizes)
     lines = ["# Self-attention against a CNN by training-set size (MNIST)", "", *run_notes(meta), "",
              "Models: " + "; ".join(f"{NAMES[m]} ({params[m]:,} parameters)" for m in models) + ". "
@@ -323,7 +306,6 @@ def report(out, config: DataSizeConfig, rows: list[dict], meta: dict) -> dict:
              f"## Dev accuracy (%): {config.dev_images:,} of the 5,000 held-out training images, for choosing learning "
              "rates", "",
              mean_table(dev, models, "training images", names=NAMES, digits=2), ""]
-    md = out / "data_size.md"
-    md.write_text("\n".join(lines), encoding="utf-8")
+    md = write_markdown(out / "data_size.md", lines)
     return {"figure": figure, "markdown": md, "verdict": verdict(lead, models), "table": mean_table(
         test, models, "training images", names=NAMES, digits=2)}

@@ -26,20 +26,10 @@ from torch import Tensor, nn
 
 from ..functional.masks import causal
 from ..nn import Encoder, TransformerConfig
-from ..nn.limits import check_fields, check_unique, floats, ints
+from ..nn.limits import ints
 from ..train.state import seed_everything
-from .runner import (
-    RunFolder,
-    accuracy,
-    chance_note,
-    mean_table,
-    param_count,
-    run_jobs,
-    run_notes,
-    seeds_text,
-    summarize,
-    train_steps,
-)
+from .runner import accuracy, chance_note, mean_table, param_count, run_notes, seeds_text, train_steps
+from .scaffold import check, lr_field, measure, results, seeds_field, trained_field, write_markdown
 
 __all__ = ["PositionsConfig", "ENCODINGS", "PositionModel", "build_model", "previous_token_batch", "run_positions"]
 
@@ -53,15 +43,13 @@ IGNORE = -100
 class PositionsConfig:
     """The positions experiment: encodings, training and test lengths, model size, the budget."""
 
-    encodings: tuple[str, ...] = field(default=ENCODINGS, metadata={"help": "the positional encodings to train",
-                                                                     "choices": ENCODINGS})
+    encodings: tuple[str, ...] = trained_field(ENCODINGS, "the positional encodings to train")
     train_length: int = field(default=64, metadata={"help": "longest training sequence", "range": ints(2, 4096)})
     min_train_length: int = field(default=8, metadata={
         "help": "shortest training sequence (each step draws its length uniformly in between)", "range": ints(2, 4096)})
     test_lengths: tuple[int, ...] = field(default=(64, 128, 256, 512), metadata={
         "help": "lengths the trained models are scored at"})
-    seeds: int = field(default=3, metadata={"help": "seeds per point (0, 1, ...): data and initialisation",
-                                            "range": ints(1, 100)})
+    seeds: int = seeds_field("data and initialisation")
     vocab: int = field(default=16, metadata={"help": "symbols a token takes (chance = 1 / vocab)",
                                              "range": ints(2, 4096)})
     d_model: int = field(default=64, metadata={"help": "model width", "range": ints(4, 1024)})
@@ -70,19 +58,12 @@ class PositionsConfig:
         "help": "relative: distances beyond this share one embedding", "range": ints(1, 4096)})
     steps: int = field(default=1000, metadata={"help": "training steps per encoding", "range": ints(1, 10**6)})
     batch_size: int = field(default=32, metadata={"help": "sequences per step", "range": ints(1, 4096)})
-    lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate",
-                                              "range": floats(0, 1, open_low=True)})
+    lr: float = lr_field(3e-3)
     test_sequences: int = field(default=200, metadata={"help": "test sequences per length (and as many dev)",
                                                        "range": ints(1, 10**6)})
 
     def __post_init__(self):
-        check_fields(self)
-        check_unique(self, "encodings", "test_lengths")
-        if not self.encodings or any(e not in ENCODINGS for e in self.encodings):
-            raise ValueError(f"PositionsConfig: `encodings` must be some of {ENCODINGS}, got {self.encodings}")
-        if not self.test_lengths or any(not isinstance(n, int) or n < 2 or n > 65536 for n in self.test_lengths):
-            raise ValueError(f"PositionsConfig: `test_lengths` must be whole numbers in [2, 65536], "
-                             f"got {self.test_lengths}")
+        check(self, whole={"test_lengths": (2, 65536)}, choices={"encodings": ENCODINGS})
         if self.min_train_length > self.train_length:
             raise ValueError(f"PositionsConfig: `min_train_length` {self.min_train_length} > `train_length` "
                              f"{self.train_length}")
@@ -171,13 +152,16 @@ def run_positions(out, config: PositionsConfig = PositionsConfig(), *, command: 
                   max_minutes: float | None = None) -> tuple[list[dict], dict]:
     """Every encoding x seed, scored at every test length (rows already in ``out/results.jsonl`` are kept;
     ``workers`` processes of ``threads`` torch threads, ``runner.run_jobs``). Returns (rows, run.json)."""
-    folder = RunFolder(out, "positions", config, command=command, log=log, max_minutes=max_minutes)
-    done = {(r["model"], r["seed"]) for r in folder.rows}
-    for encoding, seed in sorted(done):  # a model is trained once and scored at every length: all its rows or none
-        if not all(folder.done(encoding, n, seed) for n in config.test_lengths):
-            raise ValueError(f"{folder.results} has some of the rows of {encoding}, seed {seed}; delete them")
-    jobs = [(config, e, seed) for e in config.encodings for seed in range(config.seeds) if (e, seed) not in done]
-    run_jobs(folder, jobs, _work, workers=workers, threads=threads, describe=_describe)
+
+    def jobs(folder) -> list[tuple]:
+        done = {(r["model"], r["seed"]) for r in folder.rows}
+        for encoding, seed in sorted(done):  # a model is trained once and scored at every length: all rows or none
+            if not all(folder.done(encoding, n, seed) for n in config.test_lengths):
+                raise ValueError(f"{folder.results} has some of the rows of {encoding}, seed {seed}; delete them")
+        return [(config, e, seed) for e in config.encodings for seed in range(config.seeds) if (e, seed) not in done]
+
+    folder = measure(out, "positions", config, jobs, _work, _describe, command=command, workers=workers,
+                     threads=threads, log=log, max_minutes=max_minutes)
     return folder.rows, folder.finish({"workers": workers,
                                        "learned_table_of_train_length": learned_refusal(config)})
 
@@ -208,13 +192,12 @@ def report(out, config: PositionsConfig, rows: list[dict], meta: dict) -> dict:
     from ..viz.claims import positions_figure
 
     out = Path(out)
-    test, dev = summarize(rows, "test_accuracy"), summarize(rows, "dev_accuracy")
-    encodings = tuple(e for e in config.encodings if any(r["model"] == e for r in rows))
+    res = results(rows, config.encodings)
+    test, dev, encodings, params = res.test, res.dev, res.present, res.params
     names = {e: NAMES[e] for e in encodings}
     figure = positions_figure(test, out / "positions.png", names, train_length=config.train_length,
                               chance=1 / config.vocab, seeds=config.seeds,
                               note=f"; {config.layers}-layer causal encoder, width {config.d_model}")
-    params = {e: next(r["params"] for r in rows if r["model"] == e) for e in encodings}
     table = mean_table(test, encodings, "test length", names=NAMES, digits=1)
     lines = ["# Positional encodings beyond the training length", "", *run_notes(meta), "",
              f"Task: name the previous token (vocabulary {config.vocab}, chance {100 / config.vocab:.1f}%). "
@@ -229,8 +212,7 @@ def report(out, config: PositionsConfig, rows: list[dict], meta: dict) -> dict:
              "",
              table, "", *verdict(test, config), "", "## Dev accuracy (%), for choosing settings", "",
              mean_table(dev, encodings, "test length", names=NAMES, digits=1), ""]
-    md = out / "positions.md"
-    md.write_text("\n".join(lines), encoding="utf-8")
+    md = write_markdown(out / "positions.md", lines)
     chance = chance_note(test, chance=1 / config.vocab, samples=lambda n: config.test_sequences * (n - 1),
                          real=FULL, names=NAMES)  # every position but the first is scored
     return {"figure": figure, "markdown": md, "verdict": verdict(test, config), "table": table, "chance": chance}

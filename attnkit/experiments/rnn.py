@@ -27,20 +27,11 @@ import torch
 from torch import Tensor, nn
 
 from ..nn import Encoder, TransformerConfig
-from ..nn.limits import check_fields, check_unique, floats, ints
+from ..nn.limits import ints
 from ..train.state import seed_everything
 from ..viz.complexity import fit_exponent
-from .runner import (
-    RunFolder,
-    accuracy,
-    mean_table,
-    param_count,
-    run_jobs,
-    run_notes,
-    seeds_text,
-    summarize,
-    train_steps,
-)
+from .runner import accuracy, mean_table, param_count, run_notes, seeds_text, train_steps
+from .scaffold import check, lr_field, measure, results, seeds_field, trained_field, write_markdown
 
 __all__ = ["RnnConfig", "MODELS", "Recurrent", "Attention", "build_model", "recall_batch", "run_rnn", "time_steps"]
 
@@ -54,21 +45,17 @@ class RnnConfig:
 
     lengths: tuple[int, ...] = field(default=(16, 32, 64, 128, 256, 512), metadata={
         "help": "sequence lengths L trained and scored: the marked token is L - 1 tokens before the answer"})
-    models: tuple[str, ...] = field(default=MODELS, metadata={"help": "the models to train", "choices": MODELS})
-    seeds: int = field(default=3, metadata={"help": "seeds per point (0, 1, ...): data and initialisation",
-                                            "range": ints(1, 100)})
+    models: tuple[str, ...] = trained_field(MODELS)
+    seeds: int = seeds_field("data and initialisation")
     vocab: int = field(default=16, metadata={"help": "symbols a token takes (chance = 1 / vocab)",
                                              "range": ints(2, 4096)})
     d_model: int = field(default=64, metadata={"help": "width of every model (RNN hidden size, attention d)",
                                                "range": ints(4, 1024)})
     steps: int = field(default=400, metadata={"help": "training steps at every length", "range": ints(1, 10**6)})
     batch_size: int = field(default=16, metadata={"help": "sequences per step", "range": ints(1, 4096)})
-    gru_lr: float = field(default=1e-2, metadata={"help": "AdamW's peak learning rate for the GRU",
-                                                  "range": floats(0, 1, open_low=True)})
-    lstm_lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate for the LSTM",
-                                                   "range": floats(0, 1, open_low=True)})
-    attention_lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate for self-attention",
-                                                        "range": floats(0, 1, open_low=True)})
+    gru_lr: float = lr_field(1e-2, " for the GRU")
+    lstm_lr: float = lr_field(3e-3, " for the LSTM")
+    attention_lr: float = lr_field(3e-3, " for self-attention")
     test_sequences: int = field(default=1000, metadata={"help": "test sequences per length (and as many dev)",
                                                         "range": ints(1, 10**6)})
     timing_steps: int = field(default=5, metadata={
@@ -78,17 +65,7 @@ class RnnConfig:
         "help": "the timing sweep's sequence lengths (no training: a few steps each, so it reaches further)"})
 
     def __post_init__(self):
-        check_fields(self)
-        check_unique(self, "lengths", "models", "timing_lengths")
-        if not self.lengths or any(not isinstance(n, int) or n < 2 or n > 65536 for n in self.lengths):
-            raise ValueError(f"RnnConfig: `lengths` must be whole numbers in [2, 65536], got {self.lengths}")
-        if not self.timing_lengths or any(not isinstance(n, int) or n < 2 or n > 65536 for n in self.timing_lengths):
-            raise ValueError(f"RnnConfig: `timing_lengths` must be whole numbers in [2, 65536], got "
-                             f"{self.timing_lengths}")
-        if not self.models or any(m not in MODELS for m in self.models):
-            raise ValueError(f"RnnConfig: `models` must be some of {MODELS}, got {self.models}")
-        if self.d_model % 4:
-            raise ValueError(f"RnnConfig: `d_model` must be a multiple of the 4 heads, got {self.d_model}")
+        check(self, whole={"lengths": (2, 65536), "timing_lengths": (2, 65536)}, choices={"models": MODELS}, heads=4)
 
 
 QUICK = RnnConfig(lengths=(8, 16, 32), seeds=2, d_model=16, steps=6, batch_size=8, test_sequences=64,
@@ -217,10 +194,10 @@ def run_rnn(out, config: RnnConfig = RnnConfig(), *, command: str | None = None,
     """Every model x length x seed (rows already in ``out/results.jsonl`` are kept; ``workers`` processes of
     ``threads`` torch threads, ``runner.run_jobs``), then the timing sweep in this process (``out/timing.jsonl``,
     at 1 thread and at one per core). Returns (rows, timing rows, run.json)."""
-    folder = RunFolder(out, "rnn", config, command=command, log=log, max_minutes=max_minutes)
-    jobs = [(config, name, n, seed) for seed in range(config.seeds) for n in sorted(config.lengths, reverse=True)
-            for name in config.models if not folder.done(name, n, seed)]  # seed by seed, the longest jobs first
-    run_jobs(folder, jobs, _work, workers=workers, threads=threads, describe=_describe)
+    folder = measure(out, "rnn", config, lambda folder: [  # seed by seed, the longest jobs first
+        (config, name, n, seed) for seed in range(config.seeds) for n in sorted(config.lengths, reverse=True)
+        for name in config.models if not folder.done(name, n, seed)], _work, _describe, command=command,
+        workers=workers, threads=threads, log=log, max_minutes=max_minutes)
     timing = []
     if config.timing_steps and not folder.jobs_left:  # a run stopped by --max-minutes times on its next run
         timing = time_steps(config, tuple(sorted({1, os.cpu_count() or 1})), log)
@@ -264,13 +241,12 @@ def report(out, config: RnnConfig, rows: list[dict], timing: list[dict], meta: d
     from ..viz.claims import rnn_figure
 
     out = Path(out)
-    test, dev = summarize(rows, "test_accuracy"), summarize(rows, "dev_accuracy")
-    models = tuple(m for m in config.models if any(r["model"] == m for r in rows))
+    res = results(rows, config.models)
+    test, dev, models, params = res.test, res.dev, res.present, res.params
     names = {m: NAMES[m] for m in models}
     figure = rnn_figure(test, timing, out / "rnn.png", names, chance=1 / config.vocab, batch=config.batch_size,
                         seeds=config.seeds,
                         note=f"; width {config.d_model}, {config.steps} steps per length")
-    params = {m: max(r["params"] for r in rows if r["model"] == m) for m in models}
     table = mean_table(test, models, "L", names=NAMES, digits=1)
     lines = ["# Self-attention against GRU and LSTM: distance and time per step", "", *run_notes(meta), "",
              "Models (one layer each, width " + f"{config.d_model}): " + "; ".join(
@@ -294,8 +270,7 @@ def report(out, config: RnnConfig, rows: list[dict], timing: list[dict], meta: d
             lines.append(f"| {n} | " + " | ".join(f"{ms[(m, n, th)]:.1f}" if (m, n, th) in ms else "n/a"
                                                   for m in models for th in threads) + " |")
         lines.append("")
-    md = out / "rnn.md"
-    md.write_text("\n".join(lines), encoding="utf-8")
+    md = write_markdown(out / "rnn.md", lines)
     return {"figure": figure, "markdown": md, "verdict": verdict(test, timing, config), "table": table}
 
 
