@@ -103,12 +103,12 @@ inline bool cpu_has_bf16() { return false; }
 
 // ---- the rest ------------------------------------------------------------------------------------
 // A float32 scratch of n values, left uninitialised (std::vector would zero it: a memset of every call's
-// scratch, a few microseconds at a sentence's sizes).
+// scratch).
 inline std::unique_ptr<float[]> scratch_floats(size_t n) { return std::unique_ptr<float[]>(new float[n]); }
 
 // Prefetch one cache line into L1 (t0: _mm_prefetch, which the compiler schedules freely; an asm statement
-// there made the decoding step's linear layers about 10% slower) or L2 (t2: an asm statement on x86, because
-// GCC 12 dropped __builtin_prefetch / _mm_prefetch in the attention kernel as dead code).
+// there made the decoding step's linear layers slower: BENCHMARKS.md, "Design measurements") or L2 (t2: an asm
+// statement on x86, because GCC 12 dropped __builtin_prefetch / _mm_prefetch in the attention kernel as dead code).
 inline void prefetch_l1(const void* p) {
 #if defined(__x86_64__)
   _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
