@@ -46,11 +46,12 @@ def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict, figures: str
     decoder's (masked) and the cross-attention as three tabs; ``figures``: "png", "html" (the pages) or "both"."""
     from ..viz import cross_attention_html
     from ..viz.alignment import cross_attention_png
+    from ..viz.translation import decoder_lecture_page, decoder_page, lecture_page
 
     if figures == "png":
         page, al = None, tr.attend(text, **kw)
     else:
-        page, al = tr.lecture(text, out_dir / f"cross_attention_{k}_lecture.html", **kw)
+        page, al = lecture_page(tr, text, out_dir / f"cross_attention_{k}_lecture.html", **kw)
     how = f" ({tr.describe(kw)})" if hasattr(tr, "describe") else ""  # the decoding that printed the translation
     paths = []
     for layer in range(al.weights.shape[0] if figures != "html" else 0):
@@ -61,9 +62,9 @@ def write_attention(tr, text: str, k: int, out_dir: Path, kw: dict, figures: str
         return paths
     paths.append(cross_attention_html(al.weights, al.source, al.target, out_dir / f"cross_attention_{k}.html",
                                       title=f"cross-attention: {text} -> {al.translation}{how}"))
-    tabs, _ = tr.decoder_page(text, out_dir / f"attention_{k}.html", **kw)
+    tabs, _ = decoder_page(tr, text, out_dir / f"attention_{k}.html", **kw)
     try:
-        masked = [tr.decoder_lecture(text, out_dir / f"decoder_self_attention_{k}_lecture.html", **kw)[0]]
+        masked = [decoder_lecture_page(tr, text, out_dir / f"decoder_self_attention_{k}_lecture.html", **kw)[0]]
     except ValueError as e:  # positions that add a bias to the scores: no plain q . k chain to walk
         print(f"note: decoder_self_attention_{k}_lecture.html not written: {e}", file=sys.stderr)
         masked = []
@@ -81,10 +82,12 @@ def force_option(value: str) -> tuple[int, str]:
 
 def write_steps(tr, texts: list[str], out_dir: Path, args, kw: dict) -> tuple[list[str], list[Path]]:
     """Each text decoded step by step: the page steps_K.html and the lines to print."""
+    from ..viz.translation import steps_page
+
     lines, pages = [], []
     for k, text in enumerate(texts):
-        page, walk = tr.steps_page(text, out_dir / f"steps_{k}.html", force=args.force or [],
-                                   candidates=args.candidates, **kw)
+        page, walk = steps_page(tr, text, out_dir / f"steps_{k}.html", force=args.force or [],
+                                candidates=args.candidates, **kw)
         lines += [f"steps of {text.strip()!r}:", *walk]
         pages.append(page)
     beam = kw.get("num_beams", getattr(tr, "defaults", {}).get("num_beams", 1))

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..nn.limits import SEED, check_fields, check_memory, ints
+from .npzfile import write_atomic
 
 __all__ = ["ListOpsConfig", "OPERATORS", "END", "VOCAB", "generate_listops", "write_listops", "read_listops",
            "evaluate_listops", "max_tree_length", "SPLIT_FILES"]
@@ -63,10 +64,7 @@ class ListOpsConfig:
                                            "range": SEED})
 
     def __post_init__(self):
-        try:
-            check_fields(self)
-        except ValueError as e:
-            raise ValueError(f"listops: {str(e).partition(': ')[2]}") from None
+        check_fields(self, "listops")
         if self.max_length - self.min_length < 2:
             raise ValueError(f"listops: no length lies strictly between min_length={self.min_length} and "
                              f"max_length={self.max_length}")
@@ -171,20 +169,16 @@ def generate_listops(cfg: ListOpsConfig) -> dict[str, list[tuple[str, int]]]:
 
 
 def write_listops(splits: dict[str, list[tuple[str, int]]], out_dir: str | os.PathLike) -> list[Path]:
-    """Write ``basic_{train,val,test}.tsv`` (header ``Source<TAB>Target``) into ``out_dir``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for split, name in SPLIT_FILES.items():
-        path = out / name
-        tmp = path.with_suffix(".tsv.part")
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
+    """Write ``basic_{train,val,test}.tsv`` (header ``Source<TAB>Target``) into ``out_dir``, each atomically."""
+
+    def tsv(rows: list[tuple[str, int]]):
+        def write(f):
             w = csv.writer(f, delimiter="\t", lineterminator="\n")
             w.writerow(["Source", "Target"])
-            w.writerows(splits[split])
-        os.replace(tmp, path)
-        paths.append(path)
-    return paths
+            w.writerows(rows)
+        return write
+
+    return [write_atomic(Path(out_dir) / name, tsv(splits[split]), text=True) for split, name in SPLIT_FILES.items()]
 
 
 def _tokens(source: str) -> Iterator[str]:

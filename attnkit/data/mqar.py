@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..nn.limits import SEED, check_fields, check_memory, ints
+from .npzfile import read_npz, write_splits
 
 __all__ = ["MQARConfig", "generate_mqar", "write_mqar", "read_mqar", "MQAR_FILES", "BLANK", "IGNORE"]
 
@@ -53,10 +54,7 @@ class MQARConfig:
                                            "range": SEED})
 
     def __post_init__(self):
-        try:
-            check_fields(self)
-        except ValueError as e:
-            raise ValueError(f"mqar: {str(e).partition(': ')[2]}") from None
+        check_fields(self, "mqar")
         if 3 * self.num_pairs > self.seq_len:
             raise ValueError(f"mqar: {self.num_pairs} pairs and their {self.num_pairs} queries take "
                              f"{3 * self.num_pairs} tokens, more than `seq_len`={self.seq_len}; lower `num_pairs` "
@@ -114,29 +112,14 @@ def generate_mqar(cfg: MQARConfig) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def write_mqar(splits: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: str | os.PathLike) -> list[Path]:
-    """Write ``mqar_{train,val,test}.npz`` into ``out_dir``; returns their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for split, name in MQAR_FILES.items():
-        tokens, targets = splits[split]
-        path, tmp = out / name, out / f"{name}.{os.getpid()}.part.npz"  # writers of one folder never collide
-        np.savez_compressed(tmp, tokens=tokens, targets=targets)
-        os.replace(tmp, path)
-        paths.append(path)
-    return paths
+    """Write ``mqar_{train,val,test}.npz`` into ``out_dir`` (each atomically); returns their paths."""
+    return write_splits(splits, out_dir, MQAR_FILES, ("tokens", "targets"))
 
 
 def read_mqar(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """(tokens (N, L) int16, targets (N, L) int16) from a ``write_mqar`` file (no pickle); checks them."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"mqar: {path} does not exist; create it with `attnkit lra generate mqar`")
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            tokens, targets = f["tokens"], f["targets"]
-    except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"mqar: cannot read {path}: {e}") from None
+    tokens, targets = read_npz(path, ("tokens", "targets"), what="mqar",
+                               missing="create it with `attnkit lra generate mqar`")
     if tokens.dtype != np.int16 or tokens.ndim != 2 or targets.shape != tokens.shape or targets.dtype != np.int16:
         raise ValueError(f"mqar: {path} holds tokens {tokens.dtype}{tokens.shape} and targets "
                          f"{targets.dtype}{targets.shape}; expected int16 (N, L) twice")

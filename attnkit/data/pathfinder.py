@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..nn.limits import SEED, check_fields, check_memory, floats, ints
+from .npzfile import read_npz, write_splits
 
 __all__ = ["PathfinderConfig", "generate_pathfinder", "draw_pathfinder", "write_pathfinder", "read_pathfinder",
            "PATHFINDER_FILES"]
@@ -69,10 +70,7 @@ class PathfinderConfig:
                                            "range": SEED})
 
     def __post_init__(self):
-        try:
-            check_fields(self)
-        except ValueError as e:
-            raise ValueError(f"pathfinder: {str(e).partition(': ')[2]}") from None
+        check_fields(self, "pathfinder")
         reach = self.contour_length * (self.paddle_length + self.paddle_gap)
         if reach > 3 * self.size:
             raise ValueError(f"pathfinder: a main curve of {self.contour_length} paddles is {reach:.0f} px long, more "
@@ -216,29 +214,14 @@ def generate_pathfinder(cfg: PathfinderConfig) -> dict[str, tuple[np.ndarray, np
 
 
 def write_pathfinder(splits: dict[str, tuple[np.ndarray, np.ndarray]], out_dir: str | os.PathLike) -> list[Path]:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for split, name in PATHFINDER_FILES.items():
-        images, labels = splits[split]
-        path = out / name
-        tmp = out / (name + ".part.npz")
-        np.savez_compressed(tmp, images=images, labels=labels)
-        os.replace(tmp, path)
-        paths.append(path)
-    return paths
+    """Write ``pathfinder_{train,val,test}.npz`` into ``out_dir`` (each atomically); returns their paths."""
+    return write_splits(splits, out_dir, PATHFINDER_FILES, ("images", "labels"))
 
 
 def read_pathfinder(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """(images (N, S, S) uint8, labels (N,) uint8) from a ``write_pathfinder`` file (no pickle)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"pathfinder: {path} does not exist; create it with `attnkit lra generate pathfinder`")
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            images, labels = f["images"], f["labels"]
-    except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"pathfinder: cannot read {path}: {e}") from None
+    images, labels = read_npz(path, ("images", "labels"), what="pathfinder",
+                              missing="create it with `attnkit lra generate pathfinder`")
     if images.dtype != np.uint8 or images.ndim != 3 or labels.shape != images.shape[:1]:
         raise ValueError(f"pathfinder: {path} holds images {images.dtype}{images.shape} and labels {labels.shape}; "
                          f"expected uint8 (N, S, S) and (N,)")

@@ -5,6 +5,7 @@
 - ``positions``: positional encodings beyond the training length.
 
 Each has a frozen config and its ``QUICK`` (tiny sizes) in ``configs/`` (without torch: the command line's help is
-built from them), ``run(out, config)`` (results.jsonl, a figure, a Markdown table)
-and ``report``; ``runner`` holds what they share. Only ``attnkit.cli`` imports this package.
+built from them; ``configs.fields`` holds the fields and checks the three share), ``run(out, config)``
+(results.jsonl, a figure, a Markdown table) and ``report``; ``scaffold`` holds what their runs share (the run into
+a folder, the report's summaries), ``runner`` the machinery under it. Only ``attnkit.cli`` imports this package.
 """

@@ -34,17 +34,8 @@ from ..models.vision import VisionConfig, VisionTransformer, image_to_vectors
 from ..nn import Encoder, TransformerConfig
 from ..train.state import seed_everything
 from .configs.data_size import MODELS, DataSizeConfig
-from .runner import (
-    RunFolder,
-    accuracy,
-    mean_table,
-    param_count,
-    run_jobs,
-    run_notes,
-    seeds_text,
-    summarize,
-    train_steps,
-)
+from .runner import accuracy, mean_table, param_count, run_notes, seeds_text, summarize, train_steps
+from .scaffold import measure, results, write_markdown
 
 __all__ = ["DataSizeConfig", "MODELS", "CNN", "WindowAttention", "build_model", "steps_for", "run_data_size",
            "load_images", "leads"]
@@ -185,14 +176,17 @@ def run_data_size(out, config: DataSizeConfig = DataSizeConfig(), *, data_dir=No
                   max_minutes: float | None = None) -> tuple[list[dict], dict]:
     """Every model x size x seed (rows already in ``out/results.jsonl`` are kept), in ``workers`` processes of
     ``threads`` torch threads (``runner.run_jobs``); returns (rows, run.json)."""
-    folder = RunFolder(out, "data-size", config, command=command, log=log, max_minutes=max_minutes)
-    _images.cache_clear()
-    _images(config.side, data_dir)  # a missing MNIST fails here, before any worker starts
-    # seed by seed (a run stopped by --max-minutes leaves whole seeds), in each the longest jobs first
-    jobs = [(config, name, n, seed, data_dir) for seed in range(config.seeds)
-            for n in sorted(config.sizes, reverse=True) for name in sorted(config.models, key=lambda m: m != "window")
-            if not folder.done(name, n, seed)]
-    run_jobs(folder, jobs, _work, workers=workers, threads=threads, describe=_describe)
+
+    def jobs(folder) -> list[tuple]:
+        _images.cache_clear()
+        _images(config.side, data_dir)  # a missing MNIST fails here, before any worker starts
+        # seed by seed (a run stopped by --max-minutes leaves whole seeds), in each the longest jobs first
+        return [(config, name, n, seed, data_dir) for seed in range(config.seeds)
+                for n in sorted(config.sizes, reverse=True)
+                for name in sorted(config.models, key=lambda m: m != "window") if not folder.done(name, n, seed)]
+
+    folder = measure(out, "data-size", config, jobs, _work, _describe, command=command, workers=workers,
+                     threads=threads, log=log, max_minutes=max_minutes)
     return folder.rows, folder.finish({"workers": workers})
 
 
@@ -240,12 +234,11 @@ def report(out, config: DataSizeConfig, rows: list[dict], meta: dict) -> dict:
     from ..viz.claims import data_size_figure
 
     out = Path(out)
-    test, dev = summarize(rows, "test_accuracy"), summarize(rows, "dev_accuracy")
-    models = tuple(m for m in config.models if any(r["model"] == m for r in rows))
+    res = results(rows, config.models)
+    test, dev, models, params = res.test, res.dev, res.present, res.params
     lead = leads(rows, models)
     figure = data_size_figure(test, out / "data_size.png", NAMES, seeds=config.seeds, leads=lead,
                               note=f"; MNIST at {config.side} x {config.side}")
-    params = {m: next(r["params"] for r in rows if r["model"] == m) for m in models}
     budget = ", ".join(f"{n:,}: {steps_for(config, n)}" for n in config.sizes)
     lines = ["# Self-attention against a CNN by training-set size (MNIST)", "", *run_notes(meta), "",
              "Models: " + "; ".join(f"{NAMES[m]} ({params[m]:,} parameters)" for m in models) + ". "
@@ -262,7 +255,6 @@ def report(out, config: DataSizeConfig, rows: list[dict], meta: dict) -> dict:
              f"## Dev accuracy (%): {config.dev_images:,} of the 5,000 held-out training images, for choosing learning "
              "rates", "",
              mean_table(dev, models, "training images", names=NAMES, digits=2), ""]
-    md = out / "data_size.md"
-    md.write_text("\n".join(lines), encoding="utf-8")
+    md = write_markdown(out / "data_size.md", lines)
     return {"figure": figure, "markdown": md, "verdict": verdict(lead, models), "table": mean_table(
         test, models, "training images", names=NAMES, digits=2)}

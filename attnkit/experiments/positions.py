@@ -27,18 +27,8 @@ from ..functional.masks import causal
 from ..nn import Encoder, TransformerConfig
 from ..train.state import seed_everything
 from .configs.positions import ENCODINGS, FULL, PositionsConfig
-from .runner import (
-    RunFolder,
-    accuracy,
-    chance_note,
-    mean_table,
-    param_count,
-    run_jobs,
-    run_notes,
-    seeds_text,
-    summarize,
-    train_steps,
-)
+from .runner import accuracy, chance_note, mean_table, param_count, run_notes, seeds_text, train_steps
+from .scaffold import measure, results, write_markdown
 
 __all__ = ["PositionsConfig", "ENCODINGS", "PositionModel", "build_model", "previous_token_batch", "run_positions"]
 
@@ -124,13 +114,16 @@ def run_positions(out, config: PositionsConfig = PositionsConfig(), *, command: 
                   max_minutes: float | None = None) -> tuple[list[dict], dict]:
     """Every encoding x seed, scored at every test length (rows already in ``out/results.jsonl`` are kept;
     ``workers`` processes of ``threads`` torch threads, ``runner.run_jobs``). Returns (rows, run.json)."""
-    folder = RunFolder(out, "positions", config, command=command, log=log, max_minutes=max_minutes)
-    done = {(r["model"], r["seed"]) for r in folder.rows}
-    for encoding, seed in sorted(done):  # a model is trained once and scored at every length: all its rows or none
-        if not all(folder.done(encoding, n, seed) for n in config.test_lengths):
-            raise ValueError(f"{folder.results} has some of the rows of {encoding}, seed {seed}; delete them")
-    jobs = [(config, e, seed) for e in config.encodings for seed in range(config.seeds) if (e, seed) not in done]
-    run_jobs(folder, jobs, _work, workers=workers, threads=threads, describe=_describe)
+
+    def jobs(folder) -> list[tuple]:
+        done = {(r["model"], r["seed"]) for r in folder.rows}
+        for encoding, seed in sorted(done):  # a model is trained once and scored at every length: all rows or none
+            if not all(folder.done(encoding, n, seed) for n in config.test_lengths):
+                raise ValueError(f"{folder.results} has some of the rows of {encoding}, seed {seed}; delete them")
+        return [(config, e, seed) for e in config.encodings for seed in range(config.seeds) if (e, seed) not in done]
+
+    folder = measure(out, "positions", config, jobs, _work, _describe, command=command, workers=workers,
+                     threads=threads, log=log, max_minutes=max_minutes)
     return folder.rows, folder.finish({"workers": workers,
                                        "learned_table_of_train_length": learned_refusal(config)})
 
@@ -161,13 +154,12 @@ def report(out, config: PositionsConfig, rows: list[dict], meta: dict) -> dict:
     from ..viz.claims import positions_figure
 
     out = Path(out)
-    test, dev = summarize(rows, "test_accuracy"), summarize(rows, "dev_accuracy")
-    encodings = tuple(e for e in config.encodings if any(r["model"] == e for r in rows))
+    res = results(rows, config.encodings)
+    test, dev, encodings, params = res.test, res.dev, res.present, res.params
     names = {e: NAMES[e] for e in encodings}
     figure = positions_figure(test, out / "positions.png", names, train_length=config.train_length,
                               chance=1 / config.vocab, seeds=config.seeds,
                               note=f"; {config.layers}-layer causal encoder, width {config.d_model}")
-    params = {e: next(r["params"] for r in rows if r["model"] == e) for e in encodings}
     table = mean_table(test, encodings, "test length", names=NAMES, digits=1)
     lines = ["# Positional encodings beyond the training length", "", *run_notes(meta), "",
              f"Task: name the previous token (vocabulary {config.vocab}, chance {100 / config.vocab:.1f}%). "
@@ -182,8 +174,7 @@ def report(out, config: PositionsConfig, rows: list[dict], meta: dict) -> dict:
              "",
              table, "", *verdict(test, config), "", "## Dev accuracy (%), for choosing settings", "",
              mean_table(dev, encodings, "test length", names=NAMES, digits=1), ""]
-    md = out / "positions.md"
-    md.write_text("\n".join(lines), encoding="utf-8")
+    md = write_markdown(out / "positions.md", lines)
     chance = chance_note(test, chance=1 / config.vocab, samples=lambda n: config.test_sequences * (n - 1),
                          real=FULL, names=NAMES)  # every position but the first is scored
     return {"figure": figure, "markdown": md, "verdict": verdict(test, config), "table": table, "chance": chance}

@@ -29,17 +29,8 @@ from ..nn import Encoder, TransformerConfig
 from ..train.state import seed_everything
 from ..viz.complexity import fit_exponent
 from .configs.rnn import MODELS, RnnConfig
-from .runner import (
-    RunFolder,
-    accuracy,
-    mean_table,
-    param_count,
-    run_jobs,
-    run_notes,
-    seeds_text,
-    summarize,
-    train_steps,
-)
+from .runner import accuracy, mean_table, param_count, run_notes, seeds_text, train_steps
+from .scaffold import measure, results, write_markdown
 
 __all__ = ["RnnConfig", "MODELS", "Recurrent", "Attention", "build_model", "recall_batch", "run_rnn", "time_steps"]
 
@@ -171,10 +162,10 @@ def run_rnn(out, config: RnnConfig = RnnConfig(), *, command: str | None = None,
     """Every model x length x seed (rows already in ``out/results.jsonl`` are kept; ``workers`` processes of
     ``threads`` torch threads, ``runner.run_jobs``), then the timing sweep in this process (``out/timing.jsonl``,
     at 1 thread and at one per core). Returns (rows, timing rows, run.json)."""
-    folder = RunFolder(out, "rnn", config, command=command, log=log, max_minutes=max_minutes)
-    jobs = [(config, name, n, seed) for seed in range(config.seeds) for n in sorted(config.lengths, reverse=True)
-            for name in config.models if not folder.done(name, n, seed)]  # seed by seed, the longest jobs first
-    run_jobs(folder, jobs, _work, workers=workers, threads=threads, describe=_describe)
+    folder = measure(out, "rnn", config, lambda folder: [  # seed by seed, the longest jobs first
+        (config, name, n, seed) for seed in range(config.seeds) for n in sorted(config.lengths, reverse=True)
+        for name in config.models if not folder.done(name, n, seed)], _work, _describe, command=command,
+        workers=workers, threads=threads, log=log, max_minutes=max_minutes)
     timing = []
     if config.timing_steps and not folder.jobs_left:  # a run stopped by --max-minutes times on its next run
         timing = time_steps(config, tuple(sorted({1, os.cpu_count() or 1})), log)
@@ -218,13 +209,12 @@ def report(out, config: RnnConfig, rows: list[dict], timing: list[dict], meta: d
     from ..viz.claims import rnn_figure
 
     out = Path(out)
-    test, dev = summarize(rows, "test_accuracy"), summarize(rows, "dev_accuracy")
-    models = tuple(m for m in config.models if any(r["model"] == m for r in rows))
+    res = results(rows, config.models)
+    test, dev, models, params = res.test, res.dev, res.present, res.params
     names = {m: NAMES[m] for m in models}
     figure = rnn_figure(test, timing, out / "rnn.png", names, chance=1 / config.vocab, batch=config.batch_size,
                         seeds=config.seeds,
                         note=f"; width {config.d_model}, {config.steps} steps per length")
-    params = {m: max(r["params"] for r in rows if r["model"] == m) for m in models}
     table = mean_table(test, models, "L", names=NAMES, digits=1)
     lines = ["# Self-attention against GRU and LSTM: distance and time per step", "", *run_notes(meta), "",
              "Models (one layer each, width " + f"{config.d_model}): " + "; ".join(
@@ -248,8 +238,7 @@ def report(out, config: RnnConfig, rows: list[dict], timing: list[dict], meta: d
             lines.append(f"| {n} | " + " | ".join(f"{ms[(m, n, th)]:.1f}" if (m, n, th) in ms else "n/a"
                                                   for m in models for th in threads) + " |")
         lines.append("")
-    md = out / "rnn.md"
-    md.write_text("\n".join(lines), encoding="utf-8")
+    md = write_markdown(out / "rnn.md", lines)
     return {"figure": figure, "markdown": md, "verdict": verdict(test, timing, config), "table": table}
 
 

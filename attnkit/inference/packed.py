@@ -25,8 +25,8 @@ __all__ = ["PackedLinear", "onednn_available", "post_op_keeps_nan", "SMALL_ROWS"
 
 SMALL_ROWS = 4  # at most this many rows: attnkit's native small_linear kernel (one sequential pass over W)
 LAYER_ROWS = 32  # at most this many rows (B * L, a sentence): W in panels; a whole layer in one native call
-# bench/linear.py on the Xeon: the panels 1.03-2.13x oneDNN at 40 rows for 144-720 inputs; past 40 float32 loses
-# from 576 inputs, and with 1,024 inputs from 32 rows (wider inputs keep LAYER_ROWS, as measured on AMD)
+# the panels against oneDNN past 32 rows, which set PANEL_ROWS and PANEL_INPUTS (wider inputs keep LAYER_ROWS):
+# BENCHMARKS.md, "Linear layers of a few rows"
 PANEL_ROWS = 40  # at most this many rows of at most PANEL_INPUTS inputs: the native panels, not oneDNN
 PANEL_INPUTS = 768
 ACTIVATION_IDS = {"none": 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_tanh": 4}

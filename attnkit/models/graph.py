@@ -58,8 +58,8 @@ def link_pairs(edge_index: Tensor, num_nodes: int, negatives_per_edge: float) ->
 def feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """Dropout on the input features. Sparse (COO or CSR): only the stored values are dropped, which
     equals dense dropout on the same matrix (zeros stay zero) at a fraction of the cost. Dense: the
-    16-bit-field dropout (``functional.dropout.dropout16``, p rounded to 1/65536), 2x as fast as
-    ``F.dropout`` on a PubMed-size input, where the draw is most of an epoch."""
+    16-bit-field dropout (``functional.dropout.dropout16``, p rounded to 1/65536), faster than ``F.dropout`` on a
+    PubMed-size input, where the draw is most of an epoch (BENCHMARKS.md, "Graph attention speed")."""
     if not training or p == 0.0:
         return x
     if x.layout == torch.sparse_coo:

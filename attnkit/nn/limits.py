@@ -94,15 +94,16 @@ def _num(x: float) -> str:
     return f"{x:g}"
 
 
-def check_fields(obj) -> None:
+def check_fields(obj, what: str | None = None) -> None:
     """Check every field of the dataclass ``obj`` whose metadata has a ``"range"``; a ValueError
-    ``Class: `field` must be ..., got ...``. None passes where the field's default is None."""
+    ``Class: `field` must be ..., got ...`` (``what`` in place of the class name where given). None passes where
+    the field's default is None."""
     for f in fields(obj):
         rng = f.metadata.get("range")
         value = getattr(obj, f.name)
         if rng is None or (value is None and f.default is None):
             continue
-        rng.check(value, f"{type(obj).__name__}: `{f.name}`")
+        rng.check(value, f"{what or type(obj).__name__}: `{f.name}`")
 
 
 def check_unique(obj, *names: str) -> None:

@@ -1,21 +1,26 @@
 """``TextTranslator``: the base of every translator object (a trained run's ``tasks.translator.Translator``, a
 Marian folder's ``pretrained.marian.MarianTranslator``), on the application side of ``generation``.
 
-``translate`` (texts in, texts out, on ``generation.texts.translate_texts``), and ``attend`` / ``lecture``: one
-text's translation with the cross-attention that produced each target piece (an ``Alignment``) and its lecture
-page (``viz``).
+``translate`` (texts in, texts out, on ``generation.texts.translate_texts``); ``attend`` / ``decoded``: one text's
+translation with the cross-attention that produced each target piece (an ``Alignment``) and the model's pass over
+it; ``steps``: one text decoded step by step (``generation.steps``, ``generation.nat_steps``). It draws nothing:
+the pages of these are ``attnkit.viz.translation``'s.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ..generation.nat_steps import NATSteps, nat_steps
+from ..generation.protocol import token_ids
+from ..generation.steps import Steps, autoregressive_steps
 from ..generation.texts import translate_texts
 
-__all__ = ["Alignment", "TextTranslator"]
+__all__ = ["Alignment", "Decoded", "TextTranslator"]
 
 
 @dataclass
@@ -26,12 +31,23 @@ class Alignment:
     translation: str
 
 
+@dataclass
+class Decoded:
+    """One text's translation, with what the pages of its attention read."""
+
+    text: str  # the source text, stripped
+    alignment: Alignment
+    inputs: list[str]  # the decoder's input pieces: the start token and every generated piece but the last (a NAT
+    # model: the row it wrote)
+    rerun: Callable[[], object]  # the model once over its own translation (teacher-forced; the weights decoding ran)
+
+
 class TextTranslator:
     """What every translator object (a trained run's, a Marian folder's) does the same way, on top of its own
     ``source_ids(text, where)``, ``batch(rows)``, ``generate(ids, mask, **kwargs)``, ``model`` and
     ``batch_size``: ``translate`` (texts in, texts out), ``attend`` and ``lecture`` (one text's
-    cross-attention). A subclass says how a row of ``generate``'s sequences reads (``_row_text``), what a
-    token id is as a piece (``_piece``) and its padding id (``_pad_id``)."""
+    cross-attention), ``steps`` (one text decoded step by step). A subclass says how a row of ``generate``'s
+    sequences reads (``_row_text``), what a token id is as a piece (``_piece``) and its padding id (``_pad_id``)."""
 
     _pad_id: int
     LECTURE = "cross-attention, step by step"  # the lecture page's title, before "source -> translation"
@@ -77,39 +93,20 @@ class TextTranslator:
         step): what the lecture page records."""
         return self.model(ids, mask, rows)
 
-    def lecture(self, text: str, path, **generate_kwargs):
-        """Translate one text, then write the lecture page of the decoder's cross-attention for it
-        (``attnkit.viz.model_lecture_html``): per layer and head, q of each target position, k and v of every
-        source piece, the scores, the softmax, the weighted sum and W^o. Returns (page, Alignment)."""
-        from ..viz.lecture import model_lecture_html  # drawing: the application side's
-
+    def decoded(self, text: str, **generate_kwargs) -> Decoded:
+        """Translate one text: its ``Alignment``, the decoder's input pieces and the model's pass over its own
+        translation (what ``attnkit.viz.translation``'s pages run and show)."""
         al, ids, mask, rows = self._attend(text, generate_kwargs)
-        with torch.no_grad():
-            page = model_lecture_html(self.model, lambda: self._lecture_pass(ids, mask, rows), al.target, path,
-                                      keys=al.source, title=f"{self.LECTURE}: {text.strip()} -> {al.translation}")
-        return page, al
+        return Decoded(text.strip(), al, [self._piece(i) for i in rows[0].tolist()],
+                       lambda: self._lecture_pass(ids, mask, rows))
 
-    def decoder_page(self, text: str, path, **generate_kwargs):
-        """Translate one text, then write the page of its encoder self-attention, decoder self-attention (masked in
-        an autoregressive model) and cross-attention as three tabs (``attnkit.viz.decoder``), from the model run
-        once over its own translation. Returns (page, Alignment)."""
-        from ..viz.decoder import decoder_attention, decoder_html  # drawing: the application side's
+    def piece(self, token_id: int) -> str:
+        """A token id as the pages show it (a subword piece)."""
+        return self._piece(token_id)
 
-        al, ids, mask, rows = self._attend(text, generate_kwargs)
-        att = decoder_attention(self.model, lambda: self._lecture_pass(ids, mask, rows))
-        inputs = [self._piece(i) for i in rows[0].tolist()]
-        return decoder_html(att, al.source, inputs, al.target, path, title=f"{text.strip()} -> {al.translation}"), al
-
-    def decoder_lecture(self, text: str, path, **generate_kwargs):
-        """Translate one text, then write the lecture page of the decoder's self-attention over it (masked in an
-        autoregressive model: a query's later keys get alpha' = 0). Returns (page, Alignment)."""
-        from ..viz.decoder import decoder_lecture_html, decoder_positions
-
-        al, ids, mask, rows = self._attend(text, generate_kwargs)
-        inputs = decoder_positions([self._piece(i) for i in rows[0].tolist()], al.target)  # as the tabs label them
-        return decoder_lecture_html(self.model, lambda: self._lecture_pass(ids, mask, rows), inputs, path,
-                                    title=f"the decoder's self-attention, step by step: {text.strip()} -> "
-                                          f"{al.translation}"), al
+    def source_pieces(self, text: str) -> list[str]:
+        """One text's source as the model reads it: its pieces (END included)."""
+        return [self._piece(i) for i in self._source(text)[0][0].tolist()]
 
     def _step_options(self, source_length: int) -> dict:
         """``generate``'s options of this translator's greedy decoding (``max_new_tokens``, ``suppress_tokens``)."""
@@ -125,13 +122,10 @@ class TextTranslator:
         raise ValueError(f"{token!r} is not a token of the target vocabulary (tokens are written as the steps page "
                          "shows them, e.g. a candidate of that step)")
 
-    def steps(self, text: str, *, force: list[tuple[int, str]] = (), candidates: int = 5, **generate_kwargs):
-        """One text decoded step by step (``attnkit.viz.steps``): greedy for an autoregressive model, each
-        ``force`` (step from 1, token) a walk of its own; a NAT model's passes (``attnkit.viz.nat_steps``)."""
-        from ..generation.protocol import token_ids
-        from ..viz.nat_steps import nat_steps
-        from ..viz.steps import autoregressive_steps
-
+    def steps(self, text: str, *, force: list[tuple[int, str]] = (), candidates: int = 5,
+              **generate_kwargs) -> Steps | NATSteps:
+        """One text decoded step by step (``attnkit.generation.steps``): greedy for an autoregressive model, each
+        ``force`` (step from 1, token) a walk of its own; a NAT model's passes (``attnkit.generation.nat_steps``)."""
         ids, mask = self._source(text)
         if getattr(self, "decoding", "ar") == "nat":
             if force:
@@ -160,22 +154,6 @@ class TextTranslator:
                                  f"{len(got.free)})")
         return got
 
-    def steps_page(self, text: str, path, *, force: list[tuple[int, str]] = (), candidates: int = 5,
-                   **generate_kwargs):
-        """``steps`` as a page (``attnkit.viz.steps_page``) and terminal lines. Returns (page, lines)."""
-        from ..viz import steps_page as sp
-
-        got = self.steps(text, force=force, candidates=candidates, **generate_kwargs)
-        ids, _ = self._source(text)
-        source = [self._piece(i) for i in ids[0].tolist()]
-        words = self._tokens_text
-        title = f"decoding step by step: {text.strip()}"
-        if getattr(self, "decoding", "ar") == "nat":
-            return (sp.nat_steps_html(got, source, self._piece, words, path, title=title),
-                    sp.nat_steps_lines(got, self._piece, words))
-        return (sp.steps_html(got, source, self._piece, words, path, title=title),
-                sp.steps_lines(got, self._piece, words))
-
-    def _tokens_text(self, tokens: list[int]) -> str:
+    def tokens_text(self, tokens: list[int]) -> str:
         """Generated token ids (no start token) -> text."""
         return self._row_text(torch.tensor([self.config.start_token_id, *tokens]))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .heatmap import CMAP, MAX_HEIGHT_IN, MAX_WIDTH_IN, _pyplot, _save, _ticks
+from .figure import CMAP, MAX_HEIGHT_IN, MAX_WIDTH_IN, pyplot, save_figure, ticks
 from .labels import tell_apart
 
 __all__ = ["cross_attention_png"]
@@ -23,7 +23,7 @@ def cross_attention_png(weights, source: Sequence[str], target: Sequence[str], p
     pieces are told apart by their position. The figure stays within ``MAX_WIDTH_IN`` x ``MAX_HEIGHT_IN`` whatever
     the lengths: past what can be read, labels thin out.
     """
-    plt = _pyplot()
+    plt = pyplot()
     w = np.asarray(weights.detach().float().cpu() if hasattr(weights, "detach") else weights, dtype=np.float64)
     if w.ndim != 3 or 0 in w.shape:
         raise ValueError(f"cross_attention_png: `weights` must be (heads, T, S) with no empty dim, got {w.shape}")
@@ -44,8 +44,8 @@ def cross_attention_png(weights, source: Sequence[str], target: Sequence[str], p
     im = None
     for ax, (m, name) in zip(axes.flat, panels):
         im = ax.imshow(m, cmap=CMAP, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
-        _ticks(ax, "x", source, s, pw - 1.2)
-        _ticks(ax, "y", target, t, ph - 1.0)
+        ticks(ax, "x", source, s, pw - 1.2)
+        ticks(ax, "y", target, t, ph - 1.0)
         ax.set_xlabel("source token: key (one column each)", fontsize=8)
         ax.set_ylabel("target token: query (one row each)", fontsize=8)
         ax.set_title(name, fontsize=9)
@@ -54,6 +54,6 @@ def cross_attention_png(weights, source: Sequence[str], target: Sequence[str], p
     fig.colorbar(im, ax=axes, shrink=0.9, aspect=30, label="cross-attention weight (0 to 1)")
     if title:
         fig.suptitle(title)
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .complexity import fit_exponent
-from .heatmap import _pyplot, _save
+from .figure import pyplot, save_figure
 
 __all__ = ["data_size_figure", "rnn_figure", "positions_figure", "curves"]
 
@@ -65,7 +65,7 @@ def data_size_figure(summary: Sequence[dict], path: str | os.PathLike, names: di
     """Left: test accuracy against training-set size (log x). Right: the reference model's lead over each
     other model in accuracy points (the gap the lecture predicts shrinks with more data): ``leads``, summaries
     of the per-seed differences, where given; else the difference of the means, bars their stds combined."""
-    plt = _pyplot()
+    plt = pyplot()
     with plt.rc_context(FONT):
         fig, (a, b) = plt.subplots(1, 2, figsize=(9.2, 3.9), layout="constrained")
         _errorbars(a, summary, names)
@@ -108,7 +108,7 @@ def data_size_figure(summary: Sequence[dict], path: str | os.PathLike, names: di
         b.grid(True, color="#eee")
         b.legend(loc="upper right")
         fig.suptitle(_seeds(seeds) + note, fontsize=9)
-        out = _save(fig, path)
+        out = save_figure(fig, path)
         plt.close(fig)
     return out
 
@@ -117,7 +117,7 @@ def rnn_figure(summary: Sequence[dict], timing: Sequence[dict], path: str | os.P
                chance: float, batch: int, seeds: int = 3, note: str = "") -> Path:
     """Left: recall accuracy against the sequence length (the distance to the marked token). Right: time of
     a training step against the length per model, at each thread count measured, with the fitted exponent."""
-    plt = _pyplot()
+    plt = pyplot()
     with plt.rc_context(FONT):
         fig, (a, b) = plt.subplots(1, 2, figsize=(9.2, 4.6), layout="constrained")
         colors = {m: f"C{i}" for i, m in enumerate(names)}
@@ -150,7 +150,7 @@ def rnn_figure(summary: Sequence[dict], timing: Sequence[dict], path: str | os.P
         b.set_title(f"time of a training step, batch of {batch}")
         b.grid(True, which="major", color="#eee")
         fig.suptitle(_seeds(seeds) + note, fontsize=9)
-        out = _save(fig, path)
+        out = save_figure(fig, path)
         plt.close(fig)
     return out
 
@@ -159,7 +159,7 @@ def positions_figure(summary: Sequence[dict], path: str | os.PathLike, names: di
                      chance: float, seeds: int = 3, note: str = "") -> Path:
     """Token accuracy of the previous-token task against the test length, one line per encoding; the training
     lengths shaded."""
-    plt = _pyplot()
+    plt = pyplot()
     with plt.rc_context(FONT):
         fig, ax = plt.subplots(figsize=(7.2, 4.0), layout="constrained")
         xs = sorted({s["x"] for s in summary})
@@ -174,6 +174,6 @@ def positions_figure(summary: Sequence[dict], path: str | os.PathLike, names: di
         ax.grid(True, color="#eee")
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
         fig.suptitle(_seeds(seeds) + note, fontsize=9)
-        out = _save(fig, path)
+        out = save_figure(fig, path)
         plt.close(fig)
     return out

@@ -29,7 +29,7 @@ from torch.utils._pytree import tree_leaves
 
 from .. import masks
 from ..nn import MultiHeadAttention
-from .heatmap import _pyplot, _save
+from .figure import pyplot, save_figure
 
 __all__ = ["LECTURE_TABLE", "PeakMemory", "Measurement", "build_layers", "peak_memory", "seconds", "fit_exponent",
            "complexity_report"]
@@ -150,7 +150,7 @@ def _table(rows: list[dict], lengths: Sequence[int]) -> str:
 
 
 def _figure(rows: list[dict], path: Path, d: int, kernel: int, window: int) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
     ns = [m.n for m in rows[0]["points"]]  # every layer at the same lengths
     for r in rows:
@@ -168,7 +168,7 @@ def _figure(rows: list[dict], path: Path, d: int, kernel: int, window: int) -> P
     b.set_title("memory: only self-attention keeps an n x n matrix")
     fig.suptitle(f"one layer of width d = {d} on this machine (convolution k = {kernel}, window w = {window} "
                  "each side, 4 heads)", fontsize=10)
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .heatmap import CMAP, _pyplot, _save
+from .figure import CMAP, pyplot, save_figure
 from .page import as_numpy
 
 
@@ -14,7 +14,7 @@ def frame_attention_maps(features, weights, path: str | os.PathLike, *, title: s
     """features (T, n_mels) log-mel frames; weights (layers, heads, T', T') of the encoder, one step per
     ``frames_per_step`` frames (the front end's subsampling). One panel per (layer, head): rows = query
     steps, columns = key steps; truncated (window) attention shows as a band. One colour bar for all."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.colors import PowerNorm
 
     f, w = as_numpy(features), as_numpy(weights)
@@ -48,6 +48,6 @@ def frame_attention_maps(features, weights, path: str | os.PathLike, *, title: s
     fig.suptitle(title or f"attention over {steps} steps", fontsize=10)
     cb = fig.colorbar(im, ax=axes, shrink=0.8, aspect=30)
     cb.set_label("attention weight (square-root colour scale)", fontsize=8)
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out

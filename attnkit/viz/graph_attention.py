@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .heatmap import CMAP, _pyplot, _save
+from .figure import CMAP, pyplot, save_figure
 from .labels import tell_apart
 from .page import as_numpy
 
@@ -19,7 +19,7 @@ def node_attention_png(neighbours: Sequence[str], layers: Sequence[tuple], path:
     """``layers``: (name, weights (H, K)) per layer, weights over the K ``neighbours`` (each row sums to 1).
 
     One panel per layer: a row per head, a column per neighbour, numbers in the cells when they fit."""
-    plt = _pyplot()
+    plt = pyplot()
     mats = [as_numpy(w) for _, w in layers]
     k = len(neighbours)
     if not mats or any(m.ndim != 2 or m.shape[1] != k or 0 in m.shape for m in mats):
@@ -46,6 +46,6 @@ def node_attention_png(neighbours: Sequence[str], layers: Sequence[tuple], path:
     fig.colorbar(im, ax=axes[:, 0].tolist(), shrink=0.9, aspect=20, label="attention weight (0 to 1)")
     if title:
         fig.suptitle(title, fontsize=10)
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .heatmap import CMAP, MAX_HEIGHT_IN, MAX_WIDTH_IN, _pyplot, _save, _ticks
+from .figure import CMAP, MAX_HEIGHT_IN, MAX_WIDTH_IN, pyplot, save_figure, ticks
 from .labels import tell_apart
 from .page import as_numpy
 
@@ -56,7 +56,7 @@ class AttentionGrid:
         margin = 1.4 if labelled else 0.6  # room for the token labels on the left and at the bottom
         panel = min(4.0, 1.0 + 0.3 * max(lq, lk),  # inches: grows with the tokens, bounded by the page
                     (MAX_WIDTH_IN - margin - 1.0) / ncols, (MAX_HEIGHT_IN - margin - 0.8) / nrows)
-        self.plt = _pyplot()
+        self.plt = pyplot()
         self.fig, axes = self.plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
                                            figsize=(ncols * panel + margin + 1.0, nrows * panel + margin + 0.8))
         norm = PowerNorm(0.5, vmin=0.0, vmax=1.0)  # absolute: every panel, every figure
@@ -74,9 +74,9 @@ class AttentionGrid:
             if n_layers > 1 and col == 0:
                 ax.set_ylabel(layer_names[n] if layer_names else f"layer {n + 1}", fontsize=9)
             ax.tick_params(length=2)
-            _ticks(ax, "y", tokens, lq, panel * 0.92) if labelled and col == 0 else ax.set_yticks([])
+            ticks(ax, "y", tokens, lq, panel * 0.92) if labelled and col == 0 else ax.set_yticks([])
             bottom = row == nrows - 1 or k + ncols >= len(self.panels)
-            _ticks(ax, "x", keys, lk, panel * 0.92) if labelled and bottom else ax.set_xticks([])
+            ticks(ax, "x", keys, lk, panel * 0.92) if labelled and bottom else ax.set_xticks([])
         self.fig.supxlabel("key (one column each)", fontsize=9)
         self.fig.supylabel("query (one row each)", fontsize=9)
         cb = self.fig.colorbar(self.images[-1], ax=axes, aspect=30,
@@ -102,7 +102,7 @@ class AttentionGrid:
             self.fig._suptitle.set_text(title)
         elif title:
             self.fig.suptitle(title, fontsize=10)
-        out = _save(self.fig, path)
+        out = save_figure(self.fig, path)
         if not self.laid_out:  # the layout found at the first save holds for the next: keep it
             self.fig.set_layout_engine("none")
             self.laid_out = True

@@ -2,82 +2,20 @@
 layout, one column per query), a colour bar saying what the colour is, and figure sizes bounded whatever
 the length (labels thin out, then go, past what can be read). One colour map (``CMAP``) for every
 attention PNG and page; where heads are compared the scale is absolute, 0 to 1. Repeated words are told
-apart by their position (``labels.tell_apart``). Written atomically.
+apart by their position (``labels.tell_apart``). Written atomically (``figure.save_figure``).
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from .figure import CMAP, MAX_HEIGHT_IN, MAX_WIDTH_IN, pyplot, save_figure, ticks
 from .labels import tell_apart
 from .page import as_numpy
-
-CMAP = "Blues"  # white = 0, dark blue = high: the same scale as the HTML pages
-MAX_WIDTH_IN = 16.0  # inches at DPI: figures stay under about 1900 px wide
-MAX_HEIGHT_IN = 14.0
-DPI = 120
-MIN_LABEL_PT = 4.5  # below this a tick label cannot be read: thin the labels out
-MAX_TEXT = 160  # characters of one title or label in a PNG: at 10 pt about 1,300 px, within MAX_WIDTH_IN
-MAX_LABEL = 40  # characters of one tick label (a token, a word)
-
-
-def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:  # pragma: no cover - depends on the install
-        raise ImportError("attnkit.viz needs matplotlib: pip install 'attnkit[viz]'") from e
-    return plt
-
-
-def short_text(text: str, limit: int = MAX_TEXT) -> str:
-    """``text`` itself, or its first ``limit - 1`` characters and an ellipsis (a title, a label)."""
-    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
-
-
-def _save(fig, path: str | os.PathLike) -> Path:
-    """Write ``fig`` atomically, every text in it cut first (titles ``MAX_TEXT`` characters, tick labels
-    ``MAX_LABEL``): the tight bounding box follows the longest text, so a long one would widen the PNG unbounded."""
-    from matplotlib.text import Text
-
-    # the whole title also goes in the file (its Title text chunk), before the drawn one is cut to the figure
-    title = fig._suptitle.get_text() if fig._suptitle is not None else ""
-    width_pt = 72 * fig.get_size_inches()[0]
-    for t in fig.findobj(Text):  # at most MAX_TEXT characters, and about the figure's width (0.6 em a character)
-        limit = min(MAX_TEXT, max(24, int(width_pt / (0.6 * t.get_fontsize()))))
-        if len(t.get_text()) > limit:
-            t.set_text(short_text(t.get_text(), limit))
-    for axis in (a for ax in fig.axes for a in (ax.xaxis, ax.yaxis)):  # tick labels come from their formatter
-        labels = [t.get_text() for t in axis.get_ticklabels()]
-        if any(len(t) > MAX_LABEL for t in labels):
-            axis.set_ticks(axis.get_ticklocs(), labels=[short_text(t, MAX_LABEL) for t in labels])
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=DPI, bbox_inches="tight", metadata={"Title": title} if title else None)
-    os.replace(tmp, path)
-    return path
-
-
-def _ticks(ax, axis: str, labels: Sequence[str] | None, n: int, room_in: float) -> None:
-    """Label ``n`` ticks along ``axis`` in ``room_in`` inches: every label when they fit at a readable
-    size, else every k-th; plain positions when there are no labels."""
-    size = min(8.0, 72.0 * room_in / max(n, 1) * 0.9)
-    step = 1 if size >= MIN_LABEL_PT else math.ceil(MIN_LABEL_PT / size)
-    idx = list(range(0, n, step))
-    names = [str(labels[i]) for i in idx] if labels is not None else [str(i + 1) for i in idx]
-    font = max(size, MIN_LABEL_PT)
-    if axis == "x":  # short labels stay upright
-        ax.set_xticks(idx, labels=names, rotation=90 if max(map(len, names)) > 3 else 0, fontsize=font)
-    else:
-        ax.set_yticks(idx, labels=names, fontsize=font)
 
 
 def attention_heatmap(weights, path: str | os.PathLike, *, queries: Sequence[str] | None = None,
@@ -87,7 +25,7 @@ def attention_heatmap(weights, path: str | os.PathLike, *, queries: Sequence[str
 
     ``queries_as``: "rows" (batch-first, as ``attnkit.attention`` returns them) or "columns" (the lecture's
     A', one column per query). ``vmax``: the top of the colour scale (default: the largest weight)."""
-    plt = _pyplot()
+    plt = pyplot()
     w = as_numpy(weights)
     if w.ndim != 2 or 0 in w.shape:
         raise ValueError(f"attention_heatmap: `weights` must be 2-D (Lq, Lk) and not empty, got shape {w.shape}")
@@ -106,8 +44,8 @@ def attention_heatmap(weights, path: str | os.PathLike, *, queries: Sequence[str
     im = ax.imshow(w, cmap=CMAP, vmin=0.0, vmax=top, aspect="auto", interpolation="nearest")
     ax.set_xlabel("key (one column each)" if rows_are_queries else "query (one column each)")
     ax.set_ylabel("query (one row each)" if rows_are_queries else "key (one row each)")
-    _ticks(ax, "x", keys, lc, cell * lc)
-    _ticks(ax, "y", queries, lr, cell * lr)
+    ticks(ax, "x", keys, lc, cell * lc)
+    ticks(ax, "y", queries, lr, cell * lr)
     if annotate if annotate is not None else max(lr, lc) <= 12:
         for i in range(lr):
             for j in range(lc):
@@ -115,7 +53,7 @@ def attention_heatmap(weights, path: str | os.PathLike, *, queries: Sequence[str
                         color="white" if w[i, j] > 0.55 * top else "#222")
     ax.set_title(title)
     fig.colorbar(im, ax=ax, fraction=0.046, label="attention weight (linear colour scale)")
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out
 
@@ -129,7 +67,7 @@ def attention_panels(panels: Sequence[tuple], path: str | os.PathLike, *, querie
     ``queries_as="columns"`` (default, the lecture's A'): a column per query q^i, a row per key k^j;
     "rows": batch-first. Ticks read q^1 (label), k^1 (label) so they match the printed matrices. ``mask`` (Lq, Lk)
     bool, True = may attend: the masked cells are hatched and read "masked"."""
-    plt = _pyplot()
+    plt = pyplot()
     if queries_as not in ("rows", "columns"):
         raise ValueError(f"attention_panels: `queries_as` must be 'rows' or 'columns', got {queries_as!r}")
     mats = [as_numpy(w) for w, _ in panels]
@@ -172,6 +110,6 @@ def attention_panels(panels: Sequence[tuple], path: str | os.PathLike, *, querie
                  label="attention weight \u03b1' (0 to 1)" + (": each column sums to 1" if columns else ""))
     if title:
         fig.suptitle(title, fontsize=10)
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .heatmap import CMAP, _pyplot, _save
+from .figure import CMAP, pyplot, save_figure
 from .page import as_numpy
 
 
@@ -16,7 +16,7 @@ def class_token_maps(image, weights, config, path: str | os.PathLike, title: str
     over the N patch keys, laid out as the patch grid. One colour bar (0 to the largest weight) for all panels;
     the weight the class token gives itself is left out, so a panel's cells sum to 1 minus that.
     """
-    plt = _pyplot()
+    plt = pyplot()
     img = as_numpy(image).mean(0)
     w = as_numpy(weights)
     n_layers, n_heads = w.shape[:2]
@@ -47,6 +47,6 @@ def class_token_maps(image, weights, config, path: str | os.PathLike, title: str
                  "coloured by the class token's attention weight on it", fontsize=9)
     cb = fig.colorbar(im, ax=axes, shrink=0.9, aspect=30)
     cb.set_label("class token -> patch attention weight", fontsize=8)
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out

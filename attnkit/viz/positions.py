@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..functional.positional import sinusoidal_table
-from .heatmap import _pyplot, _save
+from .figure import pyplot, save_figure
 from .page import as_numpy, write_page
 
 __all__ = ["rotation_check", "position_figures", "RotationCheck"]
@@ -88,7 +88,7 @@ def _matrix_and_curves(plt, panel: Panel, path: Path, width_ratios=(1, 1)) -> Pa
     b.set_ylabel(panel.curve_axes[1])
     b.set_title(panel.curve_axes[2])
     b.legend(fontsize=8)
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out
 
@@ -140,7 +140,7 @@ def _rotation_figure(plt, p: np.ndarray, delta: int, base: float, path: Path) ->
         ax.set_ylabel(f"cos(i w_{j})")
     fig.suptitle(f"one fixed rotation per pair maps every position i to i + {delta} (arrows, positions 0-{shown - 1})",
                  fontsize=10)
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out
 
@@ -178,7 +178,7 @@ def position_figures(out_dir: str | os.PathLike, *, length: int = 64, dim: int =
         raise ValueError(f"position_figures: `dim` must be even, got {dim}")
     if delta >= length:
         raise ValueError(f"position_figures: `delta` ({delta}) must be below `length` ({length})")
-    plt = _pyplot()
+    plt = pyplot()
     out = Path(out_dir)
     p = sinusoidal_table(length, dim, base, dtype=torch.float64).numpy()  # (L, d)
     res: dict = {"rotation": rotation_check(p, delta, base)}

@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from .heatmap import CMAP, DPI, MAX_HEIGHT_IN, _pyplot, _save, _ticks
+from .figure import CMAP, DPI, MAX_HEIGHT_IN, pyplot, save_figure, ticks
 from .labels import tell_apart
 from .page import as_numpy
 
@@ -20,7 +20,7 @@ def speech_cross_attention_png(features, weights, tokens: Sequence[str], path: s
                                frames_per_step: int = 4, hop_seconds: float = 0.01, title: str = "") -> Path:
     """features (T, n_mels) log-mel frames; weights (layers, heads, t, S) cross-attention of the t written
     tokens (``tokens``) over S encoder steps of ``frames_per_step`` frames each."""
-    plt = _pyplot()
+    plt = pyplot()
     f, w = as_numpy(features), as_numpy(weights)
     if f.ndim != 2 or w.ndim != 4 or 0 in w.shape or 0 in f.shape:
         raise ValueError(f"speech_cross_attention_png: `features` (T, n_mels) and `weights` (layers, heads, t, S) "
@@ -46,12 +46,12 @@ def speech_cross_attention_png(features, weights, tokens: Sequence[str], path: s
     for ax, (m, name) in zip(axes[1:], panels):
         im = ax.imshow(m, aspect="auto", cmap=CMAP, vmin=0.0, vmax=1.0, interpolation="nearest",
                        extent=(0, s * step, t - 0.5, -0.5))
-        _ticks(ax, "y", tell_apart(tokens), t, row_in)  # "3@2", "3@3": a repeated digit; thinned out when many
+        ticks(ax, "y", tell_apart(tokens), t, row_in)  # "3@2", "3@3": a repeated digit; thinned out when many
         ax.set_ylabel("written", fontsize=8)
         ax.set_title(name, fontsize=9)
     axes[-1].set_xlabel(f"time (s); the encoder has one step per {step * 1000:.0f} ms", fontsize=8)
     fig.colorbar(im, ax=list(axes[1:]), shrink=0.9, aspect=40, label="cross-attention weight (0 to 1, linear)")
     fig.suptitle(title or "cross-attention of each written token over the sound", fontsize=10)
-    out = _save(fig, path)
+    out = save_figure(fig, path)
     plt.close(fig)
     return out

@@ -1,5 +1,6 @@
 """Decoding, step by step, as a page and as terminal lines: ``steps_html`` / ``steps_lines`` for autoregressive
-decoding (``viz.steps``), ``nat_steps_html`` / ``nat_steps_lines`` for a NAT model's passes (``viz.nat_steps``).
+decoding (``generation.steps``), ``nat_steps_html`` / ``nat_steps_lines`` for a NAT model's passes
+(``generation.nat_steps``).
 
 The autoregressive page has a row per step: the decoder's input (the start token and every token written so far,
 the newest one just fed back), the most likely next tokens with their probabilities and the token written. A click
@@ -15,9 +16,9 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .nat_steps import NATSteps
+from ..generation.nat_steps import NATSteps
+from ..generation.steps import Step, Steps
 from .page import read_page_data, write_page
-from .steps import Step, Steps
 
 __all__ = ["steps_html", "steps_lines", "nat_steps_html", "nat_steps_lines", "read_steps_html"]
 

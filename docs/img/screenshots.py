@@ -34,6 +34,7 @@ from attnkit.viz.labels import token_labels
 from attnkit.viz.lecture import model_lecture_html
 from attnkit.viz.positions import position_figures
 from attnkit.viz.steps_page import read_steps_html
+from attnkit.viz.translation import decoder_page, steps_page
 
 HERE = Path(__file__).resolve().parent
 TEXT = "The cat sat on the mat because it was tired."
@@ -57,13 +58,13 @@ def decoder_pictures(b: Browser, tmp: Path, ar: str | None, nat: str | None, tex
     out = []
     if ar:
         tr = attnkit.load_pretrained(ar)
-        tabs, _ = tr.decoder_page(text, tmp / "tabs.html")
+        tabs, _ = decoder_page(tr, text, tmp / "tabs.html")
         p = b.open(tabs, width=1150, height=700)
         p.click("#thumbs canvas[data-layer='1'][data-head='0']")  # decoder layer 2, head 1
         p.screenshot(tmp / "tabs.png")  # the whole page: title, tabs, model view, head view and matrix
         out.append((tmp / "tabs.png", HERE / "decoder_tabs.png"))
         assert not p.errors, p.errors
-        steps, _ = tr.steps_page(text, tmp / "steps.html", candidates=4)
+        steps, _ = steps_page(tr, text, tmp / "steps.html", candidates=4)
         p = b.open(steps, width=1150, height=400)
         d = read_steps_html(steps)  # what if? the candidate whose continuation leaves the greedy walk most
         free = [s["c"] for s in d["walks"][0]["steps"]]
@@ -74,7 +75,7 @@ def decoder_pictures(b: Browser, tmp: Path, ar: str | None, nat: str | None, tex
         out.append((tmp / "steps.png", HERE / "decoding_steps.png"))
         assert not p.errors, p.errors
     if nat:
-        page, _ = attnkit.load_pretrained(nat).steps_page(text, tmp / "nat.html")
+        page, _ = steps_page(attnkit.load_pretrained(nat), text, tmp / "nat.html")
         p = b.open(page, width=1000, height=400)
         p.screenshot(tmp / "nat.png")
         out.append((tmp / "nat.png", HERE / "nat_steps.png"))

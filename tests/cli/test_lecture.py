@@ -81,8 +81,8 @@ def test_page_and_png_hold_the_printed_examples(printed, monkeypatch, tmp_path):
     # the PNG: A' of example 1 and of both heads, one column per query, one absolute colour bar
     assert paths["attention"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     figures = []
-    monkeypatch.setattr(hm, "_save", lambda fig, path: figures.append(fig) or path)
-    monkeypatch.setattr(hm._pyplot(), "close", lambda fig: None)
+    monkeypatch.setattr(hm, "save_figure", lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr(hm.pyplot(), "close", lambda fig: None)
     lecture.run(tmp_path, seed=1)
     fig = figures[0]
     panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]

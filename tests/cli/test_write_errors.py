@@ -46,11 +46,14 @@ def test_os_errors_are_one_line_naming_the_file(code, tmp_path, monkeypatch, cap
 
 def test_a_real_os_error_from_a_command_without_its_own_check(tmp_path, capsys):
     out = tmp_path / "lra"
-    (out / "basic_train.tsv.part").mkdir(parents=True)  # where the generator writes its first file: a folder
+    (out / "basic_train.tsv").mkdir(parents=True)  # the generator's first file is a folder: its temporary file
     argv = ["lra", "generate", "listops", "--out", str(out), "--seed", "0", "--n-train", "2", "--n-val", "1",
-            "--n-test", "1", "--max-length", "40"]
+            "--n-test", "1", "--max-length", "40"]  # cannot replace it
     assert main(argv) == 1
-    assert one_line_error(capsys) == f"attnkit: error: {out / 'basic_train.tsv.part'}: Is a directory"
+    err = one_line_error(capsys)
+    assert err.startswith(f"attnkit: error: {out}{os.sep}.basic_train.tsv.") and err.endswith(
+        f".part -> {out / 'basic_train.tsv'}: Is a directory"), err
+    assert sorted(p.name for p in out.iterdir()) == ["basic_train.tsv"]  # no temporary file left behind
 
 
 @pytest.mark.parametrize("argv", [["experiment", "rnn", "--quick"], ["experiment", "positions", "--quick"],

@@ -11,6 +11,7 @@ from attnkit import explain
 from attnkit.cli.main import main
 from attnkit.viz.decoder import read_decoder_html
 from attnkit.viz.lecture import read_lecture_html
+from attnkit.viz.translation import decoder_page
 from tests.pretrained.translation_run import make_run
 from tests.tasks.corpus import write_corpus
 
@@ -114,7 +115,7 @@ def test_tabs_of_a_trained_run_in_chromium(tmp_path, open_page):
 def test_tabs_of_a_nat_run_and_a_marian_folder(tmp_path, open_page):
     nat = nat_run(tmp_path)
     tr = attnkit.load_pretrained(nat)  # what `translate --attention` calls (its PNGs left out: matplotlib is slow)
-    path, al = tr.decoder_page(TEXT, tmp_path / "att" / "attention_0.html", iterations=2)
+    path, al = decoder_page(tr, TEXT, tmp_path / "att" / "attention_0.html", iterations=2)
     assert al.translation == tr.translate([TEXT], iterations=2)[0]
     d = check_page(path, tr, TEXT, nat=True, iterations=2)
     page = open_page(path)
@@ -130,7 +131,8 @@ def test_tabs_of_a_nat_run_and_a_marian_folder(tmp_path, open_page):
     folder = marian_folder(tmp_path / "m", hf_marian(vocab=30, d=16, enc=1, dec=1, heads=2, ffn=32, seed=5,
                                                               eos_bias=-5.0))  # END late: several steps
     tr = attnkit.load_pretrained(folder)
-    path, _ = tr.decoder_page("ein mann", tmp_path / "m-att" / "attention_0.html", num_beams=1, max_new_tokens=6)
+    path, _ = decoder_page(tr, "ein mann", tmp_path / "m-att" / "attention_0.html", num_beams=1,
+                           max_new_tokens=6)
     d = check_page(path, tr, "ein mann", num_beams=1, max_new_tokens=6)
     assert d["tabs"][1]["queries"][0].startswith("<pad>\u2192")  # Marian's decoder starts from the pad token
     page = open_page(path)

@@ -4,7 +4,7 @@ import matplotlib
 import pytest
 import torch
 
-from attnkit.viz import attention_grid, attention_heatmap
+from attnkit.viz import attention_grid, attention_heatmap, figure
 from attnkit.viz import heatmap as hm
 from attnkit.viz.image_attention import class_token_maps
 
@@ -38,13 +38,12 @@ def test_a_long_title_or_label_is_cut_and_the_png_stays_bounded(tmp_path):
     assert wide <= 2100 and high <= 1800, (wide, high)
     wide, high = png_size(attention_heatmap(w[0, 0], tmp_path / "h.png", queries=["a", "b", long], title=long))
     assert wide <= 2100 and high <= 2100, (wide, high)
-    assert hm.short_text("abc", 3) == "abc" and hm.short_text("abcd", 3) == "ab\u2026"
 
 
 def test_labels_only_on_the_outer_panels_and_a_shared_colour_bar(tmp_path, monkeypatch):
     figures = []
-    monkeypatch.setattr("attnkit.viz.grid._save", lambda fig, path: figures.append(fig) or path)
-    monkeypatch.setattr(hm._pyplot(), "close", lambda fig: None)
+    monkeypatch.setattr("attnkit.viz.grid.save_figure", lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr(figure.pyplot(), "close", lambda fig: None)
     attention_grid(torch.rand(2, 3, 4, 4).softmax(-1), tmp_path / "g.png", tokens=list("abcd"), title="t")
     fig = figures[0]
     panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
@@ -60,20 +59,11 @@ def test_labels_only_on_the_outer_panels_and_a_shared_colour_bar(tmp_path, monke
     assert all(ax.get_title() == "" for ax in panels[3:])  # head titles once, under the figure's title
 
 
-def test_ticks_thin_out_to_stay_readable():
-    fig, ax = hm._pyplot().subplots()
-    hm._ticks(ax, "x", [f"t{i}" for i in range(200)], 200, 2.0)
-    labels = [t.get_text() for t in ax.get_xticklabels()]
-    assert 10 < len(labels) < 200 and labels[0] == "t0" and labels[1] != "t1"
-    assert all(t.get_fontsize() >= hm.MIN_LABEL_PT for t in ax.get_xticklabels())
-    hm._pyplot().close(fig)
-
-
 def test_class_token_maps_have_a_colour_bar(tmp_path, monkeypatch):
     from attnkit.models.vision import VisionConfig
 
     figures = []
-    monkeypatch.setattr("attnkit.viz.image_attention._save", lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr("attnkit.viz.image_attention.save_figure", lambda fig, path: figures.append(fig) or path)
     cfg = VisionConfig()  # 8 x 8, 2 x 2 patches: 16 patches + the class token
     class_token_maps(torch.rand(1, 8, 8), torch.rand(2, 4, 17, 17).softmax(-1), cfg, tmp_path / "m.png", title="x")
     fig = figures[0]
@@ -88,7 +78,7 @@ def test_frame_attention_maps(tmp_path, monkeypatch):
     from attnkit.viz.frame_attention import frame_attention_maps
 
     figures = []
-    monkeypatch.setattr("attnkit.viz.frame_attention._save", lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr("attnkit.viz.frame_attention.save_figure", lambda fig, path: figures.append(fig) or path)
     frame_attention_maps(torch.randn(40, 20), torch.rand(2, 3, 20, 20).softmax(-1), tmp_path / "s.png",
                          title="3.wav: 3", frames_per_step=2)
     fig = figures[0]
@@ -115,15 +105,15 @@ def test_cross_attention_png_one_colour_map_a_colour_bar_and_repeats_told_apart(
     from attnkit.viz import alignment
 
     figures = []
-    monkeypatch.setattr(alignment, "_save", lambda fig, path: figures.append(fig) or path)
-    monkeypatch.setattr(hm._pyplot(), "close", lambda fig: None)
+    monkeypatch.setattr(alignment, "save_figure", lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr(figure.pyplot(), "close", lambda fig: None)
     w = torch.rand(2, 3, 4).softmax(-1)
     alignment.cross_attention_png(w, ["ein", "Hund", "ein", "</s>"], ["a", "dog", "a"], tmp_path / "c.png", title="t")
     fig = figures[0]
     panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>" and ax.images]
     bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
     assert len(panels) == 3 and len(bars) == 1 and bars[0].get_ylim() == (0.0, 1.0)
-    assert {ax.images[0].get_cmap().name for ax in panels} == {hm.CMAP}  # the pages' blue, not viridis
+    assert {ax.images[0].get_cmap().name for ax in panels} == {figure.CMAP}  # the pages' blue, not viridis
     assert [t.get_text() for t in panels[1].get_xticklabels()] == ["ein@1", "Hund@2", "ein@3", "</s>@4"]
     assert [t.get_text() for t in panels[1].get_yticklabels()] == ["a@1", "dog@2", "a@3"]
     assert "key" in panels[0].get_xlabel() and "query" in panels[0].get_ylabel()
@@ -132,8 +122,8 @@ def test_cross_attention_png_one_colour_map_a_colour_bar_and_repeats_told_apart(
 def test_heatmap_in_the_lectures_layout(tmp_path, monkeypatch):
     """queries_as="columns": A' as the lecture writes it, a column per query; the axes say so."""
     figures = []
-    monkeypatch.setattr(hm, "_save", lambda fig, path: figures.append(fig) or path)
-    monkeypatch.setattr(hm._pyplot(), "close", lambda fig: None)
+    monkeypatch.setattr(hm, "save_figure", lambda fig, path: figures.append(fig) or path)
+    monkeypatch.setattr(figure.pyplot(), "close", lambda fig: None)
     w = torch.rand(3, 5).softmax(-1)  # 3 queries, 5 keys
     hm.attention_heatmap(w, tmp_path / "h.png", queries=list("abc"), keys=list("vwxyz"), queries_as="columns")
     ax = figures[0].axes[0]

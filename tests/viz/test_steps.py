@@ -9,6 +9,7 @@ import torch
 import attnkit
 from attnkit.cli.main import main
 from attnkit.viz.steps_page import read_steps_html
+from attnkit.viz.translation import steps_page
 from tests.pretrained.translation_run import make_run
 from tests.viz.test_decoder import TEXT, nat_run
 
@@ -86,7 +87,7 @@ def test_autoregressive_steps_forcing_and_the_page(tmp_path, capsys, open_page):
 
 def test_nat_passes_and_the_page(tmp_path, open_page):
     tr = attnkit.load_pretrained(nat_run(tmp_path))
-    path, lines = tr.steps_page(TEXT, tmp_path / "steps.html", iterations=3)
+    path, lines = steps_page(tr, TEXT, tmp_path / "steps.html", iterations=3)
     with pytest.raises(ValueError, match="writes every token at once; there is no step to force"):
         tr.steps(TEXT, force=[(1, "a")], iterations=3)
     ids, mask = tr.batch([tr.source_ids(TEXT)])

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...nn.limits import check_fields, check_unique, floats, ints
+from ...nn.limits import floats, ints
+from .fields import check, lr_field, seeds_field, trained_field
 
 __all__ = ["DataSizeConfig", "MODELS", "QUICK"]
 
@@ -19,9 +20,8 @@ class DataSizeConfig:
 
     sizes: tuple[int, ...] = field(default=(300, 1000, 3000, 10000, 30000, 55000), metadata={
         "help": "training-set sizes (images, at most 55000: MNIST's train split less its 5000 dev images)"})
-    models: tuple[str, ...] = field(default=MODELS, metadata={"help": "the models to train", "choices": MODELS})
-    seeds: int = field(default=3, metadata={"help": "seeds per point (0, 1, ...): subset, initialisation, order",
-                                            "range": ints(1, 100)})
+    models: tuple[str, ...] = trained_field(MODELS)
+    seeds: int = seeds_field("subset, initialisation, order")
     side: int = field(default=14, metadata={"help": "images are averaged down to side x side pixels (28 or 14)",
                                             "choices": (28, 14)})
     d_model: int = field(default=64, metadata={"help": "width of the attention models", "range": ints(4, 1024)})
@@ -40,29 +40,20 @@ class DataSizeConfig:
         "range": floats(0, 10**4, open_low=True)})
     min_steps: int = field(default=200, metadata={"help": "budget: fewest steps at any size", "range": ints(1, 10**6)})
     max_steps: int = field(default=400, metadata={"help": "budget: most steps at any size", "range": ints(1, 10**6)})
-    cnn_lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate for the CNN",
-                                                  "range": floats(0, 1, open_low=True)})
-    attention_lr: float = field(default=3e-3, metadata={
-        "help": "AdamW's peak learning rate for the two attention models", "range": floats(0, 1, open_low=True)})
+    cnn_lr: float = lr_field(3e-3, " for the CNN")
+    attention_lr: float = lr_field(3e-3, " for the two attention models")
     test_images: int = field(default=10000, metadata={"help": "test images scored", "range": ints(1, 10000)})
     dev_images: int = field(default=1000, metadata={"help": "dev images scored (for choosing learning rates)",
                                                     "range": ints(1, 5000)})
 
     def __post_init__(self):
-        check_fields(self)
-        check_unique(self, "sizes", "models")
-        if not self.sizes or any(not isinstance(n, int) or n < 10 or n > 55000 for n in self.sizes):
-            raise ValueError(f"DataSizeConfig: `sizes` must be whole numbers in [10, 55000], got {self.sizes}")
-        if not self.models or any(m not in MODELS for m in self.models):
-            raise ValueError(f"DataSizeConfig: `models` must be some of {MODELS}, got {self.models}")
+        check(self, whole={"sizes": (10, 55000)}, choices={"models": MODELS}, heads=4)
         if self.side not in (28, 14):
             raise ValueError(f"DataSizeConfig: `side` must be 28 or 14, got {self.side}")
         for name in ("patch", "window_patch"):
             if self.side % getattr(self, name):
                 raise ValueError(f"DataSizeConfig: `{name}` {getattr(self, name)} does not divide the "
                                  f"{self.side}-pixel side")
-        if self.d_model % 4:
-            raise ValueError(f"DataSizeConfig: `d_model` must be a multiple of the 4 heads, got {self.d_model}")
         if self.min_steps > self.max_steps:
             raise ValueError(f"DataSizeConfig: `min_steps` {self.min_steps} > `max_steps` {self.max_steps}")
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...nn.limits import check_fields, check_unique, floats, ints
+from ...nn.limits import ints
+from .fields import check, lr_field, seeds_field, trained_field
 
 __all__ = ["PositionsConfig", "ENCODINGS", "QUICK", "FULL"]
 
@@ -17,15 +18,13 @@ ENCODINGS = ("sinusoidal", "learned", "relative", "rope", "alibi", "none")
 class PositionsConfig:
     """The positions experiment: encodings, training and test lengths, model size, the budget."""
 
-    encodings: tuple[str, ...] = field(default=ENCODINGS, metadata={"help": "the positional encodings to train",
-                                                                     "choices": ENCODINGS})
+    encodings: tuple[str, ...] = trained_field(ENCODINGS, "the positional encodings to train")
     train_length: int = field(default=64, metadata={"help": "longest training sequence", "range": ints(2, 4096)})
     min_train_length: int = field(default=8, metadata={
         "help": "shortest training sequence (each step draws its length uniformly in between)", "range": ints(2, 4096)})
     test_lengths: tuple[int, ...] = field(default=(64, 128, 256, 512), metadata={
         "help": "lengths the trained models are scored at"})
-    seeds: int = field(default=3, metadata={"help": "seeds per point (0, 1, ...): data and initialisation",
-                                            "range": ints(1, 100)})
+    seeds: int = seeds_field("data and initialisation")
     vocab: int = field(default=16, metadata={"help": "symbols a token takes (chance = 1 / vocab)",
                                              "range": ints(2, 4096)})
     d_model: int = field(default=64, metadata={"help": "model width", "range": ints(4, 1024)})
@@ -34,19 +33,12 @@ class PositionsConfig:
         "help": "relative: distances beyond this share one embedding", "range": ints(1, 4096)})
     steps: int = field(default=1000, metadata={"help": "training steps per encoding", "range": ints(1, 10**6)})
     batch_size: int = field(default=32, metadata={"help": "sequences per step", "range": ints(1, 4096)})
-    lr: float = field(default=3e-3, metadata={"help": "AdamW's peak learning rate",
-                                              "range": floats(0, 1, open_low=True)})
+    lr: float = lr_field(3e-3)
     test_sequences: int = field(default=200, metadata={"help": "test sequences per length (and as many dev)",
                                                        "range": ints(1, 10**6)})
 
     def __post_init__(self):
-        check_fields(self)
-        check_unique(self, "encodings", "test_lengths")
-        if not self.encodings or any(e not in ENCODINGS for e in self.encodings):
-            raise ValueError(f"PositionsConfig: `encodings` must be some of {ENCODINGS}, got {self.encodings}")
-        if not self.test_lengths or any(not isinstance(n, int) or n < 2 or n > 65536 for n in self.test_lengths):
-            raise ValueError(f"PositionsConfig: `test_lengths` must be whole numbers in [2, 65536], "
-                             f"got {self.test_lengths}")
+        check(self, whole={"test_lengths": (2, 65536)}, choices={"encodings": ENCODINGS})
         if self.min_train_length > self.train_length:
             raise ValueError(f"PositionsConfig: `min_train_length` {self.min_train_length} > `train_length` "
                              f"{self.train_length}")

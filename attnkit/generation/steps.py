@@ -3,12 +3,12 @@ the decoder's input row (the start token and every token chosen so far, fed back
 their probabilities, and the one chosen. Forcing another token at a step shows what the rest becomes ("one wrong
 step, every step wrong").
 
-``walk(model, memory, mask, ids, ...)`` decodes greedily through the model's own public calls (``decode_step`` with
-its K/V cache; nothing kept on the model), the same rules as ``attnkit.generation.generate``'s greedy search
-(``generation.logits.constrain``: suppressed ids never chosen), so the free walk is the translation greedy decoding
-gives. ``prefix`` forces the first tokens (a forced step still shows the model's own candidates there).
+``walk(model, memory, mask, ids, ...)`` is ``search.greedy_or_sample``'s own loop (the model's ``decode_step`` with
+its K/V cache, ``logits.constrain``'s rules: suppressed ids never chosen) with a hook (``search.OnStep``) that notes
+each step's candidates and writes the forced tokens, so the free walk is the translation greedy decoding gives.
+``prefix`` forces the first tokens (a forced step still shows the model's own candidates there).
 ``autoregressive_steps`` makes the free walk, each listed candidate's continuation (the candidate forced at its
-step, greedy after) and the walks of ``force`` ({step: token id}).
+step, greedy after) and the walks of ``force`` ({step: token id}). The page: ``attnkit.viz.steps_page``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from ..generation.logits import constrain
-from ..generation.protocol import TokenIds
+from .protocol import TokenIds
+from .search import greedy_or_sample
 
 __all__ = ["Step", "Steps", "walk", "autoregressive_steps"]
 
@@ -46,6 +46,23 @@ class Steps:
         return [s.chosen for s in walk]
 
 
+class _Record:
+    """``greedy_or_sample``'s ``on_step`` for one sentence: notes each step's candidates (their probabilities after
+    the rules) and the token written, the token of ``force`` where it names the step."""
+
+    def __init__(self, candidates: int, force: dict[int, int]):
+        self.candidates, self.force, self.steps = candidates, force, []
+
+    def __call__(self, step: int, rows: Tensor, logp: Tensor, chosen: Tensor) -> Tensor:
+        logp = logp[0]  # (V,)
+        best = logp.topk(min(self.candidates, logp.shape[0]))
+        top = [(int(i), float(p)) for i, p in zip(best.indices, best.values.exp()) if p > 0]
+        forced = step in self.force
+        token = self.force[step] if forced else int(chosen[0])
+        self.steps.append(Step(token, float(logp[token].exp()), top, forced))
+        return chosen.new_tensor([token])
+
+
 @torch.no_grad()
 def walk(model, memory: Tensor, mask: Tensor | None, ids: TokenIds, *, max_new_tokens: int,
          suppress: Tensor | None = None, candidates: int = 5, prefix: list[int] = (),
@@ -55,24 +72,11 @@ def walk(model, memory: Tensor, mask: Tensor | None, ids: TokenIds, *, max_new_t
     ``prefix`` are written at steps 0, 1, ... and ``force`` {step: token} at its steps, the model's choice elsewhere.
     Stops after END or ``max_new_tokens`` steps. ``forced_eos`` and ``renormalize``: ``generate``'s
     ``forced_eos_token_id`` (the last step's token) and ``renormalize_logits``."""
-    force = {**{i: t for i, t in enumerate(prefix)}, **(force or {})}
-    steps: list[Step] = []
-    cache, token = None, ids.start
-    for step in range(max_new_tokens):
-        out = model.decode_step(torch.tensor([[token]], device=memory.device), memory, mask, cache, use_cache=True)
-        cache = out.cache
-        logits = out.logits[0:1]  # (1, V)
-        logp = constrain(logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1), step=step,
-                         eos_token_id=ids.eos, suppress=suppress, renormalize=renormalize,
-                         force=None if forced_eos is None else (max_new_tokens - 1, forced_eos))[0]  # (V,)
-        best = logp.topk(min(candidates, logp.shape[0]))
-        top = [(int(i), float(p)) for i, p in zip(best.indices, best.values.exp()) if p > 0]
-        forced = step in force
-        token = force[step] if forced else top[0][0]
-        steps.append(Step(token, float(logp[token].exp()), top, forced))
-        if token == ids.eos:
-            break
-    return steps
+    record = _Record(candidates, {**{i: t for i, t in enumerate(prefix)}, **(force or {})})
+    greedy_or_sample(model, memory, mask, ids, max_new_tokens=max_new_tokens, min_new_tokens=0, suppress=suppress,
+                     use_cache=True, output_attentions=False, length_penalty=1.0, forced_eos=forced_eos,
+                     renormalize=renormalize, on_step=record)
+    return record.steps
 
 
 def autoregressive_steps(model, memory: Tensor, mask: Tensor | None, ids: TokenIds, *, max_new_tokens: int,

@@ -7,7 +7,7 @@ model: an object that passes every call on to the model and notes the rows the d
 for them (``output_logits``). Nothing is kept on the model and the decoding is mask_predict's own, so the last
 pass is the translation ``mask_predict`` returns (the tests check it). Each prediction is the most likely allowed
 token (pad, the mask token, the ``suppress_tokens`` and, with a length classifier, END never written: the rule
-of mask_predict's module doc) with its probability.
+of mask_predict's module doc) with its probability. The page: ``attnkit.viz.steps_page``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..generation.mask_predict import mask_predict
+from .mask_predict import mask_predict
 
 __all__ = ["Pass", "Candidate", "NATSteps", "nat_steps"]
 
