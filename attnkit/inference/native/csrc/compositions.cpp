@@ -17,8 +17,10 @@
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace ATTNKIT_VARIANT::attnkit_ops;
   const auto nogil = py::call_guard<py::gil_scoped_release>();
-  py::class_<LayerWeights>(m, "LayerWeights", "a Transformer layer's packed weights and settings, checked once "
-                           "(layer_weights.h)")
+  // module_local: two builds of these kernels in one process (another variant, or another commit in an A/B)
+  // each keep their own Python types.
+  py::class_<LayerWeights>(m, "LayerWeights", py::module_local(),
+                           "a Transformer layer's packed weights and settings, checked once (layer_weights.h)")
       .def(py::init<const TensorPair&, const TensorPair&, const TensorPair&, const TensorPair&, const TensorPair&,
                     const TensorPair&, const std::optional<TensorPair>&, const std::optional<TensorPair>&,
                     const std::optional<TensorPair>&, int64_t, bool, int64_t, double, double>(),
@@ -30,10 +32,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def_readonly("blocked", &LayerWeights::blocked)
       .def_readonly("d", &LayerWeights::d)
       .def_readonly("num_heads", &LayerWeights::num_heads);
-  py::class_<LayerStack>(m, "LayerStack", "layers of one kind and the same settings, run in one call")
+  py::class_<LayerStack>(m, "LayerStack", py::module_local(),
+                         "layers of one kind and the same settings, run in one call")
       .def(py::init<std::vector<LayerWeights>>(), py::arg("layers"))
       .def("__len__", [](const LayerStack& s) { return s.layers.size(); });
-  py::class_<PackedRows>(m, "PackedRows", "a linear layer in both of small_linear's layouts, chosen by the rows")
+  py::class_<PackedRows>(m, "PackedRows", py::module_local(),
+                         "a linear layer in both of small_linear's layouts, chosen by the rows")
       .def(py::init<at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t>(), py::arg("blocked"), py::arg("panels"),
            py::arg("bias"), py::arg("panels_from"), py::arg("outputs"));
   m.def("layer_forward", &layer_forward, "one encoder layer, or non-autoregressive decoder layer, over every "
@@ -47,8 +51,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "(a decoding step: small_linear and short_forward in one call)", py::arg("x"), py::arg("layer"),
         py::arg("keys"), py::arg("values"), py::arg("t"), py::arg("cross_keys"), py::arg("cross_values"),
         py::arg("cross_lengths"), py::arg("group"), nogil);
-  py::class_<NatFirstPass>(m, "NatFirstPass", "a non-autoregressive model's first pass over one unpadded "
-                           "sentence, in one call (nat_first_pass.h)")
+  py::class_<NatFirstPass>(m, "NatFirstPass", py::module_local(),
+                           "a non-autoregressive model's first pass over one unpadded sentence, in one call "
+                           "(nat_first_pass.h)")
       .def(py::init<LayerStack, LayerStack, at::Tensor, at::Tensor, at::Tensor, std::optional<TensorPair>,
                     std::optional<TensorPair>, double, std::optional<PackedRows>, int64_t,
                     std::optional<std::pair<int64_t, int64_t>>, PackedRows, PackedRows, int64_t, int64_t>(),
