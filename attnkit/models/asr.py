@@ -39,13 +39,14 @@ from .asr_frontend import SUBSAMPLES, Frontend, half
 from .seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
 
 __all__ = ["AsrConfig", "AsrModel", "Encoded", "PAD", "BOS", "EOS", "FIRST_DIGIT", "BLANK", "NUM_TOKENS", "NUM_CLASSES",
-           "digit_tokens", "token_digits", "label_of_tokens"]
+           "STREAMING_WINDOW", "digit_tokens", "token_digits", "label_of_tokens"]
 
 PAD, BOS, EOS = 0, 1, 2
 FIRST_DIGIT = 3  # token id of digit 0
 NUM_TOKENS = FIRST_DIGIT + 10
 BLANK = 0  # CTC class 0; digit d is class 1 + d
 NUM_CLASSES = 11
+STREAMING_WINDOW = (16, 0)  # a streaming model's window unless one is given: no right context
 
 
 def digit_tokens(digits) -> list[int]:
@@ -81,7 +82,7 @@ class AsrConfig:
     n_mels: int = field(default=40, metadata={"help": "log-mel bins per frame", "range": ints(1, 512)})
     window: tuple[int, int] | None = field(default=(8, 8), metadata={
         "help": "truncated self-attention in the encoder: (left, right) encoder steps (80 ms each at subsample 8) "
-                "each step sees; None = all"})
+                "each step sees, or None (full) for every step"})
     streaming: bool = field(default=False, metadata={
         "help": "causal convolutions and a window without right context: the encoder runs on chunks as they come"})
     kernel: int = field(default=5, metadata={"help": "width in time of the front end's convolutions",

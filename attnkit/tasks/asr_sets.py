@@ -3,7 +3,9 @@
 - ``recordings``: recordings held out, utterances of FSDD's test recordings (index 0-4) of the training
   speakers, none of which is in a training utterance;
 - ``speaker``: speaker held out (runs trained with ``--holdout-speaker``), utterances of every recording of
-  that speaker.
+  that speaker;
+- ``dev_speaker``: a second speaker held out (``--dev-speaker``), scored like a test set but there to choose
+  settings on, never the test speaker.
 
 The dev and test sets have fixed seeds, the same for every run; the training set's seed is the run's.
 A TSV file (``path<TAB>transcript`` per line, an optional header, paths relative to the file) is scored too.
@@ -23,14 +25,19 @@ from ..data.sound import read_audio
 from ..models.asr import BOS, EOS, digit_tokens
 from ..train.progress import ticker
 
-__all__ = ["set_meta", "test_names", "make_sets", "examples", "named_sets", "read_tsv", "SEEDS"]
+__all__ = ["set_meta", "test_names", "report_names", "make_sets", "examples", "named_sets", "read_tsv", "SEEDS",
+           "DATA_NAMES"]
 
-SEEDS = {"dev": 1_000_001, "recordings": 1_000_002, "speaker": 1_000_003}  # the same for every run
-TITLES = {"recordings": "recordings held out", "speaker": "speaker held out", "dev": "dev"}
+SEEDS = {"dev": 1_000_001, "recordings": 1_000_002, "speaker": 1_000_003, "dev_speaker": 1_000_004}  # every run's
+TITLES = {"recordings": "recordings held out", "speaker": "speaker held out", "dev": "dev",
+          "dev_speaker": "dev speaker held out"}
+DATA_NAMES = {"test": "test", "recordings": "recordings", "speaker": "speaker", "dev": "dev",
+              "dev-speaker": "dev_speaker"}  # evaluate --data WORD -> a set name ("test": every test set)
 
 
 def set_meta(args, seed: int) -> dict:
     return {"digits": DigitsConfig().to_dict(), "holdout_speaker": args.holdout_speaker,
+            "dev_speaker": args.dev_speaker,
             "utterances": {"train": args.train_utterances, "dev": args.dev_utterances, "test": args.test_utterances},
             "train_seed": seed}
 
@@ -39,10 +46,15 @@ def test_names(meta: dict) -> tuple[str, ...]:
     return ("recordings", "speaker") if meta.get("holdout_speaker") else ("recordings",)
 
 
+def report_names(meta: dict) -> tuple[str, ...]:
+    """The sets a run is scored on when it ends: its test sets, and its dev speaker's when it has one."""
+    return test_names(meta) + (("dev_speaker",) if meta.get("dev_speaker") else ())
+
+
 def make_sets(meta: dict, names, *, path=None, download: bool = False, root=None) -> dict[str, DigitUtterances]:
-    """{name: DigitUtterances} for names among train, dev, recordings, speaker."""
+    """{name: DigitUtterances} for names among train, dev, recordings, speaker, dev_speaker."""
     recs = load_fsdd(path, download=download, root=root)
-    pool = pools(recs, meta.get("holdout_speaker"))
+    pool = pools(recs, meta.get("holdout_speaker"), meta.get("dev_speaker"))
     cfg = DigitsConfig.from_dict(meta["digits"])
     n = meta["utterances"]
     out = {}
@@ -50,8 +62,10 @@ def make_sets(meta: dict, names, *, path=None, download: bool = False, root=None
         if name == "speaker" and not meta.get("holdout_speaker"):
             raise ValueError("evaluate: this run was trained on every speaker, so it has no speaker-held-out test "
                              "set (train with --holdout-speaker NAME)")
+        if name == "dev_speaker" and not meta.get("dev_speaker"):
+            raise ValueError("evaluate: this run has no dev speaker held out (train with --dev-speaker NAME)")
         source = {"recordings": "test", "speaker": "test_speaker"}.get(name, name)
-        count = n["test"] if name in ("recordings", "speaker") else n[name]
+        count = n["test"] if name in ("recordings", "speaker", "dev_speaker") else n[name]
         seed = meta["train_seed"] if name == "train" else SEEDS[name]
         out[name] = DigitUtterances(pool[source], count, seed, cfg)
     return out
@@ -80,7 +94,7 @@ def read_tsv(path: str | Path) -> tuple[list[Path], list[list[int]]]:
     """A TSV of ``path<TAB>transcript`` (``attnkit asr generate`` writes one) -> (WAV paths, digit lists)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"evaluate: --data {path}: no such file (expected test, recordings, speaker, dev or a TSV)")
+        raise ValueError(f"evaluate: --data {path}: no such file (expected {', '.join(DATA_NAMES)} or a TSV)")
     wavs, refs = [], []
     for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         cols = line.split("\t")
@@ -96,16 +110,25 @@ def read_tsv(path: str | Path) -> tuple[list[Path], list[list[int]]]:
     return wavs, refs
 
 
-def named_sets(meta: dict, data: str, args=None) -> dict[str, tuple[list[np.ndarray], list[list[int]]]]:
-    """{title: (samples of each utterance, reference digits)} for ``--data``."""
-    rate = FeatureConfig(**meta["features"]).sample_rate
-    if data not in ("test", "recordings", "speaker", "dev"):
+def title(meta: dict, name: str) -> str:
+    """How a set is named in what ``evaluate`` prints: ``speaker held out (george)``."""
+    who = {"speaker": meta.get("holdout_speaker"), "dev_speaker": meta.get("dev_speaker")}.get(name)
+    return TITLES[name] + (f" ({who})" if who else "")
+
+
+def sets_of(meta: dict, names, args=None, path=None) -> dict[str, tuple[str, list[np.ndarray], list[list[int]]]]:
+    """{set name: (title, samples of each utterance, reference digits)} of the run's sets ``names`` (FSDD from
+    ``path``, else from ``args``' --data-dir, --download as ``load_fsdd`` finds it)."""
+    sets = make_sets(meta, names, path=path, download=getattr(args, "download", False),
+                     root=getattr(args, "data_dir", None))
+    return {name: (title(meta, name), [u.samples for u in utts], [list(u.digits) for u in utts])
+            for name, utts in sets.items()}
+
+
+def named_sets(meta: dict, data: str, args=None) -> dict[str, tuple[str, list[np.ndarray], list[list[int]]]]:
+    """``sets_of`` the sets ``--data`` names (``DATA_NAMES``; test: every test set), or a TSV's (named ``tsv``)."""
+    if data not in DATA_NAMES:
         wavs, refs = read_tsv(data)
-        return {str(data): ([read_audio(w, rate) for w in wavs], refs)}
-    names = test_names(meta) if data == "test" else (data,)
-    sets = make_sets(meta, names, download=getattr(args, "download", False), root=getattr(args, "data_dir", None))
-    out = {}
-    for name, utts in sets.items():
-        title = TITLES[name] + (f" ({meta['holdout_speaker']})" if name == "speaker" else "")
-        out[title] = ([u.samples for u in utts], [list(u.digits) for u in utts])
-    return out
+        rate = FeatureConfig(**meta["features"]).sample_rate
+        return {"tsv": (str(data), [read_audio(w, rate) for w in wavs], refs)}
+    return sets_of(meta, test_names(meta) if data == "test" else (DATA_NAMES[data],), args)

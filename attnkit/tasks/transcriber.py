@@ -34,7 +34,7 @@ from ..models.asr import BOS, EOS, FIRST_DIGIT, PAD, label_of_tokens, token_digi
 from ..train.metrics import floor
 from ..train.progress import ticker
 
-__all__ = ["Transcriber", "AsrAlignment", "digit_errors", "score_lines", "split_long"]
+__all__ = ["Transcriber", "AsrAlignment", "digit_errors", "score_set", "score_lines", "lines_of", "split_long"]
 
 MODES = ("ctc", "greedy", "beam", "joint")
 
@@ -232,14 +232,15 @@ def describe(mode: str, beam: int, w: float) -> str:
     return names[mode]
 
 
-def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[list[int]], *, beam: int,
-                modes: Sequence[str] = MODES, ctc_weight: float | None = None, bars: bool | None = None) -> list[str]:
-    """Digit error rate (edits / reference digits) and utterance accuracy of each decoding mode: lines.
+def score_set(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[list[int]], *, beam: int,
+              modes: Sequence[str] = MODES, ctc_weight: float | None = None, bars: bool | None = None) -> dict:
+    """Each decoding mode's scores of one set: ``{"utterances", "digits", "modes": {mode: {"decoding", "der" (digit
+    error rate, %: edits / reference digits), "sub", "del", "ins", "utterance_accuracy" (%), "seconds"}}}``.
     ``ctc_weight``: the joint mode's (default: the run's). While decoding: a bar or plain lines (``bars``)."""
     w = tr.ctc_weight if ctc_weight is None else ctc_weight
     frames = [log_mel(x, tr.features) for x in audio]
     n_digits = sum(len(r) for r in refs)
-    lines = [f"{name}: {len(refs)} utterances, {n_digits} digits"]
+    out = {"utterances": len(refs), "digits": n_digits, "modes": {}}
     for mode in modes:
         kw = {"ctc": dict(ctc=True), "greedy": dict(beam=1, ctc_weight=0.0), "beam": dict(beam=beam, ctc_weight=0.0),
               "joint": dict(beam=beam, ctc_weight=w)}[mode]
@@ -247,12 +248,25 @@ def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[
         tick = ticker(f"{name}: decoding, {describe(mode, beam, w)}", len(frames), "utterances", bars=bars)
         hyps = tr.decode(frames, progress=tick.update, **kw)
         tick.close()
-        seconds = time.perf_counter() - t0
         errs = [digit_errors(r, h) for r, h in zip(refs, hyps)]
         s, d, i = (sum(e[k] for e in errs) for k in range(3))
         exact = sum(r == h for r, h in zip(refs, hyps))
-        der = 100 * (s + d + i) / max(n_digits, 1)
-        acc = floor(100 * exact / max(len(refs), 1), 2)
-        lines.append(f"  {describe(mode, beam, w):<18} digit error rate {der:.2f}% ({s} sub, {d} del, "
-                     f"{i} ins)  utterance accuracy {acc}%  ({seconds:.1f} s)")
+        out["modes"][mode] = {"decoding": describe(mode, beam, w), "der": 100 * (s + d + i) / max(n_digits, 1),
+                              "sub": s, "del": d, "ins": i,
+                              "utterance_accuracy": floor(100 * exact / max(len(refs), 1), 2),
+                              "seconds": time.perf_counter() - t0}
+    return out
+
+
+def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[list[int]], **kwargs) -> list[str]:
+    """``score_set``'s numbers as lines: the set, then each decoding's digit error rate and utterance accuracy."""
+    return lines_of(name, score_set(tr, name, audio, refs, **kwargs))
+
+
+def lines_of(name: str, scores: dict) -> list[str]:
+    """``score_set``'s result as the lines ``evaluate`` prints."""
+    lines = [f"{name}: {scores['utterances']} utterances, {scores['digits']} digits"]
+    for m in scores["modes"].values():
+        lines.append(f"  {m['decoding']:<18} digit error rate {m['der']:.2f}% ({m['sub']} sub, {m['del']} del, "
+                     f"{m['ins']} ins)  utterance accuracy {m['utterance_accuracy']}%  ({m['seconds']:.1f} s)")
     return lines
