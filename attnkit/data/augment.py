@@ -10,7 +10,7 @@ each returns float32 samples.
 - ``coloured_noise(n, exponent, rng)``: Gaussian noise whose power falls as 1 / f^exponent (0 white, 1 pink,
   2 brown), unit RMS;
 - ``add_noise(x, noise, snr_db, rate)``: noise scaled to a signal-to-noise ratio against the speech's power
-  (``speech_power``: the mean power of the 20 ms frames within 30 dB of the loudest, so silences do not count);
+  (``attnkit.data.silence.speech_power``: silences do not count);
 - ``room_impulse_response(rt60, rate, rng)``: a synthetic room: the direct path, then Gaussian noise decaying by
   60 dB in ``rt60`` seconds (Polack's statistical model of late reverberation), at a direct-to-reverberant ratio
   drawn from ``DRR_DB``;
@@ -23,13 +23,13 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["speed_perturb", "coloured_noise", "speech_power", "add_noise", "room_impulse_response", "reverberate",
-           "SPEED_FACTORS", "DRR_DB"]
+from .silence import speech_power
+
+__all__ = ["speed_perturb", "coloured_noise", "add_noise", "room_impulse_response", "reverberate", "SPEED_FACTORS",
+           "DRR_DB"]
 
 SPEED_FACTORS = (0.9, 1.0, 1.1)  # Kaldi's and ESPnet's recipes
 DRR_DB = (0.0, 10.0)  # direct-to-reverberant ratio of a synthetic room, dB (low, high)
-FRAME_SECONDS = 0.02  # frames over which speech_power finds the speech
-ACTIVE_DB = 30.0  # frames within this many dB of the loudest count as speech
 
 
 def speed_perturb(x: np.ndarray, factor: float) -> np.ndarray:
@@ -59,19 +59,6 @@ def coloured_noise(n: int, exponent: float, rng: np.random.Generator) -> np.ndar
     y -= y.mean()
     rms = float(np.sqrt(np.mean(y ** 2)))
     return (y / rms if rms > 0 else y).astype(np.float32)
-
-
-def speech_power(x: np.ndarray, rate: int) -> float:
-    """Mean power of the 20 ms frames within 30 dB of the loudest one (0 for silence)."""
-    hop = max(1, int(FRAME_SECONDS * rate))
-    usable = len(x) // hop * hop
-    if usable == 0:
-        return float(np.mean(np.square(x, dtype=np.float64))) if len(x) else 0.0
-    power = np.square(x[:usable], dtype=np.float64).reshape(-1, hop).mean(1)
-    top = float(power.max())
-    if top <= 0:
-        return 0.0
-    return float(power[power >= top * 10 ** (-ACTIVE_DB / 10)].mean())
 
 
 def add_noise(x: np.ndarray, noise: np.ndarray, snr_db: float, rate: int) -> np.ndarray:

@@ -44,6 +44,7 @@ EVALUATION_DATA = ("asr: test (both test sets the run has), recordings, speaker,
                    "path and transcript (default: test); digit error rate and utterance accuracy")
 LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns a Transcriber
 STREAM_CHUNK = 4  # encoder steps (80 ms each at subsample 8) per chunk when evaluate measures a streaming run's latency
+LEVEL_DB = floats(-200, 20)  # a run's training level (dB of full-scale power): any level a recording can have
 SCORES = "scores.json"  # in the run folder: the closing scores of every set, each decoding (``write_scores``)
 
 
@@ -145,14 +146,14 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     meta = {"features": features.to_dict(), **asr_sets.set_meta(args, seed)}
     sets = asr_sets.make_sets(meta, ("train", "dev", *asr_sets.test_names(meta)), path=args.data,
                               download=args.download, root=args.data_dir)
-    bars = getattr(args, "progress", None)
+    bars, audio = getattr(args, "progress", None), asr_sets.TrainingAudio(features.sample_rate)
     if augment.waveform:  # the samples are kept and the features made per batch
-        train, lengths, mean, std = waveform_examples(sets["train"], features, "train", bars=bars)
+        train, lengths, mean, std = waveform_examples(sets["train"], features, "train", bars=bars, watch=audio)
     else:
-        train = asr_sets.examples(sets["train"], features, "train", bars=bars)
+        train = asr_sets.examples(sets["train"], features, "train", bars=bars, watch=audio)
         lengths, (mean, std) = [e[0].shape[0] for e in train], _normalisation(train)
     dev, test = (asr_sets.examples(sets[name], features, name, bars=bars) for name in ("dev", "recordings"))
-    meta["max_seconds"] = round(max(len(u.samples) for u in sets["train"]) / features.sample_rate, 2)
+    meta.update(audio.meta())
     torch.manual_seed(seed)
     model = AsrModel(cfg)
     model.feature_mean.copy_(mean)
@@ -184,7 +185,7 @@ def check_meta(folder: Path, meta: dict, n_mels: int) -> None:
         raise CheckpointError(f"checkpoint: {source}: `features.n_mels` is {features.n_mels}, but the model takes "
                               f"{n_mels} mel bins")
     for key, rng, default in (("decoding.beam", ints(1, 256), 5), ("decoding.ctc_weight", floats(0, 1), 0.3),
-                              ("max_seconds", floats(0.1, 3600), PIECE_SECONDS),
+                              ("max_seconds", floats(0.1, 3600), PIECE_SECONDS), ("level_db", LEVEL_DB, None),
                               *((f"utterances.{k}", ints(1, 10**7), 1) for k in ("train", "dev", "test")),
                               ("train_seed", SEED, 0)):
         where = meta
@@ -194,8 +195,9 @@ def check_meta(folder: Path, meta: dict, n_mels: int) -> None:
                 raise CheckpointError(f"checkpoint: {source}: `{part}` must be a JSON object, got "
                                       f"{type(where).__name__}")
         value = where.get(key.split(".")[-1], default)
-        if not rng.contains(value):
-            raise CheckpointError(f"checkpoint: {source}: `{key}` must be {rng.text()}, got {value!r:.80}")
+        if not rng.contains(value) and not (value is None and default is None):
+            raise CheckpointError(f"checkpoint: {source}: `{key}` must be {rng.text()}"
+                                  f"{' or null' if default is None else ''}, got {value!r:.80}")
     for key in ("holdout_speaker", "dev_speaker"):
         if not isinstance(meta.get(key), (str, type(None))):
             raise CheckpointError(f"checkpoint: {source}: `{key}` must be a name or null, got {meta.get(key)!r:.80}")

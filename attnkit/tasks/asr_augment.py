@@ -150,10 +150,11 @@ class Augmenter:
         return frames
 
 
-def waveform_examples(utterances, features: FeatureConfig, what: str = "utterances", *, bars: bool | None = None
-                      ) -> tuple[list[tuple[np.ndarray, Tensor]], list[int], Tensor, Tensor]:
+def waveform_examples(utterances, features: FeatureConfig, what: str = "utterances", *, bars: bool | None = None,
+                      watch=None) -> tuple[list[tuple[np.ndarray, Tensor]], list[int], Tensor, Tensor]:
     """Training examples that keep their samples: ([(int16 samples (S,), tokens)], frames of each, and the mean and
-    standard deviation of every mel bin over the unchanged utterances' frames (n_mels,) each)."""
+    standard deviation of every mel bin over the unchanged utterances' frames (n_mels,) each); ``watch(utterance)``
+    sees each one."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # short transforms only lose time handing work between threads
     tick = ticker(f"prepare {what}", len(utterances), "utterances", bars=bars)
@@ -169,6 +170,8 @@ def waveform_examples(utterances, features: FeatureConfig, what: str = "utteranc
             pcm = np.round(np.clip(u.samples, -1.0, 1.0) * PCM_SCALE).astype(np.int16)
             out.append((pcm, torch.tensor([BOS, *digit_tokens(u.digits), EOS])))
             lengths.append(f.shape[0])
+            if watch is not None:
+                watch(u)
             tick.update()
     finally:
         tick.close()

@@ -13,6 +13,7 @@ A TSV file (``path<TAB>transcript`` per line, an optional header, paths relative
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +22,13 @@ import torch
 from ..data.audio import FeatureConfig, log_mel
 from ..data.digits import DigitsConfig, DigitUtterances, pools
 from ..data.fsdd import load_fsdd
+from ..data.silence import speech_power
 from ..data.sound import read_audio
 from ..models.asr import BOS, EOS, digit_tokens
 from ..train.progress import ticker
 
-__all__ = ["set_meta", "test_names", "report_names", "make_sets", "examples", "named_sets", "read_tsv", "SEEDS",
-           "DATA_NAMES"]
+__all__ = ["set_meta", "test_names", "report_names", "make_sets", "examples", "named_sets", "sets_of", "read_tsv",
+           "TrainingAudio", "SEEDS", "DATA_NAMES"]
 
 SEEDS = {"dev": 1_000_001, "recordings": 1_000_002, "speaker": 1_000_003, "dev_speaker": 1_000_004}  # every run's
 TITLES = {"recordings": "recordings held out", "speaker": "speaker held out", "dev": "dev",
@@ -71,11 +73,11 @@ def make_sets(meta: dict, names, *, path=None, download: bool = False, root=None
     return out
 
 
-def examples(utterances, features: FeatureConfig, what: str = "utterances", *,
-             bars: bool | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def examples(utterances, features: FeatureConfig, what: str = "utterances", *, bars: bool | None = None,
+             watch=None) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """[(log-mel frames (T, n_mels), tokens BOS + digits + END)] of every utterance (on one thread: short
     transforms only lose time handing work between threads), with a bar or plain lines (``bars``) saying how
-    far ``prepare WHAT`` is."""
+    far ``prepare WHAT`` is; ``watch(utterance)`` sees each one (``TrainingAudio``)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     tick = ticker(f"prepare {what}", len(utterances), "utterances", bars=bars)
@@ -83,11 +85,31 @@ def examples(utterances, features: FeatureConfig, what: str = "utterances", *,
     try:
         for u in utterances:
             out.append((log_mel(u.samples, features), torch.tensor([BOS, *digit_tokens(u.digits), EOS])))
+            if watch is not None:
+                watch(u)
             tick.update()
         return out
     finally:
         tick.close()
         torch.set_num_threads(threads)
+
+
+class TrainingAudio:
+    """What a run keeps of its training utterances' sound, seen once as they are prepared: the longest (seconds, the
+    longest piece the transcriber decodes at once) and the median speech power (dB, the level the transcriber brings
+    every recording to; ``attnkit.data.silence``)."""
+
+    def __init__(self, rate: int):
+        self.rate, self.longest, self.powers = rate, 0, []
+
+    def __call__(self, u) -> None:
+        self.longest = max(self.longest, len(u.samples))
+        self.powers.append(speech_power(u.samples, self.rate))
+
+    def meta(self) -> dict:
+        level = float(np.median(self.powers)) if self.powers else 0.0
+        return {"max_seconds": round(self.longest / self.rate, 2),
+                "level_db": round(10 * math.log10(level), 2) if level > 0 else None}
 
 
 def read_tsv(path: str | Path) -> tuple[list[Path], list[list[int]]]:

@@ -13,9 +13,9 @@ from attnkit.data.augment import (
     coloured_noise,
     reverberate,
     room_impulse_response,
-    speech_power,
     speed_perturb,
 )
+from attnkit.data.silence import speech_power
 
 RATE = 8000
 
