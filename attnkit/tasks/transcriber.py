@@ -278,7 +278,7 @@ def score_set(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[li
         exact = sum(r == h for r, h in zip(refs, hyps))
         out["modes"][mode] = {"decoding": describe(mode, beam, w), "der": 100 * (s + d + i) / max(n_digits, 1),
                               "sub": s, "del": d, "ins": i,
-                              "utterance_accuracy": floor(100 * exact / max(len(refs), 1), 2),
+                              "utterance_accuracy": 100 * exact / max(len(refs), 1),
                               "seconds": time.perf_counter() - t0}
     return out
 
@@ -293,5 +293,6 @@ def lines_of(name: str, scores: dict) -> list[str]:
     lines = [f"{name}: {scores['utterances']} utterances, {scores['digits']} digits"]
     for m in scores["modes"].values():
         lines.append(f"  {m['decoding']:<18} digit error rate {m['der']:.2f}% ({m['sub']} sub, {m['del']} del, "
-                     f"{m['ins']} ins)  utterance accuracy {m['utterance_accuracy']}%  ({m['seconds']:.1f} s)")
+                     f"{m['ins']} ins)  utterance accuracy {floor(m['utterance_accuracy'], 2)}%  "
+                     f"({m['seconds']:.1f} s)")
     return lines

@@ -16,6 +16,7 @@ import attnkit
 from attnkit.cli.main import build_parser, main
 from attnkit.data.audio import log_mel
 from attnkit.tasks.asr import feature_config
+from attnkit.train.metrics import floor
 from tests.data.test_fsdd import write_set
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -73,7 +74,7 @@ def test_train_reports_both_test_sets_and_evaluate_scores_them(run, capsys):
     assert speaker["utterances"] == 3 and speaker["modes"]["joint"]["decoding"] == "beam 5 + CTC 0.5"
     ctc = scores["sets"]["recordings"]["modes"]["ctc"]
     assert f"CTC one pass       digit error rate {ctc['der']:.2f}% ({ctc['sub']} sub, {ctc['del']} del, " \
-           f"{ctc['ins']} ins)  utterance accuracy {ctc['utterance_accuracy']}%" in text
+           f"{ctc['ins']} ins)  utterance accuracy {floor(ctc['utterance_accuracy'], 2)}%" in text
     assert isinstance(meta["level_db"], float) and -80 < meta["level_db"] < 0  # the transcriber's target level
 
 
