@@ -1,10 +1,12 @@
 """Task glue for ``attnkit train asr``: connected spoken digits (FSDD) -> digit text, hybrid CTC/attention.
 
-Training utterances are made by ``attnkit.data.digits`` from the run's seed; the dev set (utterances of
+Training utterances are made by ``attnkit.data.digits`` from the run's seed and changed anew every epoch
+(``asr_augment``: speed, reverberation, noise, VTLP, SpecAugment, each an option); the dev set (utterances of
 FSDD index 5-9) picks the best checkpoint by the decoder's teacher-forced token accuracy; ``finish`` and
-``attnkit evaluate RUN`` decode the test sets (``asr_sets``): digit error rate (edit distance / reference
-digits) and utterance accuracy, for CTC one pass, greedy, attention beam and beam + CTC. The run loads as
-a ``Transcriber`` (``attnkit.load_pretrained(RUN)``).
+``attnkit evaluate RUN`` decode the test sets (``asr_sets``; and the dev speaker's, ``--dev-speaker``): digit error
+rate (edit distance / reference digits) and utterance accuracy, for CTC one pass, greedy, attention beam and
+beam + CTC; ``finish`` writes them to ``RUN/scores.json``. The run loads as a ``Transcriber``
+(``attnkit.load_pretrained(RUN)``).
 """
 
 from __future__ import annotations
