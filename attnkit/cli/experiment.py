@@ -65,14 +65,11 @@ def _once(values: tuple, text: str) -> tuple:
     return values
 
 
-def _list_type(f, item_choices, words: bool = False):
-    """A comma-separated list: of ``item_choices``, of names (``words``), or of whole numbers in the field's range."""
+def _list_type(f, item_choices):
     def parse(text: str):
         items = [t.strip() for t in text.split(",") if t.strip()]
         if not items:
             raise argparse.ArgumentTypeError(f"a comma-separated list expected, got {text!r}")
-        if words and item_choices is None:
-            return _once(tuple(items), text)
         if item_choices is not None:
             bad = [t for t in items if t not in item_choices]
             if bad:
@@ -99,7 +96,7 @@ def _add_config_options(p: argparse.ArgumentParser, cls, quick) -> None:
         text = f.metadata.get("help", "").replace("%", "%%")
         choices = f.metadata.get("choices")
         if isinstance(default, tuple):
-            kind = _list_type(f, choices, words=bool(default) and isinstance(default[0], str))
+            kind = _list_type(f, choices)
             extra = f"; comma-separated, of: {', '.join(choices)}" if choices else "; comma-separated"
         elif isinstance(default, bool):
             kind, extra = None, ""

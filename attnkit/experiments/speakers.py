@@ -44,7 +44,8 @@ class SpeakersConfig:
     """The folds (speakers x seeds) and the options every fold's ``attnkit train asr`` takes."""
 
     speakers: tuple[str, ...] = field(default=SPEAKERS, metadata={
-        "help": "the speakers held out, one fold each (trained on every other speaker of the data set)"})
+        "help": "the speakers held out, one fold each (trained on every other speaker of the data set; from Python, "
+                "any speakers of a data set laid out as FSDD)", "choices": SPEAKERS})
     seeds: int = field(default=3, metadata={"help": "seeds per fold (0, 1, ...): training utterances, initialisation",
                                             "range": ints(1, 100)})
     train_options: str = field(default="", metadata={

@@ -85,3 +85,5 @@ def test_speakers_are_names_on_the_command_line():
     assert args.speakers == ("george", "theo") and args.seeds == 1
     with pytest.raises(ValueError, match="`speakers` holds 'theo' twice"):
         S.SpeakersConfig(speakers=("theo", "theo"))
+    with pytest.raises(SystemExit):  # on the command line, FSDD's speakers
+        build_parser().parse_args(["experiment", "speakers", "--speakers", "george,alice"])
