@@ -104,8 +104,8 @@ def utterance_rng(seed: int, epoch: int, index: int, k: int) -> np.random.Genera
 class Augmenter:
     """``Task.augment`` of train asr: ``(examples, indices, epoch) -> examples``, each (frames (T, n_mels), tokens).
 
-    ``examples`` hold features (T, n_mels), or 16-bit samples (S,) (``waveform_examples``; needed by the waveform
-    augmentations, whose config flags are ignored on features).
+    ``examples`` hold features (T, n_mels), or 16-bit samples (S,) (``waveform_examples``): the waveform
+    augmentations need the samples; on features only VTLP and the masks apply.
     ``mean`` and ``std`` (n_mels,): the model's feature normalisation (SpecAugment's masks are its mean)."""
 
     def __init__(self, config: AugmentConfig, features: FeatureConfig, seed: int, mean: Tensor, std: Tensor):

@@ -10,8 +10,9 @@
 Before decoding, a recording is mixed down to one channel and resampled to the model's rate (``soxr``, band-limited);
 unless ``as_is``, its leading and trailing silence is trimmed to 0.25 s, its pauses longer than 0.4 s are shortened to
 0.4 s and its level is set to its training utterances' median speech power (``attnkit.data.silence``; runs saved
-before the level was recorded keep theirs), as a microphone's recording seldom is. ``evaluate`` scores its sets as
-they are.
+before the level was recorded keep theirs): a microphone's recording made to look like a training utterance.
+``evaluate`` scores its sets as they are.
+
 Decoding (``decode``): the encoder runs once per batch of utterances (on the inference engine,
 ``attnkit.inference.AsrEngine``); then CTC one pass, or the attention decoder through ``attnkit.generation``
 (greedy, beam search), or its beam search with every step also scored by CTC's prefix probability
