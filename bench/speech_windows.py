@@ -29,6 +29,7 @@ from attnkit.functional import select_backend  # noqa: E402
 from attnkit.masks import for_heads  # noqa: E402
 from attnkit.nn import TransformerConfig  # noqa: E402
 from attnkit.tasks import speech as S  # noqa: E402
+from attnkit.tasks.options import parse_window  # noqa: E402
 from attnkit.tasks.options import speech as SO  # noqa: E402
 from attnkit.train import TrainConfig, Trainer  # noqa: E402
 
@@ -77,7 +78,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|")
     root = args.out or Path(tempfile.mkdtemp(prefix="speech_windows_"))
     for w in args.windows:
-        window = SO.parse_window(w)
+        window = parse_window(w)
         ns = argparse.Namespace(data=args.data, download=False, window=window, subsample=args.subsample, n_mels=40,
                                 holdout_speaker=args.holdout_speaker, dev=False, augment=True)
         task = S.build(ns, enc, seed=args.seed)

@@ -1,6 +1,6 @@
-"""``attnkit transcribe RUN a.wav [b.wav ...] [--ctc] [--beam K] [--ctc-weight W] [--attention DIR]``: one line
-per file, the digits separated by spaces (``7 0 9 1``; with several files ``NAME<TAB>7 0 9 1``); a file that
-cannot be read is a one-line error naming it (the others are still transcribed, the exit status is 1).
+"""``attnkit transcribe RUN a.wav [b.wav ...] [--ctc] [--beam K] [--ctc-weight W] [--attention DIR] [--as-is]``:
+one line per file, the digits separated by spaces (``7 0 9 1``; with several files ``NAME<TAB>7 0 9 1``); a file
+that cannot be read is a one-line error naming it (the others are still transcribed, the exit status is 1).
 
 ``attnkit asr generate --out DIR --seed S --n N``: connected-digit utterances as WAVs + ``transcripts.tsv``.
 """
@@ -29,18 +29,18 @@ def open_transcriber(path: Path, which: str = "best"):
 
 
 def write_attention(tr, samples, name: str, k: int, out_dir: Path, text: str, how: str,
-                    figures: str = "both") -> list[Path]:
+                    figures: str = "both", as_is: bool = False) -> list[Path]:
     """The cross-attention PNG over the sound and the lecture page of one recording: the decoder reading ``text``,
     the transcript printed, which the decoding ``how`` wrote; ``figures``: "png", "html" (the page) or "both"."""
     from ..viz.speech_alignment import speech_cross_attention_png
 
     digits = [int(d) for d in text.split()]
     if figures == "png":
-        page, al = None, tr.attend(samples, digits)
+        page, al = None, tr.attend(samples, digits, as_is=as_is)
     else:
         page, al = tr.lecture(samples, out_dir / f"cross_attention_{k}_lecture.html", digits=digits,
                               title=f"cross-attention over the sound, step by step: {name}: "
-                                    f"{text or '(no digits)'} ({how})")
+                                    f"{text or '(no digits)'} ({how})", as_is=as_is)
     if figures == "html":
         return [page]
     png = speech_cross_attention_png(al.frames, al.weights, al.labels, out_dir / f"cross_attention_{k}.png",
@@ -66,7 +66,7 @@ def run_transcribe(args) -> int:
             print(f"attnkit: error: {e}", file=sys.stderr)
             failed += 1
     names = list(audio)
-    texts = tr.transcribe_arrays([audio[f] for f in names], ctc=args.ctc, beam=args.beam,
+    texts = tr.transcribe_arrays([audio[f] for f in names], as_is=args.as_is, ctc=args.ctc, beam=args.beam,
                                  ctc_weight=args.ctc_weight) if names else []
     for f, text in zip(names, texts):
         print(f"{f}\t{text}" if len(args.files) > 1 else text)
@@ -77,7 +77,7 @@ def run_transcribe(args) -> int:
                   file=sys.stderr)
             how += "; drawn: the decoder reading it"
         for k, f in enumerate(names):
-            for p in write_attention(tr, audio[f], f, k, args.attention, texts[k], how, args.figures):
+            for p in write_attention(tr, audio[f], f, k, args.attention, texts[k], how, args.figures, args.as_is):
                 print(f"wrote {p}", file=sys.stderr)
     return 1 if failed else 0
 
@@ -119,6 +119,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(HTML) to DIR: the decoder reading the transcript printed, titled with the decoding that "
                         "wrote it (default: none)")
     add_figures_option(p, "cross_attention_K_lecture.html", "cross_attention_K.png", when="with --attention: ")
+    p.add_argument("--as-is", action="store_true",
+                   help="decode each recording as it is; without it, silence before the first and after the last "
+                        "sound is trimmed to 0.25 s, pauses longer than 0.4 s are shortened to 0.4 s and the level "
+                        "is set to the training utterances' typical one")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="in a run folder: the checkpoint with the best dev score, or the last one saved")
     add_threads_option(p)

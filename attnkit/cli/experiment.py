@@ -1,8 +1,10 @@
-"""``attnkit experiment {data-size,rnn,positions} --out DIR``: the self-attention lecture's three claims, measured.
+"""``attnkit experiment {data-size,rnn,positions,speakers} --out DIR``: the self-attention lecture's three claims,
+and speech recognition of an unheard voice, measured.
 
     attnkit experiment data-size --out runs/claims/data-size   # CNN vs self-attention by training-set size (MNIST)
     attnkit experiment rnn --out runs/claims/rnn               # GRU / LSTM vs self-attention: distance, time per step
     attnkit experiment positions --out runs/claims/positions   # positional encodings beyond the training length
+    attnkit experiment speakers --out runs/claims/speakers     # train asr leaving each FSDD speaker out in turn
 
 Each writes a figure (PNG), a table (Markdown) and ``results.jsonl`` (one row per trained model) into DIR, and
 ``run.json`` (config, machine, load). ``--quick``: tiny sizes, a check that the pipeline runs. Running again
@@ -32,7 +34,10 @@ EXPERIMENTS = {
     "data-size": ("data_size", "CNN vs self-attention (ViT patches, pixels in a window) by MNIST training-set size"),
     "rnn": ("rnn", "GRU / LSTM vs self-attention: recall accuracy by distance, time per training step by length"),
     "positions": ("positions", "positional encodings trained up to length 64, tested at 64 to 512"),
+    "speakers": ("speakers", "leave one speaker out: attnkit train asr on every FSDD speaker but one, digit errors "
+                             "on that one, each speaker in turn"),
 }
+DATA = {"data-size": "mnist/", "speakers": "fsdd/"}  # the experiments that read a data set, and its folder
 
 
 def _module(name: str):
@@ -57,6 +62,8 @@ def _description(name: str) -> str:
 
 
 def _shown(value) -> str:
+    if isinstance(value, str) and not value:
+        return "none"
     return ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
 
 
@@ -123,8 +130,9 @@ def _add_config_options(p: argparse.ArgumentParser, cls, quick) -> None:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("experiment", help="the self-attention lecture's claims measured: data-size, rnn, positions "
-                                          "(figure, table, results.jsonl)", description=__doc__)
+    p = sub.add_parser("experiment", help="the self-attention lecture's claims measured: data-size, rnn, positions; "
+                                          "and speakers, speech recognition of a voice never heard (figure, table, "
+                                          "results.jsonl)", description=__doc__)
     esub = p.add_subparsers(dest="experiment", metavar="EXPERIMENT")
     esub.required = True
     for name, (_, what) in EXPERIMENTS.items():
@@ -142,10 +150,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         e.add_argument("--max-minutes", type=floats(0, 10**5, open_low=True), default=None, metavar="M",
                        help="start no run after M minutes (those under way finish; the figure and table show what "
                             "is done); the same command again adds the rest (default: no limit)")
-        if name == "data-size":
+        if name in DATA:
             e.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
-                           help="datasets root holding mnist/ (default: $ATTNKIT_DATA, else ../shared/data next to "
-                                "the source checkout, else the download cache)")
+                           help=f"datasets root holding {DATA[name]} (default: $ATTNKIT_DATA, else ../shared/data next "
+                                "to the source checkout, else the download cache)")
         _add_config_options(e, cls, configs.QUICK)
         e.set_defaults(func=run, experiment_name=name)
 
@@ -167,7 +175,7 @@ def run(args) -> int:
     print(f"attnkit experiment {name}{' (quick)' if args.quick else ''}: {args.jobs} process(es) of {threads} torch "
           f"thread(s), load average {load_average()}, writing {args.out}", flush=True)
     t0 = time.perf_counter()
-    extra = {"data_dir": args.data_dir} if name == "data-size" else {}
+    extra = {"data_dir": args.data_dir} if name in DATA else {}
     res = mod.run(args.out, config, command=command, workers=args.jobs, threads=threads,
                   max_minutes=args.max_minutes, **extra)
     print()

@@ -38,8 +38,8 @@ COMMANDS = {
     "lra": ("lra", "LRA-lite: efficient attention variants x long-sequence tasks"),
     "transcribe": ("asr", "transcribe WAV files of spoken digits with a speech recognition run"),
     "asr": ("asr", "speech recognition data: connected spoken digits"),
-    "experiment": ("experiment", "the self-attention lecture's claims measured: data-size, rnn, positions "
-                                 "(figure, table, results.jsonl)"),
+    "experiment": ("experiment", "the self-attention lecture's claims measured: data-size, rnn, positions; and "
+                                 "speakers, speech recognition of a voice never heard (figure, table, results.jsonl)"),
     "info": ("info", "versions, the CPU's instruction sets and the native kernels' variant that runs"),
 }
 COMMAND_MODULES = list(dict.fromkeys(module for module, _ in COMMANDS.values()))

@@ -13,7 +13,8 @@ whatever the set's size and whichever utterances were made before it:
 Pools (``pools``) keep the test recordings out of training: **recordings held out** (FSDD's own test
 split, index 0-4 of each digit and speaker, makes the test set; index 5-9 the dev set; 10-49 training)
 and **speaker held out** (every recording of one speaker is a second test set; the other five speakers'
-recordings make the three pools above).
+recordings make the three pools above); a **dev speaker** can be kept out of training too, for choosing settings on
+a voice that is not the test's.
 ``attnkit asr generate`` writes a set as WAVs plus ``transcripts.tsv`` (``write_set``).
 """
 
@@ -166,17 +167,25 @@ def make_utterance(table: dict[str, list[list[Recording]]], speakers: list[str],
     return Utterance(out, digits, speaker, tuple(r.name for r in recs), tuple(spans))
 
 
-def pools(recs: Sequence[Recording], holdout_speaker: str | None = None) -> dict[str, list[Recording]]:
-    """{"train", "dev", "test"} -> recordings of the training speakers (index 10-49, 5-9, 0-4), and with
-    ``holdout_speaker`` "test_speaker" -> every recording of that speaker; no recording is in two pools."""
+def pools(recs: Sequence[Recording], holdout_speaker: str | None = None, dev_speaker: str | None = None
+          ) -> dict[str, list[Recording]]:
+    """{"train", "dev", "test"} -> recordings of the training speakers (index 10-49, 5-9, 0-4); with
+    ``holdout_speaker`` "test_speaker" -> every recording of that speaker, and with ``dev_speaker`` "dev_speaker" ->
+    every recording of that one (a second voice kept out of training, for choosing settings without the test
+    speaker); no recording is in two pools."""
     speakers = sorted({r.speaker for r in recs})
-    if holdout_speaker is not None and holdout_speaker not in speakers:
-        raise ValueError(f"digits: unknown speaker {holdout_speaker!r}; known: {speakers}")
-    own = [r for r in recs if r.speaker != holdout_speaker]
+    for name, who in (("holdout_speaker", holdout_speaker), ("dev_speaker", dev_speaker)):
+        if who is not None and who not in speakers:
+            raise ValueError(f"digits: unknown speaker {who!r} (`{name}`); known: {speakers}")
+    if dev_speaker is not None and dev_speaker == holdout_speaker:
+        raise ValueError(f"digits: `dev_speaker` must differ from `holdout_speaker`, got {dev_speaker!r} for both")
+    own = [r for r in recs if r.speaker not in (holdout_speaker, dev_speaker)]
     out = {"train": [r for r in own if r.index >= 10], "dev": [r for r in own if 5 <= r.index < 10],
            "test": [r for r in own if r.index < 5]}
     if holdout_speaker is not None:
         out["test_speaker"] = [r for r in recs if r.speaker == holdout_speaker]
+    if dev_speaker is not None:
+        out["dev_speaker"] = [r for r in recs if r.speaker == dev_speaker]
     return out
 
 

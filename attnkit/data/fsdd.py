@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .audio import read_wav
 from .download import cache_dir, data_root, fetch, missing_data
 
 __all__ = ["Recording", "load_fsdd", "official_split", "speaker_split", "SPEAKERS", "SOURCE_URL",
@@ -95,6 +94,8 @@ def load_fsdd(path: str | os.PathLike | None = None, *, download: bool = False, 
               verify: bool = True, root: str | os.PathLike | None = None) -> list[Recording]:
     """All recordings, sorted by name. A full set of 3000 is verified against the pinned content digest
     (``verify=False`` skips it); smaller sets (tests, subsets) are read as they are."""
+    from .audio import read_wav  # torch: imported here, so that SPEAKERS is read without it (--help)
+
     src = _locate(path, download, root)
     files = _read_folder(src) if src.is_dir() else _read_archive(src)
     if not files:

@@ -1,4 +1,4 @@
-"""What the three experiments share: seeds, a training loop bounded by steps, ``results.jsonl`` (resumable),
+"""What the experiments share: seeds, a training loop bounded by steps, ``results.jsonl`` (resumable),
 the machine's state, and the table of means and spreads over seeds.
 
 A run folder holds ``run.json`` (the experiment, its config, the machine) and ``results.jsonl`` (one row per

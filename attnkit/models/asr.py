@@ -34,11 +34,12 @@ from .. import masks
 from ..nn import Decoder, Encoder, LayerCache
 from ..nn.positional import Sinusoidal
 from .asr_frontend import Frontend, out_lengths
-from .configs.asr import BOS, EOS, PAD, AsrConfig
+from .configs.asr import BOS, EOS, PAD, STREAMING_WINDOW, AsrConfig
 from .seq2seq import Seq2SeqModel, StepOutput, memory_mask_from
 
 __all__ = ["AsrConfig", "AsrModel", "Encoded", "PAD", "BOS", "EOS", "FIRST_DIGIT", "BLANK", "NUM_TOKENS", "NUM_CLASSES",
-           "digit_tokens", "token_digits", "label_of_tokens", "encoder_mask", "check_frames", "encoded"]
+           "STREAMING_WINDOW", "digit_tokens", "token_digits", "label_of_tokens", "encoder_mask", "check_frames",
+           "encoded"]
 
 FIRST_DIGIT = 3  # token id of digit 0
 NUM_TOKENS = FIRST_DIGIT + 10

@@ -1,35 +1,43 @@
 """Task glue for ``attnkit train asr``: connected spoken digits (FSDD) -> digit text, hybrid CTC/attention.
 
-Training utterances are made by ``attnkit.data.digits`` from the run's seed; the dev set (utterances of
+Training utterances are made by ``attnkit.data.digits`` from the run's seed and changed anew every epoch
+(``asr_augment``: speed, reverberation, noise, VTLP, SpecAugment, each an option); the dev set (utterances of
 FSDD index 5-9) picks the best checkpoint by the decoder's teacher-forced token accuracy; ``finish`` and
-``attnkit evaluate RUN`` decode the test sets (``asr_sets``): digit error rate (edit distance / reference
-digits) and utterance accuracy, for CTC one pass, greedy, attention beam and beam + CTC. The run loads as
-a ``Transcriber`` (``attnkit.load_pretrained(RUN)``).
+``attnkit evaluate RUN`` decode the test sets (``asr_sets``; and the dev speaker's, ``--dev-speaker``): digit error
+rate (edit distance / reference digits) and utterance accuracy, for CTC one pass, greedy, attention beam and
+beam + CTC; ``finish`` writes them to ``RUN/scores.json``. The run loads as a ``Transcriber``
+(``attnkit.load_pretrained(RUN)``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from ..data.audio import FeatureConfig
-from ..models.asr import AsrConfig, AsrModel
-from ..models.speech import spec_augment, warp_frequency
+from ..models.asr import STREAMING_WINDOW, AsrConfig, AsrModel
 from ..nn import TransformerConfig
 from ..nn.limits import SEED, floats, ints
+from ..outputs import writing
 from ..train import IGNORE, Task
 from ..train.checkpoint import META, CheckpointError
 from ..train.from_meta import config_from_meta, model_from_meta
-from . import asr_sets
+from . import asr_sets, options
+from .asr_augment import Augmenter, waveform_examples
 from .asr_stream import latency_lines
+from .options import window_of
 from .options.asr import NAME
-from .transcriber import PIECE_SECONDS, Transcriber, score_lines
+from .options.augment import AugmentConfig
+from .transcriber import PIECE_SECONDS, Transcriber, lines_of, score_lines, score_set
 
 LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns a Transcriber
 STREAM_CHUNK = 4  # encoder steps (80 ms each at subsample 8) per chunk when evaluate measures a streaming run's latency
+LEVEL_DB = floats(-200, 20)  # a run's training level (dB of full-scale power): any level a recording can have
+SCORES = "scores.json"  # in the run folder: the closing scores of every set, each decoding (``write_scores``)
 
 
 def _encoder_configs(args, encoder: TransformerConfig) -> tuple[TransformerConfig, TransformerConfig]:
@@ -41,9 +49,7 @@ def _encoder_configs(args, encoder: TransformerConfig) -> tuple[TransformerConfi
 
 def config_from_args(args, encoder: TransformerConfig) -> AsrConfig:
     enc, dec = _encoder_configs(args, encoder)
-    window = args.window
-    if args.streaming and window == (8, 8):
-        window = (16, 0)
+    window = window_of(args, AsrConfig, streaming=STREAMING_WINDOW)
     return AsrConfig(n_mels=args.n_mels, window=window, streaming=args.streaming, subsample=args.subsample,
                      kernel=args.kernel, frontend=args.frontend, channels=args.channels, ctc_weight=args.ctc_weight,
                      ctc_layer=args.ctc_layer, encoder=enc, decoder=dec)
@@ -60,26 +66,20 @@ def collate(examples):
     return frames, lengths, tokens[:, :-1], labels, torch.cat(digits), torch.tensor([len(d) for d in digits])
 
 
-def make_forward(augment: bool, vtlp: float = 0.0):
-    def forward(model, batch):
-        frames, lengths, dec_in, labels, targets, target_lengths = batch
-        core = model.module if hasattr(model, "module") else model
-        if model.training and vtlp > 0:  # each utterance's frequency axis stretched by 1 +- up to vtlp
-            frames = warp_frequency(frames, 1 + vtlp * (2 * torch.rand(frames.shape[0], device=frames.device) - 1))
-        if model.training and augment:  # masks in normalised units: a masked cell is the mean
-            mean, std = core.feature_mean, core.feature_std
-            frames = spec_augment((frames - mean) / std, lengths) * std + mean
-        keep = labels != IGNORE
-        logits, enc = model(frames, lengths, dec_in, positions=keep)
-        w = core.config.ctc_weight
-        extra = []
-        if w > 0:
-            ctc = F.ctc_loss(enc.ctc_log_probs.transpose(0, 1), targets, enc.lengths, target_lengths, blank=0,
-                             reduction="mean", zero_infinity=True)
-            extra = [ctc * (w / (1 - w))]  # the engine's loss is the cross-entropy: (1-w) CE + w CTC, scaled
-        return (logits, labels[keep], *extra)
-
-    return forward
+def forward(model, batch):
+    """The training pass: the decoder's logits at the scored positions, their labels and the CTC loss (weighted).
+    Augmentation happened before, in ``Augmenter`` (``Task.augment``)."""
+    frames, lengths, dec_in, labels, targets, target_lengths = batch
+    core = model.module if hasattr(model, "module") else model
+    keep = labels != IGNORE
+    logits, enc = model(frames, lengths, dec_in, positions=keep)
+    w = core.config.ctc_weight
+    extra = []
+    if w > 0:
+        ctc = F.ctc_loss(enc.ctc_log_probs.transpose(0, 1), targets, enc.lengths, target_lengths, blank=0,
+                         reduction="mean", zero_infinity=True)
+        extra = [ctc * (w / (1 - w))]  # the engine's loss is the cross-entropy: (1-w) CE + w CTC, scaled
+    return (logits, labels[keep], *extra)
 
 
 def feature_config(args: argparse.Namespace) -> FeatureConfig:
@@ -97,24 +97,42 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     if not 0 <= args.ctc_weight < 1:
         raise ValueError(f"train asr: --ctc-weight must be in [0, 1) (the decoder needs some weight), "
                          f"got {args.ctc_weight}")
+    if args.dev_speaker is not None and args.dev_speaker == args.holdout_speaker:
+        raise ValueError(f"train asr: --dev-speaker must differ from --holdout-speaker (settings are never chosen on "
+                         f"the test speaker), got {args.dev_speaker!r} for both")
     cfg = config_from_args(args, encoder)
+    augment = _config(AugmentConfig, args)
     features = feature_config(args)
     meta = {"features": features.to_dict(), **asr_sets.set_meta(args, seed)}
     sets = asr_sets.make_sets(meta, ("train", "dev", *asr_sets.test_names(meta)), path=args.data,
                               download=args.download, root=args.data_dir)
-    bars = getattr(args, "progress", None)
-    train, dev, test = (asr_sets.examples(sets[name], features, name, bars=bars) for name in ("train", "dev",
-                                                                                              "recordings"))
-    meta["max_seconds"] = round(max(len(u.samples) for u in sets["train"]) / features.sample_rate, 2)
+    bars, audio = getattr(args, "progress", None), asr_sets.TrainingAudio(features.sample_rate)
+    if augment.waveform:  # the samples are kept and the features made per batch
+        train, lengths, mean, std = waveform_examples(sets["train"], features, "train", bars=bars, watch=audio)
+    else:
+        train = asr_sets.examples(sets["train"], features, "train", bars=bars, watch=audio)
+        lengths, (mean, std) = [e[0].shape[0] for e in train], _normalisation(train)
+    dev, test = (asr_sets.examples(sets[name], features, name, bars=bars) for name in ("dev", "recordings"))
+    meta.update(audio.meta())
     torch.manual_seed(seed)
     model = AsrModel(cfg)
-    mean, std = _normalisation(train)
     model.feature_mean.copy_(mean)
     model.feature_std.copy_(std)
-    meta = {"model": cfg.to_dict(), **meta, "decoding": {"beam": 5, "ctc_weight": 0.5},
-            "augment": {"spec_augment": args.augment, "vtlp": args.vtlp}}
-    return Task(NAME, model, train, collate, make_forward(args.augment, args.vtlp), dev=dev, test=test, meta=meta,
-                lengths=[e[0].shape[0] for e in train])
+    meta = {"model": cfg.to_dict(), **meta, "decoding": {"beam": 5, "ctc_weight": 0.5}, "augment": augment.to_dict()}
+    hook = Augmenter(augment, features, seed, mean, std) if augment.any else None
+    return Task(NAME, model, train, collate, forward, dev=dev, test=test, meta=meta, lengths=lengths, augment=hook)
+
+
+def _config(cls, args: argparse.Namespace):
+    """``cls`` from the options, its error in the options' words (``AugmentConfig: `noise_snr_min` ...`` ->
+    ``--noise-snr-min``)."""
+    try:
+        return options.config_from_args(cls, args)
+    except ValueError as e:
+        text = str(e)
+        for name in vars(args):
+            text = text.replace(f"`{name}`", "--" + name.replace("_", "-"))
+        raise ValueError(f"train asr: {text.removeprefix(cls.__name__ + ': ')}") from None
 
 
 def check_meta(folder: Path, meta: dict, n_mels: int) -> None:
@@ -127,7 +145,7 @@ def check_meta(folder: Path, meta: dict, n_mels: int) -> None:
         raise CheckpointError(f"checkpoint: {source}: `features.n_mels` is {features.n_mels}, but the model takes "
                               f"{n_mels} mel bins")
     for key, rng, default in (("decoding.beam", ints(1, 256), 5), ("decoding.ctc_weight", floats(0, 1), 0.3),
-                              ("max_seconds", floats(0.1, 3600), PIECE_SECONDS),
+                              ("max_seconds", floats(0.1, 3600), PIECE_SECONDS), ("level_db", LEVEL_DB, None),
                               *((f"utterances.{k}", ints(1, 10**7), 1) for k in ("train", "dev", "test")),
                               ("train_seed", SEED, 0)):
         where = meta
@@ -137,11 +155,12 @@ def check_meta(folder: Path, meta: dict, n_mels: int) -> None:
                 raise CheckpointError(f"checkpoint: {source}: `{part}` must be a JSON object, got "
                                       f"{type(where).__name__}")
         value = where.get(key.split(".")[-1], default)
-        if not rng.contains(value):
-            raise CheckpointError(f"checkpoint: {source}: `{key}` must be {rng.text()}, got {value!r:.80}")
-    if not isinstance(meta.get("holdout_speaker"), (str, type(None))):
-        raise CheckpointError(f"checkpoint: {source}: `holdout_speaker` must be a name or null, got "
-                              f"{meta.get('holdout_speaker')!r:.80}")
+        if not rng.contains(value) and not (value is None and default is None):
+            raise CheckpointError(f"checkpoint: {source}: `{key}` must be {rng.text()}"
+                                  f"{' or null' if default is None else ''}, got {value!r:.80}")
+    for key in ("holdout_speaker", "dev_speaker"):
+        if not isinstance(meta.get(key), (str, type(None))):
+            raise CheckpointError(f"checkpoint: {source}: `{key}` must be a name or null, got {meta.get(key)!r:.80}")
 
 
 def load(folder: Path, meta: dict) -> Transcriber:
@@ -151,7 +170,7 @@ def load(folder: Path, meta: dict) -> Transcriber:
 
 
 def task_for(model, meta: dict, args=None) -> Task:
-    return Task(NAME, model.model, [None], collate, make_forward(False), meta=meta)
+    return Task(NAME, model.model, [None], collate, forward, meta=meta)
 
 
 def evaluation_data(meta: dict, path, args=None):
@@ -159,13 +178,12 @@ def evaluation_data(meta: dict, path, args=None):
 
 
 def score(tr: Transcriber, meta: dict, args, generate_kwargs: dict) -> list[str]:
-    """``attnkit evaluate RUN [--data test|recordings|speaker|dev|FILE.tsv] [--beam K]``."""
+    """``attnkit evaluate RUN [--data test|recordings|speaker|dev|dev-speaker|FILE.tsv] [--beam K]``."""
     beam = generate_kwargs.get("num_beams", meta.get("decoding", {}).get("beam", 5))
     data = args.data or "test"
-    named = asr_sets.named_sets(meta, data, args)
     lines = []
-    for name, (audio, refs) in named.items():
-        lines += score_lines(tr, name, audio, refs, beam=beam, ctc_weight=getattr(args, "ctc_weight", None))
+    for _, (title, audio, refs) in asr_sets.named_sets(meta, data, args).items():
+        lines += score_lines(tr, title, audio, refs, beam=beam, ctc_weight=getattr(args, "ctc_weight", None))
     if tr.model.config.streaming and data in ("test", "recordings"):  # the spans of the digits are known
         utts = asr_sets.make_sets(meta, ("recordings",), download=getattr(args, "download", False),
                                   root=getattr(args, "data_dir", None))["recordings"]
@@ -178,15 +196,27 @@ def predict(tr: Transcriber, meta: dict, inputs: list[str], out_dir: Path | None
 
 
 def finish(args, task: Task, result: dict) -> list[str]:
-    """After training: the best checkpoint decoded on the test sets (the default decoding and CTC one pass)."""
-    from ..train.checkpoint import load_meta
-
+    """After training: the best checkpoint decoded on the test sets and the dev speaker's (CTC one pass and the
+    default decoding), printed and written to ``RUN/scores.json``."""
     if result.get("interrupted") or result.get("time_budget_reached"):
         return []
-    folder, meta = load_meta(args.out, which="best")
+    scores = write_scores(args.out, args, path=args.data, bars=getattr(args, "progress", None))
+    return [line for s in scores["sets"].values() for line in lines_of(s["title"], s)]
+
+
+def write_scores(out: Path, args=None, *, path=None, bars: bool | None = None) -> dict:
+    """``out/scores.json``: the run's best checkpoint scored on each set it reports (``asr_sets.report_names``), CTC
+    one pass and the default decoding: ``{"checkpoint", "step", "sets": {name: {"title", **score_set(...)}}}``."""
+    from ..train.checkpoint import load_meta
+
+    folder, meta = load_meta(out, which="best")
     tr = load(folder, meta)
-    lines = []
-    for name, (audio, refs) in asr_sets.named_sets(meta, "test", args).items():
-        lines += score_lines(tr, name, audio, refs, beam=meta["decoding"]["beam"], modes=("ctc", "joint"),
-                             bars=getattr(args, "progress", None))
-    return lines
+    sets = {}
+    for name, (title, audio, refs) in asr_sets.sets_of(meta, asr_sets.report_names(meta), args, path).items():
+        sets[name] = {"title": title, **score_set(tr, title, audio, refs, beam=meta["decoding"]["beam"],
+                                                  modes=("ctc", "joint"), bars=bars)}
+    scores = {"checkpoint": folder.name, "step": meta.get("step"), "sets": sets}
+    target = Path(out) / SCORES
+    with writing(target):
+        target.write_text(json.dumps(scores, indent=1) + "\n", encoding="utf-8")
+    return scores

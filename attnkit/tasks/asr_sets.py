@@ -3,7 +3,9 @@
 - ``recordings``: recordings held out, utterances of FSDD's test recordings (index 0-4) of the training
   speakers, none of which is in a training utterance;
 - ``speaker``: speaker held out (runs trained with ``--holdout-speaker``), utterances of every recording of
-  that speaker.
+  that speaker;
+- ``dev_speaker``: a second speaker held out (``--dev-speaker``), scored like a test set but there to choose
+  settings on, never the test speaker.
 
 The dev and test sets have fixed seeds, the same for every run; the training set's seed is the run's.
 A TSV file (``path<TAB>transcript`` per line, an optional header, paths relative to the file) is scored too.
@@ -11,6 +13,7 @@ A TSV file (``path<TAB>transcript`` per line, an optional header, paths relative
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -19,18 +22,24 @@ import torch
 from ..data.audio import FeatureConfig, log_mel
 from ..data.digits import DigitsConfig, DigitUtterances, pools
 from ..data.fsdd import load_fsdd
+from ..data.silence import speech_power
 from ..data.sound import read_audio
 from ..models.asr import BOS, EOS, digit_tokens
 from ..train.progress import ticker
 
-__all__ = ["set_meta", "test_names", "make_sets", "examples", "named_sets", "read_tsv", "SEEDS"]
+__all__ = ["set_meta", "test_names", "report_names", "make_sets", "examples", "named_sets", "sets_of", "read_tsv",
+           "TrainingAudio", "SEEDS", "DATA_NAMES"]
 
-SEEDS = {"dev": 1_000_001, "recordings": 1_000_002, "speaker": 1_000_003}  # the same for every run
-TITLES = {"recordings": "recordings held out", "speaker": "speaker held out", "dev": "dev"}
+SEEDS = {"dev": 1_000_001, "recordings": 1_000_002, "speaker": 1_000_003, "dev_speaker": 1_000_004}  # every run's
+TITLES = {"recordings": "recordings held out", "speaker": "speaker held out", "dev": "dev",
+          "dev_speaker": "dev speaker held out"}
+DATA_NAMES = {"test": "test", "recordings": "recordings", "speaker": "speaker", "dev": "dev",
+              "dev-speaker": "dev_speaker"}  # evaluate --data WORD -> a set name ("test": every test set)
 
 
 def set_meta(args, seed: int) -> dict:
     return {"digits": DigitsConfig().to_dict(), "holdout_speaker": args.holdout_speaker,
+            "dev_speaker": args.dev_speaker,
             "utterances": {"train": args.train_utterances, "dev": args.dev_utterances, "test": args.test_utterances},
             "train_seed": seed}
 
@@ -39,10 +48,15 @@ def test_names(meta: dict) -> tuple[str, ...]:
     return ("recordings", "speaker") if meta.get("holdout_speaker") else ("recordings",)
 
 
+def report_names(meta: dict) -> tuple[str, ...]:
+    """The sets a run is scored on when it ends: its test sets, and its dev speaker's when it has one."""
+    return test_names(meta) + (("dev_speaker",) if meta.get("dev_speaker") else ())
+
+
 def make_sets(meta: dict, names, *, path=None, download: bool = False, root=None) -> dict[str, DigitUtterances]:
-    """{name: DigitUtterances} for names among train, dev, recordings, speaker."""
+    """{name: DigitUtterances} for names among train, dev, recordings, speaker, dev_speaker."""
     recs = load_fsdd(path, download=download, root=root)
-    pool = pools(recs, meta.get("holdout_speaker"))
+    pool = pools(recs, meta.get("holdout_speaker"), meta.get("dev_speaker"))
     cfg = DigitsConfig.from_dict(meta["digits"])
     n = meta["utterances"]
     out = {}
@@ -50,18 +64,20 @@ def make_sets(meta: dict, names, *, path=None, download: bool = False, root=None
         if name == "speaker" and not meta.get("holdout_speaker"):
             raise ValueError("evaluate: this run was trained on every speaker, so it has no speaker-held-out test "
                              "set (train with --holdout-speaker NAME)")
+        if name == "dev_speaker" and not meta.get("dev_speaker"):
+            raise ValueError("evaluate: this run has no dev speaker held out (train with --dev-speaker NAME)")
         source = {"recordings": "test", "speaker": "test_speaker"}.get(name, name)
-        count = n["test"] if name in ("recordings", "speaker") else n[name]
+        count = n["test"] if name in ("recordings", "speaker", "dev_speaker") else n[name]
         seed = meta["train_seed"] if name == "train" else SEEDS[name]
         out[name] = DigitUtterances(pool[source], count, seed, cfg)
     return out
 
 
-def examples(utterances, features: FeatureConfig, what: str = "utterances", *,
-             bars: bool | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def examples(utterances, features: FeatureConfig, what: str = "utterances", *, bars: bool | None = None,
+             watch=None) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """[(log-mel frames (T, n_mels), tokens BOS + digits + END)] of every utterance (on one thread: short
     transforms only lose time handing work between threads), with a bar or plain lines (``bars``) saying how
-    far ``prepare WHAT`` is."""
+    far ``prepare WHAT`` is; ``watch(utterance)`` sees each one (``TrainingAudio``)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     tick = ticker(f"prepare {what}", len(utterances), "utterances", bars=bars)
@@ -69,6 +85,8 @@ def examples(utterances, features: FeatureConfig, what: str = "utterances", *,
     try:
         for u in utterances:
             out.append((log_mel(u.samples, features), torch.tensor([BOS, *digit_tokens(u.digits), EOS])))
+            if watch is not None:
+                watch(u)
             tick.update()
         return out
     finally:
@@ -76,11 +94,29 @@ def examples(utterances, features: FeatureConfig, what: str = "utterances", *,
         torch.set_num_threads(threads)
 
 
+class TrainingAudio:
+    """What a run keeps of its training utterances' sound, seen once as they are prepared: the longest (seconds, the
+    longest piece the transcriber decodes at once) and the median speech power (dB, the level the transcriber brings
+    every recording to; ``attnkit.data.silence``)."""
+
+    def __init__(self, rate: int):
+        self.rate, self.longest, self.powers = rate, 0, []
+
+    def __call__(self, u) -> None:
+        self.longest = max(self.longest, len(u.samples))
+        self.powers.append(speech_power(u.samples, self.rate))
+
+    def meta(self) -> dict:
+        level = float(np.median(self.powers)) if self.powers else 0.0
+        return {"max_seconds": round(self.longest / self.rate, 2),
+                "level_db": round(10 * math.log10(level), 2) if level > 0 else None}
+
+
 def read_tsv(path: str | Path) -> tuple[list[Path], list[list[int]]]:
     """A TSV of ``path<TAB>transcript`` (``attnkit asr generate`` writes one) -> (WAV paths, digit lists)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"evaluate: --data {path}: no such file (expected test, recordings, speaker, dev or a TSV)")
+        raise ValueError(f"evaluate: --data {path}: no such file (expected {', '.join(DATA_NAMES)} or a TSV)")
     wavs, refs = [], []
     for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         cols = line.split("\t")
@@ -96,16 +132,25 @@ def read_tsv(path: str | Path) -> tuple[list[Path], list[list[int]]]:
     return wavs, refs
 
 
-def named_sets(meta: dict, data: str, args=None) -> dict[str, tuple[list[np.ndarray], list[list[int]]]]:
-    """{title: (samples of each utterance, reference digits)} for ``--data``."""
-    rate = FeatureConfig(**meta["features"]).sample_rate
-    if data not in ("test", "recordings", "speaker", "dev"):
+def title(meta: dict, name: str) -> str:
+    """How a set is named in what ``evaluate`` prints: ``speaker held out (george)``."""
+    who = {"speaker": meta.get("holdout_speaker"), "dev_speaker": meta.get("dev_speaker")}.get(name)
+    return TITLES[name] + (f" ({who})" if who else "")
+
+
+def sets_of(meta: dict, names, args=None, path=None) -> dict[str, tuple[str, list[np.ndarray], list[list[int]]]]:
+    """{set name: (title, samples of each utterance, reference digits)} of the run's sets ``names`` (FSDD from
+    ``path``, else from ``args``' --data-dir, --download as ``load_fsdd`` finds it)."""
+    sets = make_sets(meta, names, path=path, download=getattr(args, "download", False),
+                     root=getattr(args, "data_dir", None))
+    return {name: (title(meta, name), [u.samples for u in utts], [list(u.digits) for u in utts])
+            for name, utts in sets.items()}
+
+
+def named_sets(meta: dict, data: str, args=None) -> dict[str, tuple[str, list[np.ndarray], list[list[int]]]]:
+    """``sets_of`` the sets ``--data`` names (``DATA_NAMES``; test: every test set), or a TSV's (named ``tsv``)."""
+    if data not in DATA_NAMES:
         wavs, refs = read_tsv(data)
-        return {str(data): ([read_audio(w, rate) for w in wavs], refs)}
-    names = test_names(meta) if data == "test" else (data,)
-    sets = make_sets(meta, names, download=getattr(args, "download", False), root=getattr(args, "data_dir", None))
-    out = {}
-    for name, utts in sets.items():
-        title = TITLES[name] + (f" ({meta['holdout_speaker']})" if name == "speaker" else "")
-        out[title] = ([u.samples for u in utts], [list(u.digits) for u in utts])
-    return out
+        rate = FeatureConfig(**meta["features"]).sample_rate
+        return {"tsv": (str(data), [read_audio(w, rate) for w in wavs], refs)}
+    return sets_of(meta, test_names(meta) if data == "test" else (DATA_NAMES[data],), args)

@@ -5,6 +5,13 @@
     tr.transcribe(["a.wav"], ctc=True)           # CTC one pass: every frame labelled at once, collapsed
     tr.transcribe(["a.wav"], beam=1, ctc_weight=0)  # greedy attention decoding
     tr.transcribe_array(samples, 16000)          # any rate: resampled to the model's
+    tr.transcribe(["a.wav"], as_is=True)         # the recording as it is: silences and level kept
+
+Before decoding, a recording is mixed down to one channel and resampled to the model's rate (``soxr``, band-limited);
+unless ``as_is``, its leading and trailing silence is trimmed to 0.25 s, its pauses longer than 0.4 s are shortened to
+0.4 s and its level is set to its training utterances' median speech power (``attnkit.data.silence``; runs saved
+before the level was recorded keep theirs): a microphone's recording made to look like a training utterance.
+``evaluate`` scores its sets as they are.
 
 Decoding (``decode``): the encoder runs once per batch of utterances (on the inference engine,
 ``attnkit.inference.AsrEngine``); then CTC one pass, or the attention decoder through ``attnkit.generation``
@@ -25,6 +32,7 @@ import torch
 from torch import Tensor
 
 from ..data.audio import FeatureConfig, log_mel, resample
+from ..data.silence import set_level, trim_silence
 from ..data.sound import read_audio
 from ..generation import beam_search, greedy_or_sample
 from ..generation.ctc import ctc_beam_search, ctc_greedy
@@ -34,7 +42,7 @@ from ..models.asr import BOS, EOS, FIRST_DIGIT, PAD, label_of_tokens, token_digi
 from ..train.metrics import floor
 from ..train.progress import ticker
 
-__all__ = ["Transcriber", "AsrAlignment", "digit_errors", "score_lines", "split_long"]
+__all__ = ["Transcriber", "AsrAlignment", "digit_errors", "score_set", "score_lines", "lines_of", "split_long"]
 
 MODES = ("ctc", "greedy", "beam", "joint")
 
@@ -90,16 +98,21 @@ class Transcriber:
         d = meta.get("decoding", {})
         self.beam, self.ctc_weight = int(d.get("beam", 5)), float(d.get("ctc_weight", 0.3))
         self.max_seconds = min(float(meta.get("max_seconds", PIECE_SECONDS)), PIECE_SECONDS)
+        self.level_db = meta.get("level_db")  # the training utterances' median speech power, dB (None: not recorded)
         self.ids = TokenIds(pad=PAD, eos=EOS, start=BOS)
 
     # -- audio in, text out ------------------------------------------------------------------------
-    def transcribe(self, paths: Sequence[str] | str, **decoding) -> list[str]:
+    def transcribe(self, paths: Sequence[str] | str, *, as_is: bool = False, **decoding) -> list[str]:
         """WAV files (any rate, channels averaged) -> one transcript each, digits separated by spaces."""
         paths = [paths] if isinstance(paths, str) else list(paths)
-        return self.transcribe_arrays([read_audio(p, self.rate) for p in paths], **decoding)
+        return self.transcribe_arrays([read_audio(p, self.rate) for p in paths], as_is=as_is, **decoding)
 
-    def transcribe_array(self, samples, rate: int, **decoding) -> str:
+    def transcribe_array(self, samples, rate: int, *, as_is: bool = False, **decoding) -> str:
         """Samples (S,) (or (S, channels)) at ``rate`` Hz -> the transcript."""
+        return self.transcribe_arrays([self.at_rate(samples, rate)], as_is=as_is, **decoding)[0]
+
+    def at_rate(self, samples, rate: int) -> np.ndarray:
+        """Samples (S,) (or (S, channels), averaged) at ``rate`` Hz -> (S',) at the model's rate."""
         x = np.asarray(samples, dtype=np.float32)
         if x.ndim == 2:
             x = x.mean(axis=1)
@@ -108,10 +121,21 @@ class Transcriber:
                              f"numbers, got shape {x.shape}")
         if not isinstance(rate, int) or rate <= 0:
             raise ValueError(f"transcribe_array: `rate` must be a positive integer (Hz), got {rate!r}")
-        return self.transcribe_arrays([resample(x, rate, self.rate)], **decoding)[0]
+        return resample(x, rate, self.rate)
 
-    def transcribe_arrays(self, samples: list[np.ndarray], **decoding) -> list[str]:
-        pieces = [split_long(x, self.rate, self.max_seconds) for x in samples]
+    def clean(self, x: np.ndarray) -> np.ndarray:
+        """Samples (S,) at the model's rate -> silences trimmed, long pauses shortened, the training level."""
+        x = trim_silence(x, self.rate)
+        return x if self.level_db is None else set_level(x, self.rate, self.level_db)
+
+    def prepare(self, x: np.ndarray, *, as_is: bool = False) -> list[np.ndarray]:
+        """Samples (S,) at the model's rate -> the pieces decoded: ``clean`` unless ``as_is``, then cut at quiet
+        moments into pieces of at most ``max_seconds``."""
+        return split_long(x if as_is else self.clean(x), self.rate, self.max_seconds)
+
+    def transcribe_arrays(self, samples: list[np.ndarray], *, as_is: bool = False, **decoding) -> list[str]:
+        """Samples at the model's rate, (S,) each -> one transcript each."""
+        pieces = [self.prepare(x, as_is=as_is) for x in samples]
         flat = [log_mel(p, self.features) for ps in pieces for p in ps]
         digits = self.decode(flat, **decoding)
         out, k = [], 0
@@ -173,13 +197,14 @@ class Transcriber:
         return describe("ctc" if ctc else "joint" if w > 0 else "beam" if beam > 1 else "greedy", beam, w)
 
     @torch.no_grad()
-    def attend(self, samples: np.ndarray, digits: Sequence[int] | None = None) -> AsrAlignment:
+    def attend(self, samples: np.ndarray, digits: Sequence[int] | None = None, *, as_is: bool = False
+               ) -> AsrAlignment:
         """One recording (at the model's rate) with the decoder's cross-attention of each token: of ``digits``
         (the transcript a decoding printed, END after it) read by the decoder, or without them of greedy
         decoding's own tokens. A recording longer than a piece (``max_seconds``) shows its first piece, as
         decoding cuts it: the figures and pages stay bounded (an hour's cross-attention would take GBs, and no
         page could show it)."""
-        f = log_mel(split_long(np.asarray(samples, dtype=np.float32), self.rate, self.max_seconds)[0], self.features)
+        f = log_mel(self.prepare(np.asarray(samples, dtype=np.float32), as_is=as_is)[0], self.features)
         enc = self.model.encode_frames(f[None], torch.tensor([f.shape[0]]))
         if digits is not None:
             tokens = ([FIRST_DIGIT + int(d) for d in digits] + [EOS])[:self.model.config.max_positions - 1]
@@ -194,13 +219,14 @@ class Transcriber:
         weights = hyp.cross_attentions[0, :t].permute(1, 2, 0, 3)  # (t, L, H, S) -> (L, H, t, S)
         return AsrAlignment(f, hyp.tokens[0, :t].tolist(), weights, self.model.subsample)
 
-    def lecture(self, samples: np.ndarray, path, title: str = "", digits: Sequence[int] | None = None):
+    def lecture(self, samples: np.ndarray, path, title: str = "", digits: Sequence[int] | None = None, *,
+                as_is: bool = False):
         """The lecture page of the decoder's cross-attention for one recording: per layer and head, q of each
         generated token (of ``digits`` when given, as ``attend``), k and v of every encoder step
         (``attnkit.viz.model_lecture_html``)."""
         from ..viz.lecture import model_lecture_html
 
-        al = self.attend(samples, digits)
+        al = self.attend(samples, digits, as_is=as_is)
         rows = torch.tensor([[BOS, *al.tokens[:-1]]])  # the decoder's input at each step
         with torch.no_grad():
             enc = self.model.encode_frames(al.frames[None], torch.tensor([al.frames.shape[0]]))
@@ -232,14 +258,15 @@ def describe(mode: str, beam: int, w: float) -> str:
     return names[mode]
 
 
-def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[list[int]], *, beam: int,
-                modes: Sequence[str] = MODES, ctc_weight: float | None = None, bars: bool | None = None) -> list[str]:
-    """Digit error rate (edits / reference digits) and utterance accuracy of each decoding mode: lines.
+def score_set(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[list[int]], *, beam: int,
+              modes: Sequence[str] = MODES, ctc_weight: float | None = None, bars: bool | None = None) -> dict:
+    """Each decoding mode's scores of one set: ``{"utterances", "digits", "modes": {mode: {"decoding", "der" (digit
+    error rate, %: edits / reference digits), "sub", "del", "ins", "utterance_accuracy" (%), "seconds"}}}``.
     ``ctc_weight``: the joint mode's (default: the run's). While decoding: a bar or plain lines (``bars``)."""
     w = tr.ctc_weight if ctc_weight is None else ctc_weight
     frames = [log_mel(x, tr.features) for x in audio]
     n_digits = sum(len(r) for r in refs)
-    lines = [f"{name}: {len(refs)} utterances, {n_digits} digits"]
+    out = {"utterances": len(refs), "digits": n_digits, "modes": {}}
     for mode in modes:
         kw = {"ctc": dict(ctc=True), "greedy": dict(beam=1, ctc_weight=0.0), "beam": dict(beam=beam, ctc_weight=0.0),
               "joint": dict(beam=beam, ctc_weight=w)}[mode]
@@ -247,12 +274,26 @@ def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[
         tick = ticker(f"{name}: decoding, {describe(mode, beam, w)}", len(frames), "utterances", bars=bars)
         hyps = tr.decode(frames, progress=tick.update, **kw)
         tick.close()
-        seconds = time.perf_counter() - t0
         errs = [digit_errors(r, h) for r, h in zip(refs, hyps)]
         s, d, i = (sum(e[k] for e in errs) for k in range(3))
         exact = sum(r == h for r, h in zip(refs, hyps))
-        der = 100 * (s + d + i) / max(n_digits, 1)
-        acc = floor(100 * exact / max(len(refs), 1), 2)
-        lines.append(f"  {describe(mode, beam, w):<18} digit error rate {der:.2f}% ({s} sub, {d} del, "
-                     f"{i} ins)  utterance accuracy {acc}%  ({seconds:.1f} s)")
+        out["modes"][mode] = {"decoding": describe(mode, beam, w), "der": 100 * (s + d + i) / max(n_digits, 1),
+                              "sub": s, "del": d, "ins": i,
+                              "utterance_accuracy": 100 * exact / max(len(refs), 1),
+                              "seconds": time.perf_counter() - t0}
+    return out
+
+
+def score_lines(tr: Transcriber, name: str, audio: list[np.ndarray], refs: list[list[int]], **kwargs) -> list[str]:
+    """``score_set``'s numbers as lines: the set, then each decoding's digit error rate and utterance accuracy."""
+    return lines_of(name, score_set(tr, name, audio, refs, **kwargs))
+
+
+def lines_of(name: str, scores: dict) -> list[str]:
+    """``score_set``'s result as the lines ``evaluate`` prints."""
+    lines = [f"{name}: {scores['utterances']} utterances, {scores['digits']} digits"]
+    for m in scores["modes"].values():
+        lines.append(f"  {m['decoding']:<18} digit error rate {m['der']:.2f}% ({m['sub']} sub, {m['del']} del, "
+                     f"{m['ins']} ins)  utterance accuracy {floor(m['utterance_accuracy'], 2)}%  "
+                     f"({m['seconds']:.1f} s)")
     return lines

@@ -14,6 +14,8 @@ How a task plugs in: build a ``Task`` with
 - ``lengths`` (optional): one size per train example; batches are then bucketed by length, and with
   ``TrainConfig.batch_tokens`` filled up to a token budget (padded size: examples x longest) instead
   of a fixed number of examples;
+- ``augment(examples, indices, epoch) -> examples`` (optional): a step's examples changed before ``collate``, drawing
+  only from (the task's seed, ``epoch``, each index in ``train``), never a global generator: a resumed run draws alike;
 - ``score(model) -> {name: value}`` (optional): dev metrics measured on the model itself after the
   loss and accuracy (e.g. the BLEU of its translations), and ``select``: the dev metric, higher is
   better, that picks the best checkpoint (default ``"accuracy"``).
@@ -79,6 +81,7 @@ class Task:
     lengths: Sequence[int] | None = None
     score: Callable[[nn.Module], dict[str, float]] | None = None
     select: str = "accuracy"
+    augment: Callable[[list, list[int], int], list] | None = None
 
 
 class Trainer:
@@ -237,7 +240,10 @@ class Trainer:
     def train_step(self, indices: list[int]) -> tuple[float, int]:
         """One optimiser step on the train examples ``indices``: (loss, number of scored targets)."""
         cfg, task = self.config, self.task
-        batch = to_device(task.collate([task.train[i] for i in indices]), self.device)
+        examples = [task.train[i] for i in indices]
+        if task.augment is not None:
+            examples = task.augment(examples, list(indices), self.state.epoch)
+        batch = to_device(task.collate(examples), self.device)
         with autocast(self.device, cfg.bf16):
             logits, targets, *extra = task.forward(self.dmodel, batch)
         loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE, label_smoothing=cfg.label_smoothing)

@@ -14,7 +14,9 @@ import soundfile
 
 import attnkit
 from attnkit.cli.main import build_parser, main
+from attnkit.data.audio import log_mel
 from attnkit.tasks.asr import feature_config
+from attnkit.train.metrics import floor
 from tests.data.test_fsdd import write_set
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -64,6 +66,39 @@ def test_train_reports_both_test_sets_and_evaluate_scores_them(run, capsys):
     assert main(["evaluate", str(out), "--data-dir", str(root), "--data", "recordings", "--ctc-weight", "0.2"]) == 0
     text = capsys.readouterr().out
     assert "beam 5 + CTC 0.2" in text and "CTC 0.5" not in text
+    # the closing scores, in scores.json: the same numbers evaluate prints for the best checkpoint
+    scores = json.loads((out / "scores.json").read_text())
+    assert scores["checkpoint"] == "ckpt-00000002" and set(scores["sets"]) == {"recordings", "speaker"}
+    speaker = scores["sets"]["speaker"]
+    assert speaker["title"] == "speaker held out (bob)" and set(speaker["modes"]) == {"ctc", "joint"}
+    assert speaker["utterances"] == 3 and speaker["modes"]["joint"]["decoding"] == "beam 5 + CTC 0.5"
+    ctc = scores["sets"]["recordings"]["modes"]["ctc"]
+    assert f"CTC one pass       digit error rate {ctc['der']:.2f}% ({ctc['sub']} sub, {ctc['del']} del, " \
+           f"{ctc['ins']} ins)  utterance accuracy {floor(ctc['utterance_accuracy'], 2)}%" in text
+    assert isinstance(meta["level_db"], float) and -80 < meta["level_db"] < 0  # the transcriber's target level
+
+
+def test_a_dev_speaker_is_kept_out_of_training_and_scored_at_the_end(tmp_path, capsys):
+    root = tmp_path
+    write_set(root / "fsdd" / "recordings", speakers=("alice", "bob", "carol"), digits=range(10), indices=range(11))
+    out = root / "run"
+    assert main(["train", "asr", "--data-dir", str(root), "--holdout-speaker", "bob", "--dev-speaker", "carol",
+                 "--out", str(out), *TINY]) == 0
+    text = capsys.readouterr().out
+    assert "speaker held out (bob): 3 utterances" in text and "dev speaker held out (carol): 3 utterances" in text
+    meta = json.loads((out / "ckpt-00000002" / "meta.json").read_text())
+    assert meta["dev_speaker"] == "carol" and meta["holdout_speaker"] == "bob"
+    assert set(json.loads((out / "scores.json").read_text())["sets"]) == {"recordings", "speaker", "dev_speaker"}
+    assert main(["evaluate", str(out), "--data-dir", str(root), "--data", "dev-speaker", "--beam", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "\ndev speaker held out (carol): 3 utterances" in text and "speaker held out (bob)" not in text
+    assert main(["train", "asr", "--data-dir", str(root), "--holdout-speaker", "bob", "--dev-speaker", "bob",
+                 "--out", str(root / "same"), *TINY]) == 1
+    err = capsys.readouterr().err
+    assert "--dev-speaker must differ from --holdout-speaker" in err and len(err.splitlines()) == 1
+    assert main(["train", "asr", "--data-dir", str(root), "--dev-speaker", "dave", "--out", str(root / "dave"),
+                 *TINY]) == 1
+    assert "unknown speaker 'dave'" in capsys.readouterr().err
 
 
 def test_generate_then_transcribe_and_evaluate_the_tsv(run, tmp_path, capsys):
@@ -88,6 +123,13 @@ def test_generate_then_transcribe_and_evaluate_the_tsv(run, tmp_path, capsys):
     assert tr.transcribe([wavs[1]], ctc=True) == [lines[1].split("\t")[1]]
     x, rate = soundfile.read(wavs[1], dtype="float32")
     assert tr.transcribe_array(x, rate, ctc=True) == lines[1].split("\t")[1]
+    assert main(["transcribe", str(out), wavs[2], "--ctc", "--as-is"]) == 0  # silences and level as they are
+    (line,) = capsys.readouterr().out.splitlines()
+    x, _ = soundfile.read(wavs[2], dtype="float32")
+    assert line == tr.transcribe([wavs[2]], ctc=True, as_is=True)[0] == tr.transcribe_array(x, 8000, ctc=True,
+                                                                                           as_is=True)
+    cleaned = [log_mel(p, tr.features) for p in tr.prepare(tr.clean(x), as_is=True)]  # what the default decodes
+    assert tr.transcribe_array(x, 8000, ctc=True) == " ".join(str(d) for p in tr.decode(cleaned, ctc=True) for d in p)
 
 
 def test_attention_pictures_and_lecture_page(run, tmp_path, capsys):
@@ -199,6 +241,8 @@ def test_a_speech_runs_features_are_bounded_in_one_line_naming_file_and_key(run,
     ("max_seconds", 1e-9, "`max_seconds` must be a number in [0.1, 3600], got 1e-09"),
     ("utterances", {"test": 10**12}, "`utterances.test` must be an integer in [1, 10000000], got 1000000000000"),
     ("holdout_speaker", 3, "`holdout_speaker` must be a name or null, got 3"),
+    ("dev_speaker", [], "`dev_speaker` must be a name or null, got []"),
+    ("level_db", 1e9, "`level_db` must be a number in [-200, 20] or null, got 1000000000.0"),
 ])
 def test_a_speech_runs_other_settings_are_bounded_too(run, tmp_path, capsys, key, value, words):
     other = edited_copy(run[1], tmp_path, lambda meta: meta.update({key: value}))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -111,14 +109,6 @@ def test_config_round_trip_and_errors():
         m(torch.randn(2, 5, 7), torch.tensor([5, 5]))
     with pytest.raises(ValueError, match="`lengths` must have shape"):
         m(torch.randn(2, 5, 8), torch.tensor([5]))
-
-
-def test_parse_window_option():
-    from attnkit.tasks.options.speech import parse_window
-
-    assert parse_window("full") is None and parse_window("4") == (4, 4) and parse_window("8,2") == (8, 2)
-    with pytest.raises(argparse.ArgumentTypeError):
-        parse_window("a,b")
 
 
 def test_warp_frequency_stretches_each_rows_mel_axis():

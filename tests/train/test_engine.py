@@ -58,6 +58,41 @@ def test_resume_matches_uninterrupted_run(tmp_path, stop_at):
     assert [(r["step"], r["accuracy"], r["loss"]) for r in a] == [(r["step"], r["accuracy"], r["loss"]) for r in b]
 
 
+
+def jitter(seed: int, calls: list):
+    """A ``Task.augment`` adding noise drawn from (seed, epoch, index) alone; each call recorded in ``calls``."""
+    def augment(examples, indices, epoch):
+        calls.append((epoch, list(indices)))
+        out = []
+        for (x, y), i in zip(examples, indices):
+            g = torch.Generator().manual_seed(seed * 1_000_003 + epoch * 1009 + i)
+            out.append((x + 0.3 * torch.randn(x.shape, generator=g), y))
+        return out
+    return augment
+
+
+def test_augment_sees_each_step_s_examples_and_epoch_and_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    calls, full = [], toy_task()
+    full.augment = jitter(3, calls)
+    Trainer(full, CFG).fit(tmp_path / "full")
+    assert len(calls) == 36 and [c[0] for c in calls] == [e for e in range(4) for _ in range(9)]
+    for epoch in range(4):  # every training example once per epoch, in that epoch's batches
+        assert sorted(i for e, idx in calls if e == epoch for i in idx) == list(range(72))
+    plain = toy_task()
+    Trainer(plain, CFG).fit(tmp_path / "plain")
+    assert not torch.equal(_weights(plain.model)["0.weight"], _weights(full.model)["0.weight"])  # it changed training
+
+    part, part_calls = toy_task(), []
+    part.augment = jitter(3, part_calls)
+    Trainer(part, CFG, on_step=lambda t, step, rec: step == 13 and t.request_stop()).fit(tmp_path / "part")
+    resumed = toy_task(model_seed=99)
+    resumed.augment = jitter(3, part_calls)
+    Trainer(resumed, CFG).fit(tmp_path / "part", resume=True)
+    assert part_calls == calls
+    for k, v in _weights(full.model).items():
+        torch.testing.assert_close(_weights(resumed.model)[k], v, rtol=0, atol=0)
+
+
 def test_config_validation():
     with pytest.raises(ValueError, match="`schedule`"):
         TrainConfig(schedule="nope")

@@ -8,10 +8,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from ...nn import TransformerConfig
 from ...nn.limits import check_fields, floats, ints
 
-__all__ = ["AsrConfig", "PAD", "BOS", "EOS", "SUBSAMPLES"]
+__all__ = ["AsrConfig", "PAD", "BOS", "EOS", "SUBSAMPLES", "STREAMING_WINDOW"]
 
 PAD, BOS, EOS = 0, 1, 2
 SUBSAMPLES = (4, 8)  # frames per encoder step: two or three convolutions of stride 2
+STREAMING_WINDOW = (16, 0)  # a streaming model's window unless one is given: no right context
 
 
 def _encoder() -> TransformerConfig:
@@ -31,7 +32,7 @@ class AsrConfig:
     n_mels: int = field(default=40, metadata={"help": "log-mel bins per frame", "range": ints(1, 512)})
     window: tuple[int, int] | None = field(default=(8, 8), metadata={
         "help": "truncated self-attention in the encoder: (left, right) encoder steps (80 ms each at subsample 8) "
-                "each step sees; None = all"})
+                "each step sees, or None (full) for every step"})
     streaming: bool = field(default=False, metadata={
         "help": "causal convolutions and a window without right context: the encoder runs on chunks as they come"})
     kernel: int = field(default=5, metadata={"help": "width in time of the front end's convolutions",

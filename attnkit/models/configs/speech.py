@@ -24,7 +24,8 @@ class SpeechConfig:
     n_mels: int = field(default=40, metadata={"help": "log-mel bins per frame"})
     num_classes: int = field(default=10, metadata={"help": "number of classes"})
     window: tuple[int, int] | None = field(default=(4, 4), metadata={
-        "help": "truncated self-attention: (left, right) frames each frame sees after subsampling; None = all"})
+        "help": "truncated self-attention: (left, right) frames each frame sees after subsampling, or None (full) "
+                "for every frame"})
     subsample: int = field(default=1, metadata={
         "help": "stride of the convolutional front end (2 halves the frames the encoder sees)",
         "range": ints(1, 64)})

@@ -76,6 +76,46 @@ def config_from_args(cls, args: argparse.Namespace, *, prefix: str = "", base=No
     return cls(**values)
 
 
+def parse_window(text: str) -> tuple[int, int] | None:
+    """``--window``: 'full' -> None (every step); 'L,R' -> (L, R); 'W' -> (W, W)."""
+    if text in ("full", "none"):
+        return None
+    try:
+        parts = [int(v) for v in text.split(",")]
+    except ValueError:
+        parts = []
+    parts = parts * 2 if len(parts) == 1 else parts
+    if len(parts) != 2 or min(parts) < 0 or max(parts) > 65536:
+        raise argparse.ArgumentTypeError(f"expected 'full', 'W' or 'L,R' with W, L, R in [0, 65536], got {text!r}")
+    return parts[0], parts[1]
+
+
+def window_text(window: tuple[int, int] | None) -> str:
+    """A window as ``--window`` takes it: ``8,8`` or ``full``."""
+    return "full" if window is None else f"{window[0]},{window[1]}"
+
+
+def add_window_arg(p: argparse.ArgumentParser, cls, *, streaming: tuple[int, int] | None = None) -> None:
+    """``--window L,R`` from the ``window`` field of the model config ``cls``: its help and its default. A model
+    with a streaming variant states that variant's window too (``streaming``): then ``--window`` not given is
+    absent from the parsed options, and ``window_of`` picks the default that fits."""
+    f = next(f for f in fields(cls) if f.name == "window")
+    default = f"default: {window_text(f.default)}" + (f"; with --streaming {window_text(streaming)}" if streaming
+                                                        else "")
+    p.add_argument("--window", type=parse_window, default=argparse.SUPPRESS if streaming else f.default,
+                   metavar="L,R", help=f"{f.metadata['help']}; given as 'L,R', 'W' for W,W, or 'full' "
+                                       f"({default})".replace("%", "%%"))
+
+
+def window_of(args: argparse.Namespace, cls, *, streaming: tuple[int, int] | None = None) -> tuple[int, int] | None:
+    """The window ``--window`` gave, else ``cls``'s default (``streaming``'s for a streaming model)."""
+    if "window" in vars(args):
+        return args.window
+    if streaming is not None and getattr(args, "streaming", False):
+        return streaming
+    return next(f for f in fields(cls) if f.name == "window").default
+
+
 def add_data_args(p: argparse.ArgumentParser, folder: str, download: str) -> None:
     """``--data-dir DIR`` (alias ``--data-root``): the datasets root holding ``folder``; ``--download``."""
     p.add_argument("--data-dir", "--data-root", dest="data_dir", type=Path, default=None, metavar="DIR",

@@ -8,9 +8,10 @@ import argparse
 from pathlib import Path
 
 from ...data.features import FeatureConfig
-from ...models.configs.asr import AsrConfig
-from ...nn.limits import floats, ints
-from . import add_config_args, add_data_args
+from ...models.configs.asr import STREAMING_WINDOW, AsrConfig
+from ...nn.limits import ints
+from . import add_config_args, add_data_args, add_window_arg
+from .augment import AugmentConfig
 
 NAME = "asr"
 HELP = ("speech recognition of connected spoken digits (FSDD): convolutions, truncated self-attention encoder, "
@@ -22,22 +23,8 @@ TRAIN_DEFAULTS = dict(epochs=3, batch_size=32, lr=1.5e-3, warmup_steps=500, weig
 ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
                   "activation", "norm_first")
 ENCODER_NOTE = "the encoder's stack; the decoder has the same width (--num-decoder-layers sets its depth)"
-EVALUATION_DATA = ("asr: test (both test sets the run has), recordings, speaker, dev, or a TSV of WAV path and "
-                   "transcript (default: test); digit error rate and utterance accuracy")
-
-
-def parse_window(s: str) -> tuple[int, int] | None:
-    """'full' -> None; 'L,R' or 'W' (symmetric) -> (L, R)."""
-    if s in ("full", "none"):
-        return None
-    try:
-        parts = [int(v) for v in s.split(",")]
-    except ValueError:
-        parts = []
-    parts = parts * 2 if len(parts) == 1 else parts
-    if len(parts) != 2 or min(parts) < 0 or max(parts) > 65536:
-        raise argparse.ArgumentTypeError(f"expected 'full', 'W' or 'L,R' with W, L, R in [0, 65536], got {s!r}")
-    return parts[0], parts[1]
+EVALUATION_DATA = ("asr: test (both test sets the run has), recordings, speaker, dev, dev-speaker, or a TSV of WAV "
+                   "path and transcript (default: test); digit error rate and utterance accuracy")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,15 +33,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: <data dir>/fsdd/recordings.tar.gz)")
     add_data_args(p, "fsdd/", "fetch FSDD from GitHub into the cache if missing")
     p.add_argument("--holdout-speaker", default=None, metavar="NAME",
-                   help="train on the other five speakers and test on this one too (default: none, all six "
-                        "speakers train; the test set is their held-out recordings)")
+                   help="train on the other speakers and test on this one too (default: none, all six speakers "
+                        "train; the test set is their held-out recordings)")
+    p.add_argument("--dev-speaker", default=None, metavar="NAME",
+                   help="keep this speaker out of training too and score the run on it at the end (and with "
+                        "evaluate --data dev-speaker): a voice to choose settings on that is not the test speaker's "
+                        "(default: none)")
     for name, n, what in (("train", 35000, "training"), ("dev", 500, "dev (best checkpoint)"),
                           ("test", 1000, "each test set's")):
         p.add_argument(f"--{name}-utterances", type=ints(1, 10**7), default=n, metavar="N",
                        help=f"{what} utterances generated")
-    p.add_argument("--window", type=parse_window, default=(8, 8), metavar="L,R",
-                   help="truncated self-attention: 'L,R' encoder steps (80 ms each at --subsample 8) each step sees to "
-                        "its left and right, 'W' for W,W, or 'full' (default: 8,8; with --streaming 16,0)")
+    add_window_arg(p, AsrConfig, streaming=STREAMING_WINDOW)
     p.add_argument("--streaming", action="store_true",
                    help="a streaming model: causal convolutions, a window with no right context (L,0), features "
                         "normalised by the training set's statistics instead of each utterance's")
@@ -67,8 +56,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     title="speech recognition model")
     p.add_argument("--num-decoder-layers", type=ints(1, 64), default=2, help="decoder layers")
     add_config_args(p, FeatureConfig, only=("n_mels",), title="features")
-    p.add_argument("--vtlp", type=floats(0, 0.5), default=0.0, metavar="A",
-                   help="vocal tract length perturbation: each training utterance's mel bins stretched by a factor "
-                        "drawn from [1 - A, 1 + A] (0: none; docs/asr.md measured 0.1 on a speaker held out)")
-    p.add_argument("--no-augment", dest="augment", action="store_false",
-                   help="train without SpecAugment-style time and frequency masking")
+    add_config_args(p, AugmentConfig, title="augmentation (each training utterance changed anew every epoch)")

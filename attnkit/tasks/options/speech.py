@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...data.features import FeatureConfig
 from ...models.configs.speech import SpeechConfig
-from . import add_config_args, add_data_args
+from . import add_config_args, add_data_args, add_window_arg
 
 NAME = "speech"
 HELP = "spoken digit classification (FSDD): log-mel frames, Transformer encoder with truncated self-attention"
@@ -23,30 +23,12 @@ EVALUATION_DATA = ("speech: train or test of the run's FSDD split, or recordings
                    "(default: test)")
 
 
-def parse_window(s: str) -> tuple[int, int] | None:
-    """'full' -> None; 'L,R' or 'W' (symmetric) -> (L, R)."""
-    if s in ("full", "none"):
-        return None
-    try:
-        parts = [int(v) for v in s.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--window: expected 'full', 'W' or 'L,R', got {s!r}") from None
-    if len(parts) == 1:
-        parts = parts * 2
-    if len(parts) != 2 or min(parts) < 0 or max(parts) > 65536:
-        raise argparse.ArgumentTypeError(f"--window: expected 'full', 'W' or 'L,R' with W, L, R in [0, 65536], got "
-                                         f"{s!r}")
-    return parts[0], parts[1]
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, default=None, metavar="PATH",
                    help="recordings.tar.gz, a folder of WAVs, or a folder holding either "
                         "(default: <data dir>/fsdd/recordings.tar.gz)")
     add_data_args(p, "fsdd/", "fetch the dataset from GitHub into the cache if missing")
-    p.add_argument("--window", type=parse_window, default=(4, 4), metavar="L,R",
-                   help="truncated self-attention: 'L,R' frames each frame sees to its left and right, 'W' for "
-                        "W,W, or 'full' (default: 4,4)")
+    add_window_arg(p, SpeechConfig)
     add_config_args(p, SpeechConfig, only=("subsample",), title="speech model")
     add_config_args(p, FeatureConfig, only=("n_mels",), title="features")
     p.add_argument("--holdout-speaker", default=None, metavar="NAME",
