@@ -12,6 +12,8 @@ Everything here builds their arguments from a ``PackedLayer`` (itself made from 
 name: ``layer_weights`` gives a ``LayerWeights`` or None where a composition cannot take the layer (a linear
 layer the small kernel does not take, no bias, outputs not in multiples of 16, a norm that is not an affine
 LayerNorm, norms of different eps), and ``compositions()`` is None where the kernels do not run (no compiler).
+A ``QuantLayer``'s int8 linear layers go in as they are packed for attnkit's int8 kernel (``Int8Weight``), where
+that kernel runs them (``QuantLinear.native_weight``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from ...functional import native
 from ..layer import PackedLayer
 from ..packed import PackedLinear
+from ..quant_linear import QuantLinear
 
 __all__ = ["compositions", "layer_weights", "layer_stack", "packed_rows", "CSRC"]
 
@@ -32,8 +35,18 @@ def compositions():
     return native.extension(CSRC, "attnkit_inference")
 
 
-def _pair(linear: PackedLinear, panels: bool) -> tuple:
+def _pair(linear: PackedLinear | QuantLinear, panels: bool, ext):
+    """A linear layer as ``LayerWeights`` takes it: (W, b), or an int8 layer's ``Int8Weight``."""
+    if isinstance(linear, QuantLinear):
+        return ext.Int8Weight(**linear.native_weight.fields(panels))
     return (linear.panel_weight() if panels else linear.blocked_weight(), linear.bias)
+
+
+def _composes(linear: PackedLinear | QuantLinear) -> bool:
+    """Whether the compositions take this linear layer: the native kernel runs it, with a bias and outputs in
+    multiples of 16."""
+    runs = linear.native_weight is not None if isinstance(linear, QuantLinear) else linear.small is not None
+    return runs and linear.bias is not None and linear.out_features % 16 == 0
 
 
 def layer_weights(layer: PackedLayer, *, panels: bool):
@@ -42,16 +55,16 @@ def layer_weights(layer: PackedLayer, *, panels: bool):
     ext = compositions()
     linears = layer.linears()
     norms = layer.norms
-    if ext is None or any(m.small is None or m.bias is None or m.out_features % 16 for m in linears):
+    if ext is None or not all(_composes(m) for m in linears):
         return None
     if not all(n is not None and n.affine for n in norms) or len({n.eps for n in norms}) != 1:
         return None  # (the kernels take one eps)
     cross = {}
     if layer.cross:
-        cross = dict(cross_q=_pair(layer.cross_q, panels), cross_out=_pair(layer.cross_out, panels),
+        cross = dict(cross_q=_pair(layer.cross_q, panels, ext), cross_out=_pair(layer.cross_out, panels, ext),
                      cross_norm=(norms[1].weight, norms[1].bias))
-    return ext.LayerWeights(qkv=_pair(layer.qkv, panels), self_out=_pair(layer.self_out, panels),
-                            ff1=_pair(layer.ff1, panels), ff2=_pair(layer.ff2, panels),
+    return ext.LayerWeights(qkv=_pair(layer.qkv, panels, ext), self_out=_pair(layer.self_out, panels, ext),
+                            ff1=_pair(layer.ff1, panels, ext), ff2=_pair(layer.ff2, panels, ext),
                             self_norm=(norms[0].weight, norms[0].bias), ff_norm=(norms[-1].weight, norms[-1].bias),
                             **cross, num_heads=layer.num_heads, norm_first=layer.norm_first, act=layer.ff1._act_id,
                             eps=norms[0].eps, scale=layer.head_dim ** -0.5)

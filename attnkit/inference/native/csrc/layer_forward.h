@@ -40,6 +40,15 @@ namespace attnkit_ops {
 
 namespace layer_detail {
 
+// Shared buffers of the int8 linear layers' inputs (int8_quant.h): the rows quantised (n x kp int8), their scales,
+// shifts and outlier values, the outlier channels, the columns' amax and a row of scratch per thread (kmax floats).
+struct Int8Scratch {
+  int8_t* a;
+  float *s, *shift, *cols, *amax, *rows;
+  int64_t kmax;
+  int64_t idx[attnkit_linear::kMaxOutliers];
+};
+
 // The work of one thread of the region: its share of each step, in order.
 template <typename S>
 struct Layer {
@@ -61,6 +70,8 @@ struct Layer {
   std::vector<attnkit_short::Scratch>* scratch;  // per thread: attention's
   float* yf;             // post-LN: float32 sums (n, d) before the norm
   S *qkv, *o, *y, *q, *f, *out;
+  const Int8Linears* q8 = nullptr;  // the layer's int8 linear layers (set after the rest)
+  Int8Scratch* i8 = nullptr;
 
   const S* ptr(int i) const { return reinterpret_cast<const S*>(w[i].data_ptr()); }
 
@@ -101,9 +112,49 @@ struct Layer {
       attnkit_linear::narrow_rows(xf + r0 * k, r1 - r0, k, xb + r0 * k);
   }
 
+  // The same for an int8 linear layer (float32 rows): the rows quantised (the outlier channels chosen by one
+  // thread, the rows by all), then this thread's outputs; every thread must call it (barriers).
+  template <typename O>
+  void linear_i8(const float* x, const Int8Weight& iw, const float* res, O* dst, int64_t a, int tid, int nt) const {
+    const int64_t k = iw.inputs(), kp = iw.kp(), nout = iw.padded();
+    const int count = static_cast<int>(iw.outliers);
+#pragma omp single
+    {
+      if (count > 0) {
+        attnkit_linear::column_amax(x, n, k, 0, k, i8->amax);
+        attnkit_linear::top_columns(i8->amax, k, count, i8->idx);
+      }
+    }
+    int64_t r0, r1;
+    share(n, tid, nt, r0, r1);
+    attnkit_linear::quantize_rows(x, k, kp, i8->idx, count, static_cast<float>(iw.act_max), r0, r1, i8->a, i8->s,
+                                  i8->shift, i8->cols, i8->rows + tid * i8->kmax);
+#pragma omp barrier
+    const bool panels = iw.panels();
+    const int64_t units = panels ? nout / 32 : nout / 16;  // panels in pairs
+    int64_t u0, u1;
+    share(units, tid, nt, u0, u1);
+    const int64_t unit = panels ? 32 : 16;
+    const int64_t c0 = u0 * unit, c1 = tid == nt - 1 ? nout : u1 * unit;
+    if (c1 <= c0) return;
+    int32_t* s = reinterpret_cast<int32_t*>(sums + tid * sums_size);
+    const bool fast = int8_detail::fast_dot();
+    if (fast)
+      int8_detail::sums_fast(panels, i8->a, iw.w.data_ptr<int8_t>(), n, kp, c0, c1, s);
+    else
+      int8_detail::sums<attnkit_simd::Dot>(panels, i8->a, iw.w.data_ptr<int8_t>(), n, kp, c0, c1, s);
+    const attnkit_linear::Int8Epilogue e{i8->s, i8->shift, i8->cols, i8->idx, count, iw.wt.data_ptr<int8_t>(), nout,
+                                         iw.scale.data_ptr<float>(), iw.wsum.data_ptr<int32_t>(),
+                                         fast && attnkit_simd::DotFast::kOffset, iw.bias.data_ptr<float>()};
+    attnkit_linear::epilogue_i8<O>(s, c1 - c0, e, res, dst, n, nout, c0, c1, a);
+  }
+
   // dst = act(in W_l^T + b_l) [+ res], this thread's outputs (whole pairs of panels); O: S or float
   template <typename O>
   void linear(Rows in, int l, const S* res, O* dst, int64_t a, int tid, int nt) const {
+    if constexpr (std::is_same<S, float>::value) {
+      if ((*q8)[l]) return linear_i8<O>(in.f, *(*q8)[l], res, dst, a, tid, nt);
+    }
     const at::Tensor& wt = w[2 * l];
     const int64_t k = packed_inputs(wt), nout = packed_outputs(wt);
     const bool panels = packed_layout(wt) == 2;
@@ -225,16 +276,19 @@ struct Layer {
 // ws: the layers, run one after the other in the same region (a barrier between two), layer i's cross
 // keys and values cks[i], cvs[i] (cross-attention); the output of one is the input of the next (two
 // buffers in turn), the scratch is shared.
-inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const std::vector<at::Tensor>*>& ws, int64_t b,
+inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const LayerWeights*>& ws, int64_t b,
                              int64_t t, int64_t h, bool cross, bool norm_first, int64_t act, double eps, double scale,
                              const int64_t* len, const std::vector<const at::Tensor*>& cks,
                              const std::vector<const at::Tensor*>& cvs, const int64_t* cross_len, int64_t group,
                              const at::Tensor* keys, const at::Tensor* values, int64_t pos) {
   const int64_t n = b * t, d = x.size(-1), dh = d / h, layers = static_cast<int64_t>(ws.size());
   int64_t dff = 0, src = 0;
+  int64_t kmax = 0, kpmax = 0;  // the int8 linear layers' widest inputs, and padded
   for (int64_t l = 0; l < layers; ++l) {
-    dff = std::max(dff, packed_outputs((*ws[l])[cross ? 8 : 4]));
+    dff = std::max(dff, outputs_of(ws[l]->w, ws[l]->q8, cross ? 4 : 2));
     if (cross) src = std::max(src, cks[l]->size(2));
+    for (const auto& iw : ws[l]->q8)
+      if (iw) kmax = std::max(kmax, iw->inputs()), kpmax = std::max(kpmax, iw->kp());
   }
   auto opts = x.options();
   auto out = at::empty({n, d}, opts);
@@ -254,6 +308,13 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const std::v
   std::vector<attnkit_short::Scratch> scratch;
   scratch.reserve(nt);
   for (int i = 0; i < nt; ++i) scratch.emplace_back(static_cast<int>(dh), static_cast<int>(dh), std::max(kw, 16));
+  const int64_t per_row = 2 + attnkit_linear::kMaxOutliers;  // s, shift, cols
+  const std::unique_ptr<int8_t[]> a8(new int8_t[n * kpmax]);
+  const auto f8 = attnkit_simd::scratch_floats(static_cast<size_t>(kpmax ? n * per_row + (nt + 1) * kmax : 0));
+  Int8Scratch i8{};
+  if (kpmax > 0)
+    i8 = Int8Scratch{a8.get(), f8.get(), f8.get() + n, f8.get() + 2 * n, f8.get() + n * per_row,
+                     f8.get() + n * per_row + kmax, kmax, {}};
 
   auto go = [&](auto tag) {
     using S = decltype(tag);
@@ -266,11 +327,13 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const std::v
       const at::Tensor* dst = (layers - 1 - l) % 2 == 0 ? &out : &other;
       const at::Tensor* ck = cross ? cks[l] : nullptr;
       const at::Tensor* cv = cross ? cvs[l] : nullptr;
-      steps.push_back(Layer<S>{*ws[l], b, t, d, h, dh, packed_outputs((*ws[l])[cross ? 8 : 4]), n, cross, norm_first,
+      steps.push_back(Layer<S>{ws[l]->w, b, t, d, h, dh, outputs_of(ws[l]->w, ws[l]->q8, cross ? 4 : 2), n, cross, norm_first,
                                act, static_cast<float>(eps), static_cast<float>(scale), len, cross_len, p(ck), p(cv),
                                {0, 0, 0}, {0, 0, 0}, cross ? ck->size(2) : 0, group, p(keys), p(values), pos,
                                xf.get(), xb.get(), sums.get(), sums_size, &scratch, yf.get(), p(&qkv), p(&o), p(&y),
                                p(&q), p(&f), p(dst)});
+      steps.back().q8 = &ws[l]->q8;
+      steps.back().i8 = &i8;
       for (int i = 0; cross && i < 3; ++i) {
         steps.back().ck_s[i] = ck->stride(i);
         steps.back().cv_s[i] = cv->stride(i);
@@ -296,7 +359,7 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const std::v
 }
 
 // One layer (layer_forward, decoder_layer_step).
-inline at::Tensor run(const at::Tensor& x, const std::vector<at::Tensor>& w, int64_t b, int64_t t, int64_t h,
+inline at::Tensor run(const at::Tensor& x, const LayerWeights& w, int64_t b, int64_t t, int64_t h,
                       bool cross, bool norm_first, int64_t act, double eps, double scale, const int64_t* len,
                       const at::Tensor* ck, const at::Tensor* cv, const int64_t* cross_len, int64_t group,
                       const at::Tensor* keys, const at::Tensor* values, int64_t pos) {
@@ -327,7 +390,7 @@ inline at::Tensor layer_forward(const at::Tensor& x, const LayerWeights& layer, 
                 ": cross_keys and cross_values must have the same S");
     cross_len = lengths_ptr(cross_lengths, b, who);
   }
-  return layer_detail::run(x, layer.w, b, t, h, cross, layer.norm_first, layer.act, layer.eps, layer.scale, len,
+  return layer_detail::run(x, layer, b, t, h, cross, layer.norm_first, layer.act, layer.eps, layer.scale, len,
                            cross ? &*cross_keys : nullptr, cross ? &*cross_values : nullptr, cross_len, 1, nullptr,
                            nullptr, 0)
       .view({b, t, d});
@@ -351,10 +414,10 @@ inline at::Tensor layers_forward(const at::Tensor& x, const LayerStack& stack, c
               cross_values.size());
   const int64_t* len = lengths_ptr(lengths, b, who);
   const int64_t* cross_len = cross ? lengths_ptr(cross_lengths, b, who) : nullptr;
-  std::vector<const std::vector<at::Tensor>*> wp;
+  std::vector<const LayerWeights*> wp;
   std::vector<const at::Tensor*> ck, cv;
   for (int64_t l = 0; l < layers; ++l) {
-    wp.push_back(&stack.layers[l].w);
+    wp.push_back(&stack.layers[l]);
     if (!cross) continue;
     layer_detail::check_memory(cross_keys[l], b, h, dh, first.dtype, who, "cross_keys");
     layer_detail::check_memory(cross_values[l], b, h, dh, first.dtype, who, "cross_values");
