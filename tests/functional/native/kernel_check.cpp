@@ -52,13 +52,13 @@ static void attend_ref(const float* q, const float* kk, const float* v, int d, i
 
 // the int8 sums with the fast dot products (VNNI, sdot): a function under their target, as int8_ops.h's
 template <typename F>
-ATTNKIT_FAST_DOT __attribute__((flatten)) void fast_sums(const int8_t* a, const int8_t* blocked, const int8_t* panels,
-                                                          int mp, int kp, int np, int32_t* got, F&& compare) {
+ATTNKIT_FAST_DOT __attribute__((flatten)) void fast_sums(const int8_t* a, const int8_t* b, const int8_t* blocked,
+                                                          const int8_t* panels, int mp, int kp, int np, F&& compare) {
   using D = k::attnkit_simd::DotFast;
   std::vector<int32_t> out(mp * np);
-  kl::blocked_sums_i8<D>(a, blocked, 3, kp, 0, np, out.data());
+  kl::blocked_sums_i8<D>(a, b, blocked, 3, kp, 0, np, out.data());
   compare(3, D::kOffset, out);
-  kl::panel_sums_i8<D>(a, panels, mp, kp, 0, np, out.data());
+  kl::panel_sums_i8<D>(a, b, panels, mp, kp, 0, np, out.data());
   compare(mp, D::kOffset, out);
 }
 
@@ -112,7 +112,7 @@ int main() {
     Vec x = randn(mp * kk);
     x[2 * kk + 5] = 40.0f, x[4 * kk + 70] = -60.0f;  // two channels far larger than the rest
     std::uniform_int_distribution<int> u(-127, 127);
-    std::vector<int8_t> q(np * kk, 0), blocked(np * kp, 0), panels(np * kp, 0), a(mp * kp);
+    std::vector<int8_t> q(np * kk, 0), blocked(np * kp, 0), panels(np * kp, 0), a(mp * kp), b(mp * kp), bf(mp * kp);
     for (int r = 0; r < n; ++r)
       for (int j = 0; j < kk; ++j) q[r * kk + j] = static_cast<int8_t>(u(rng));
     for (int r = 0; r < n; ++r) q[r * kk] = 127, q[r * kk + 1] = -127;  // the extreme products
@@ -125,8 +125,12 @@ int main() {
     int64_t idx[count];
     kl::column_amax(x.data(), mp, kk, 0, kk, amax.data());
     kl::top_columns(amax.data(), kk, count, idx);
-    kl::quantize_rows(x.data(), kk, kp, idx, count, 127.0f, 0, mp, a.data(), s.data(), c.data(), cols.data(),
-                      row.data());
+    using Dot = k::attnkit_simd::Dot;
+    using DotFast = k::attnkit_simd::DotFast;
+    kl::quantize_rows(x.data(), kk, kp, idx, count, 127.0f, Dot::kPlane, 0, mp, a.data(), b.data(), s.data(), c.data(),
+                      cols.data(), row.data());
+    kl::quantize_rows(x.data(), kk, kp, idx, count, 127.0f, DotFast::kPlane, 0, mp, a.data(), bf.data(), s.data(),
+                      c.data(), cols.data(), row.data());
     bool outl = (idx[0] == 70 && idx[1] == 5) && cols[4 * count] == -60.0f - c[4];
     double qerr = 0;  // |a s + c - x| <= s / 2 away from the outliers, a in [-127, 127], both ends reached
     for (int i = 0; i < mp; ++i) {
@@ -154,14 +158,14 @@ int main() {
           err = std::max(err, std::abs(double(sum[i * np + r] - off) - want[i * np + r]));
         }
     };
-    kl::blocked_sums_i8<k::attnkit_simd::Dot>(a.data(), blocked.data(), 3, kp, 0, np, got.data());
+    kl::blocked_sums_i8<Dot>(a.data(), b.data(), blocked.data(), 3, kp, 0, np, got.data());
     compare(3, false, got);
-    kl::panel_sums_i8<k::attnkit_simd::Dot>(a.data(), panels.data(), mp, kp, 0, np, got.data());
+    kl::panel_sums_i8<Dot>(a.data(), b.data(), panels.data(), mp, kp, 0, np, got.data());
     compare(mp, false, got);
     report("int8_sums", err, 0);
     if (k::attnkit_simd::kFastDot && k::attnkit_simd::cpu_has_fast_dot()) {
       err = 0;
-      fast_sums(a.data(), blocked.data(), panels.data(), mp, kp, np, got.data(), compare);
+      fast_sums(a.data(), bf.data(), blocked.data(), panels.data(), mp, kp, np, compare);
       report("int8_fast", err, 0);
     } else {
       report("int8_fast", 0, 0);  // (no such instructions here)

@@ -40,9 +40,10 @@ struct Tile {
   static constexpr int kPanels = kWide ? 2 : 1;
 };
 
-// sums[m ldo + r] = sum_j a[m, j] W[n0 + r, j] for R rows of W (a block, blocked layout) and MB rows of a.
+// sums[m ldo + r] = sum_j a[m, j] W[n0 + r, j] for R rows of W (a block, blocked layout) and MB rows of a (b: their
+// second plane, D::kPlane's, at the same offsets: rows of kp).
 template <typename D, int R, int MB>
-inline void block_i8(const int8_t* w, const int8_t* a, int64_t kp, int32_t* sums, int64_t ldo) {
+inline void block_i8(const int8_t* w, const int8_t* a, const int8_t* b, int64_t kp, int32_t* sums, int64_t ldo) {
   I acc[R][MB];
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < MB; ++m) acc[r][m] = izero();
@@ -50,7 +51,7 @@ inline void block_i8(const int8_t* w, const int8_t* a, int64_t kp, int32_t* sums
   for (int64_t j = 0; j < kp; j += kQChunk) {
     for (int l = 0; l < R * 64; l += 64) prefetch_l1(ahead + j * R + l);
     typename D::X xv[MB];
-    for (int m = 0; m < MB; ++m) xv[m] = D::prep(loadq(a + m * kp + j));
+    for (int m = 0; m < MB; ++m) xv[m] = D::load(a + m * kp + j, b + m * kp + j);
     for (int r = 0; r < R; ++r) {
       const Q wv = loadq(w + j * R + r * 64);
       for (int m = 0; m < MB; ++m) acc[r][m] = D::dot(acc[r][m], xv[m], wv);
@@ -62,19 +63,21 @@ inline void block_i8(const int8_t* w, const int8_t* a, int64_t kp, int32_t* sums
 
 // Outputs [n_begin, n_end) (multiples of 4; the blocked layout) of every row: sums (m_rows, n_end - n_begin).
 template <typename D>
-inline void blocked_sums_i8(const int8_t* a, const int8_t* w, int64_t m_rows, int64_t kp, int64_t n_begin,
-                            int64_t n_end, int32_t* sums) {
+inline void blocked_sums_i8(const int8_t* a, const int8_t* b, const int8_t* w, int64_t m_rows, int64_t kp,
+                            int64_t n_begin, int64_t n_end, int32_t* sums) {
   const int64_t width = n_end - n_begin;
   for (int64_t c = 0; c < width; c += 4)
     for (int64_t m = 0; m < m_rows; m += kXRows)
       with_constant<kXRows>(static_cast<int>(m_rows - m), [&](auto mb) {
-        block_i8<D, 4, decltype(mb)::value>(w + (n_begin + c) * kp, a + m * kp, kp, sums + m * width + c, width);
+        block_i8<D, 4, decltype(mb)::value>(w + (n_begin + c) * kp, a + m * kp, b + m * kp, kp, sums + m * width + c,
+                                            width);
       });
 }
 
 // sums[m ldo + 16 p + c] for MR rows of a and NP panels from w (panel stride 16 kp): one register tile.
 template <typename D, int MR, int NP, bool Prefetch>
-inline void panel_tile_i8(const int8_t* a, const int8_t* w, int64_t kp, int32_t* sums, int64_t ldo) {
+inline void panel_tile_i8(const int8_t* a, const int8_t* b, const int8_t* w, int64_t kp, int32_t* sums,
+                          int64_t ldo) {
   const int64_t panel_stride = kp * 16;
   I acc[MR][NP];
   for (int m = 0; m < MR; ++m)
@@ -85,7 +88,7 @@ inline void panel_tile_i8(const int8_t* a, const int8_t* w, int64_t kp, int32_t*
     Q wv[NP];
     for (int p = 0; p < NP; ++p) wv[p] = loadq(w + p * panel_stride + g * 16);
     for (int m = 0; m < MR; ++m) {
-      const typename D::X xb = D::prep(bcast4(a + m * kp + g));
+      const typename D::X xb = D::bcast(a + m * kp + g, b + m * kp + g);
       for (int p = 0; p < NP; ++p) acc[m][p] = D::dot(acc[m][p], xb, wv[p]);
     }
   }
@@ -94,16 +97,17 @@ inline void panel_tile_i8(const int8_t* a, const int8_t* w, int64_t kp, int32_t*
 }
 
 template <typename D, int NP, bool Prefetch>
-inline void panel_rows_i8(int mr, const int8_t* a, const int8_t* w, int64_t kp, int32_t* sums, int64_t ldo) {
+inline void panel_rows_i8(int mr, const int8_t* a, const int8_t* b, const int8_t* w, int64_t kp, int32_t* sums,
+                          int64_t ldo) {
   with_constant<Tile<D>::kRows>(mr, [&](auto r) {
-    panel_tile_i8<D, decltype(r)::value, NP, Prefetch>(a, w, kp, sums, ldo);
+    panel_tile_i8<D, decltype(r)::value, NP, Prefetch>(a, b, w, kp, sums, ldo);
   });
 }
 
 // Outputs [n_begin, n_end) (multiples of 16) of every row, W in panels: sums (m_rows, n_end - n_begin).
 template <typename D>
-inline void panel_sums_i8(const int8_t* a, const int8_t* w, int64_t m_rows, int64_t kp, int64_t n_begin,
-                          int64_t n_end, int32_t* sums) {
+inline void panel_sums_i8(const int8_t* a, const int8_t* b, const int8_t* w, int64_t m_rows, int64_t kp,
+                          int64_t n_begin, int64_t n_end, int32_t* sums) {
   constexpr int kRows = Tile<D>::kRows, kPanels = Tile<D>::kPanels;
   const int64_t width = n_end - n_begin;
   const int64_t tiles = (m_rows + kRows - 1) / kRows;
@@ -114,12 +118,13 @@ inline void panel_sums_i8(const int8_t* a, const int8_t* w, int64_t m_rows, int6
       const int64_t m1 = (m_rows * (i + 1)) / tiles;
       const int mr = static_cast<int>(m1 - m0);
       int32_t* out = sums + m0 * width + c;
+      const int8_t *am = a + m0 * kp, *bm = b + m0 * kp;
       if (two && i == 0)
-        panel_rows_i8<D, 2, true>(mr, a + m0 * kp, wc, kp, out, width);
+        panel_rows_i8<D, 2, true>(mr, am, bm, wc, kp, out, width);
       else if (two)
-        panel_rows_i8<D, 2, false>(mr, a + m0 * kp, wc, kp, out, width);
+        panel_rows_i8<D, 2, false>(mr, am, bm, wc, kp, out, width);
       else
-        panel_rows_i8<D, 1, true>(mr, a + m0 * kp, wc, kp, out, width);
+        panel_rows_i8<D, 1, true>(mr, am, bm, wc, kp, out, width);
       m0 = m1;
     }
   }

@@ -73,20 +73,21 @@ namespace int8_detail {
 
 using namespace attnkit_linear;
 
+// The integer sums of rows a (and their second plane b) against W (panels or blocked), outputs [n0, n1).
 template <typename D>
-inline void sums(bool panels, const int8_t* a, const int8_t* w, int64_t m, int64_t kp, int64_t n0, int64_t n1,
-                 int32_t* out) {
+inline void sums(bool panels, const int8_t* a, const int8_t* b, const int8_t* w, int64_t m, int64_t kp, int64_t n0,
+                 int64_t n1, int32_t* out) {
   if (panels)
-    panel_sums_i8<D>(a, w, m, kp, n0, n1, out);
+    panel_sums_i8<D>(a, b, w, m, kp, n0, n1, out);
   else
-    blocked_sums_i8<D>(a, w, m, kp, n0, n1, out);
+    blocked_sums_i8<D>(a, b, w, m, kp, n0, n1, out);
 }
 
 // The same with DotFast's instructions (AVX512-VNNI, NEON's sdot): everything inlined under their target.
-ATTNKIT_FAST_DOT __attribute__((flatten)) inline void sums_fast(bool panels, const int8_t* a, const int8_t* w,
-                                                                  int64_t m, int64_t kp, int64_t n0, int64_t n1,
-                                                                  int32_t* out) {
-  sums<attnkit_simd::DotFast>(panels, a, w, m, kp, n0, n1, out);
+ATTNKIT_FAST_DOT __attribute__((flatten)) inline void sums_fast(bool panels, const int8_t* a, const int8_t* b,
+                                                                  const int8_t* w, int64_t m, int64_t kp, int64_t n0,
+                                                                  int64_t n1, int32_t* out) {
+  sums<attnkit_simd::DotFast>(panels, a, b, w, m, kp, n0, n1, out);
 }
 
 inline bool fast_dot() {
@@ -94,9 +95,13 @@ inline bool fast_dot() {
   return has;
 }
 
+// The second plane the Dot that runs here multiplies (vec_int8.h).
+inline int plane() { return fast_dot() ? attnkit_simd::DotFast::kPlane : attnkit_simd::Dot::kPlane; }
+
 constexpr int64_t kRowChunk = 64;  // rows of x whose sums a thread keeps before their epilogue
 
-// Quantised rows of x (float32, m x k) for w: a (m x kp int8), s (m), cols (m x outliers), idx (outliers).
+// Quantised rows of x (float32, m x k) for w: a and its second plane (m x kp int8 each), s, shift (m), cols
+// (m x outliers), idx (outliers).
 struct Rows {
   std::unique_ptr<int8_t[]> a;
   std::unique_ptr<float[]> s, shift, cols;
@@ -104,7 +109,7 @@ struct Rows {
   int count;
 
   Rows(const float* x, int64_t m, int64_t k, const Int8Weight& w)
-      : a(new int8_t[m * w.kp()]), s(new float[m]), shift(new float[m]), cols(new float[m * w.outliers + 1]),
+      : a(new int8_t[2 * m * w.kp()]), s(new float[m]), shift(new float[m]), cols(new float[m * w.outliers + 1]),
         count(static_cast<int>(w.outliers)) {
     if (count > 0) {
       const auto amax = attnkit_simd::scratch_floats(static_cast<size_t>(k));
@@ -114,8 +119,8 @@ struct Rows {
     const int64_t kp = w.kp();
     at::parallel_for(0, m, std::max<int64_t>(1, 32768 / k), [&](int64_t r0, int64_t r1) {
       const auto row = attnkit_simd::scratch_floats(static_cast<size_t>(k));
-      quantize_rows(x, k, kp, idx, count, static_cast<float>(w.act_max), r0, r1, a.get(), s.get(), shift.get(),
-                    cols.get(), row.get());
+      quantize_rows(x, k, kp, idx, count, static_cast<float>(w.act_max), plane(), r0, r1, a.get(), a.get() + m * kp,
+                    s.get(), shift.get(), cols.get(), row.get());
     });
   }
 };
@@ -134,11 +139,11 @@ inline void products(const Rows& q, const Int8Weight& w, const float* res, float
     const auto s = std::unique_ptr<int32_t[]>(new int32_t[std::min(m, kRowChunk) * width]);
     for (int64_t r0 = 0; r0 < m; r0 += kRowChunk) {
       const int64_t rows = std::min(kRowChunk, m - r0);
-      const int8_t* a = q.a.get() + r0 * kp;
+      const int8_t *a = q.a.get() + r0 * kp, *b = q.a.get() + (m + r0) * kp;
       if (fast)
-        sums_fast(panels, a, wp, rows, kp, c0, c0 + width, s.get());
+        sums_fast(panels, a, b, wp, rows, kp, c0, c0 + width, s.get());
       else
-        sums<attnkit_simd::Dot>(panels, a, wp, rows, kp, c0, c0 + width, s.get());
+        sums<attnkit_simd::Dot>(panels, a, b, wp, rows, kp, c0, c0 + width, s.get());
       Int8Epilogue er = e;
       er.s += r0, er.shift += r0, er.cols += r0 * q.count;
       epilogue_i8<float>(s.get(), width, er, res ? res + r0 * n : nullptr, out + r0 * n, rows, n, c0, c1, act);

@@ -53,10 +53,12 @@ inline void top_columns(const float* amax, int64_t k, int count, int64_t* idx) {
   }
 }
 
-// Rows [r0, r1) of x (rows of k floats): q (rows of kp int8), s and c (one each per row), cols (rows of `count`
-// floats: the outlier channels idx, minus c). row: scratch of k floats.
+// Rows [r0, r1) of x (rows of k floats): q (rows of kp int8) and qb, their second plane (vec_int8.h's kPlane:
+// |q|, q + 128 as u8, or none: left as it is), s and c (one each per row), cols (rows of `count` floats: the
+// outlier channels idx, minus c). row: scratch of k floats.
 inline void quantize_rows(const float* x, int64_t k, int64_t kp, const int64_t* idx, int count, float act_max,
-                          int64_t r0, int64_t r1, int8_t* q, float* s, float* shift, float* cols, float* row) {
+                          int plane, int64_t r0, int64_t r1, int8_t* q, int8_t* qb, float* s, float* shift,
+                          float* cols, float* row) {
   int64_t other = 0;  // a channel that is not an outlier (idx is short: a few passes)
   while (other < k && std::find(idx, idx + count, other) != idx + count) ++other;
   for (int64_t r = r0; r < r1; ++r) {
@@ -92,6 +94,9 @@ inline void quantize_rows(const float* x, int64_t k, int64_t kp, const int64_t* 
       for (int64_t i = 0; i < w; ++i) qr[j + i] = static_cast<int8_t>(f[i]);
     }
     std::memset(qr + k, 0, static_cast<size_t>(kp - k));
+    if (plane == kPlaneNone) continue;
+    int8_t* br = qb + r * kp;
+    for (int64_t j = 0; j < kp; ++j) br[j] = plane_of(qr[j], plane);
   }
 }
 

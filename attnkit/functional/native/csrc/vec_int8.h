@@ -6,7 +6,7 @@
 // A Dot is one way of computing them, with the instructions of its variant:
 //   AVX2:         vpmaddubsw multiplies u8 x s8 and adds pairs into 16 bits, saturating: the sign of x moves
 //                 onto w first (|x| as u8, sign(x) w as s8, vpsignb: ggml's trick; |pair| <= 2 127^2 < 2^15),
-//                 then vpmaddwd by ones widens the pairs into int32;
+//                 then vpmaddwd by ones widens the pairs into int32 (|x| comes made, in the rows' second plane);
 //   AVX-512:      the same on zmm (no vpsignb there: w negated under x's sign mask);
 //   AVX512-VNNI:  DotVnni, vpdpbusd: four u8 x s8 products into int32 in one instruction. x goes in as
 //                 x + 128 (u8); the sums then hold 128 sum(w) too, which the epilogue takes off (kOffset);
@@ -183,8 +183,15 @@ inline V load_i8(const int8_t* p) {
 #endif
 
 // ---- dot products of groups of four -----------------------------------------------------------------
-// Dot::prep(x) readies an x operand once for every w it meets; Dot::dot(acc, x, w) adds the groups' dot products.
-// kOffset: the sums hold 128 sum(w of the group) besides (DotVnni's u8 x + 128).
+// The rows of x come in two planes (int8_quant.h writes both): a, the integers, and what the Dot multiplies
+// besides (kPlane): |a| (the sign trick's u8 operand), a + 128 as u8 (VNNI's), or nothing (NEON, generic).
+// Dot::load(a, b) takes 64 bytes of each plane, Dot::bcast(a, b) their 4 bytes broadcast to every group;
+// Dot::dot(acc, x, w) adds the groups' dot products. kOffset: the sums hold 128 sum(w of the group) besides.
+constexpr int kPlaneNone = 0, kPlaneAbs = 1, kPlaneU8 = 2;
+inline int8_t plane_of(int8_t a, int plane) {
+  return plane == kPlaneAbs ? static_cast<int8_t>(a < 0 ? -a : a)
+                            : plane == kPlaneU8 ? static_cast<int8_t>(static_cast<uint8_t>(a) ^ 0x80u) : a;
+}
 #if ATTNKIT_AVX512
 struct Dot {
   struct X {
@@ -192,7 +199,11 @@ struct Dot {
     __mmask64 neg;
   };
   static constexpr bool kOffset = false;
-  static X prep(Q x) { return {_mm512_abs_epi8(x.v), _mm512_movepi8_mask(x.v)}; }
+  static constexpr int kPlane = kPlaneAbs;
+  static X load(const int8_t* a, const int8_t* b) {
+    return {_mm512_loadu_si512(b), _mm512_movepi8_mask(_mm512_loadu_si512(a))};
+  }
+  static X bcast(const int8_t* a, const int8_t* b) { return {bcast4(b).v, _mm512_movepi8_mask(bcast4(a).v)}; }
   static I dot(I acc, const X& x, Q w) {
     const __m512i sw = _mm512_mask_sub_epi8(w.v, x.neg, _mm512_setzero_si512(), w.v);  // sign(x) w
     const __m512i pairs = _mm512_maddubs_epi16(x.abs, sw);
@@ -205,21 +216,25 @@ inline bool cpu_has_fast_dot() { return __builtin_cpu_supports("avx512vnni"); }
 struct DotVnni {
   using X = __m512i;
   static constexpr bool kOffset = true;
-  static X prep(Q x) { return _mm512_xor_si512(x.v, _mm512_set1_epi8(static_cast<char>(0x80))); }  // x + 128
+  static constexpr int kPlane = kPlaneU8;
+  static X load(const int8_t*, const int8_t* b) { return _mm512_loadu_si512(b); }
+  static X bcast(const int8_t*, const int8_t* b) { return bcast4(b).v; }
   ATTNKIT_FAST_DOT static I dot(I acc, const X& x, Q w) { return {_mm512_dpbusd_epi32(acc.v, x, w.v)}; }
 };
 using DotFast = DotVnni;
 #elif ATTNKIT_AVX2
 struct Dot {
   struct X {
-    __m256i abs_a, abs_b, a, b;
+    Q abs, a;
   };
   static constexpr bool kOffset = false;
-  static X prep(Q x) { return {_mm256_sign_epi8(x.a, x.a), _mm256_sign_epi8(x.b, x.b), x.a, x.b}; }
+  static constexpr int kPlane = kPlaneAbs;
+  static X load(const int8_t* a, const int8_t* b) { return {loadq(b), loadq(a)}; }
+  static X bcast(const int8_t* a, const int8_t* b) { return {bcast4(b), bcast4(a)}; }
   static I dot(I acc, const X& x, Q w) {
     const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i pa = _mm256_maddubs_epi16(x.abs_a, _mm256_sign_epi8(w.a, x.a));
-    const __m256i pb = _mm256_maddubs_epi16(x.abs_b, _mm256_sign_epi8(w.b, x.b));
+    const __m256i pa = _mm256_maddubs_epi16(x.abs.a, _mm256_sign_epi8(w.a, x.a.a));
+    const __m256i pb = _mm256_maddubs_epi16(x.abs.b, _mm256_sign_epi8(w.b, x.a.b));
     return {_mm256_add_epi32(acc.a, _mm256_madd_epi16(pa, ones)), _mm256_add_epi32(acc.b, _mm256_madd_epi16(pb, ones))};
   }
 };
@@ -227,7 +242,9 @@ struct Dot {
 struct Dot {
   using X = Q;
   static constexpr bool kOffset = false;
-  static X prep(Q x) { return x; }
+  static constexpr int kPlane = kPlaneNone;
+  static X load(const int8_t* a, const int8_t*) { return loadq(a); }
+  static X bcast(const int8_t* a, const int8_t*) { return bcast4(a); }
   static I dot(I acc, const X& x, Q w) {
     for (int i = 0; i < 4; ++i) {  // 16 products in 16 bits, their pairs (|pair| < 2^15), pairs of pairs into int32
       const int16x8_t lo = vmull_s8(vget_low_s8(x.p[i]), vget_low_s8(w.p[i]));
@@ -249,7 +266,9 @@ inline bool cpu_has_fast_dot() {
 struct DotSdot {
   using X = Q;
   static constexpr bool kOffset = false;
-  static X prep(Q x) { return x; }
+  static constexpr int kPlane = kPlaneNone;
+  static X load(const int8_t* a, const int8_t*) { return loadq(a); }
+  static X bcast(const int8_t* a, const int8_t*) { return bcast4(a); }
   ATTNKIT_FAST_DOT static I dot(I acc, const X& x, Q w) {
     for (int i = 0; i < 4; ++i) acc.p[i] = vdotq_s32(acc.p[i], x.p[i], w.p[i]);
     return acc;
@@ -260,7 +279,9 @@ using DotFast = DotSdot;
 struct Dot {
   using X = Q;
   static constexpr bool kOffset = false;
-  static X prep(Q x) { return x; }
+  static constexpr int kPlane = kPlaneNone;
+  static X load(const int8_t* a, const int8_t*) { return loadq(a); }
+  static X bcast(const int8_t* a, const int8_t*) { return bcast4(a); }
   static I dot(I acc, const X& x, Q w) {
     for (int i = 0; i < 16; ++i)
       for (int j = 0; j < 4; ++j) acc.f[i] += static_cast<int32_t>(x.f[4 * i + j]) * w.f[4 * i + j];

@@ -43,7 +43,7 @@ namespace layer_detail {
 // Shared buffers of the int8 linear layers' inputs (int8_quant.h): the rows quantised (n x kp int8), their scales,
 // shifts and outlier values, the outlier channels, the columns' amax and a row of scratch per thread (kmax floats).
 struct Int8Scratch {
-  int8_t* a;
+  int8_t *a, *b;  // the rows and their second plane (vec_int8.h)
   float *s, *shift, *cols, *amax, *rows;
   int64_t kmax;
   int64_t idx[attnkit_linear::kMaxOutliers];
@@ -127,8 +127,8 @@ struct Layer {
     }
     int64_t r0, r1;
     share(n, tid, nt, r0, r1);
-    attnkit_linear::quantize_rows(x, k, kp, i8->idx, count, static_cast<float>(iw.act_max), r0, r1, i8->a, i8->s,
-                                  i8->shift, i8->cols, i8->rows + tid * i8->kmax);
+    attnkit_linear::quantize_rows(x, k, kp, i8->idx, count, static_cast<float>(iw.act_max), int8_detail::plane(), r0,
+                                  r1, i8->a, i8->b, i8->s, i8->shift, i8->cols, i8->rows + tid * i8->kmax);
 #pragma omp barrier
     const bool panels = iw.panels();
     const int64_t units = panels ? nout / 32 : nout / 16;  // panels in pairs
@@ -140,9 +140,9 @@ struct Layer {
     int32_t* s = reinterpret_cast<int32_t*>(sums + tid * sums_size);
     const bool fast = int8_detail::fast_dot();
     if (fast)
-      int8_detail::sums_fast(panels, i8->a, iw.w.data_ptr<int8_t>(), n, kp, c0, c1, s);
+      int8_detail::sums_fast(panels, i8->a, i8->b, iw.w.data_ptr<int8_t>(), n, kp, c0, c1, s);
     else
-      int8_detail::sums<attnkit_simd::Dot>(panels, i8->a, iw.w.data_ptr<int8_t>(), n, kp, c0, c1, s);
+      int8_detail::sums<attnkit_simd::Dot>(panels, i8->a, i8->b, iw.w.data_ptr<int8_t>(), n, kp, c0, c1, s);
     const attnkit_linear::Int8Epilogue e{i8->s, i8->shift, i8->cols, i8->idx, count, iw.wt.data_ptr<int8_t>(), nout,
                                          iw.scale.data_ptr<float>(), iw.wsum.data_ptr<int32_t>(),
                                          fast && attnkit_simd::DotFast::kOffset, iw.bias.data_ptr<float>()};
@@ -309,11 +309,11 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const LayerW
   scratch.reserve(nt);
   for (int i = 0; i < nt; ++i) scratch.emplace_back(static_cast<int>(dh), static_cast<int>(dh), std::max(kw, 16));
   const int64_t per_row = 2 + attnkit_linear::kMaxOutliers;  // s, shift, cols
-  const std::unique_ptr<int8_t[]> a8(new int8_t[n * kpmax]);
+  const std::unique_ptr<int8_t[]> a8(new int8_t[2 * n * kpmax]);
   const auto f8 = attnkit_simd::scratch_floats(static_cast<size_t>(kpmax ? n * per_row + (nt + 1) * kmax : 0));
   Int8Scratch i8{};
   if (kpmax > 0)
-    i8 = Int8Scratch{a8.get(), f8.get(), f8.get() + n, f8.get() + 2 * n, f8.get() + n * per_row,
+    i8 = Int8Scratch{a8.get(), a8.get() + n * kpmax, f8.get(), f8.get() + n, f8.get() + 2 * n, f8.get() + n * per_row,
                      f8.get() + n * per_row + kmax, kmax, {}};
 
   auto go = [&](auto tag) {
