@@ -23,6 +23,7 @@ from ..models.asr import AsrModel, Encoded
 from ..models.asr_frontend import Frontend, half
 from .encoder import EncoderStack
 from .packed import PackedLinear
+from .quant_linear import linear_for
 from .spec import ModelSpec
 
 __all__ = ["AsrEngine", "PackedFrontend"]
@@ -64,7 +65,7 @@ class AsrEngine:
             raise ValueError(f"AsrEngine: needs a speech model's spec, got {spec.settings.architecture!r}")
         self.spec, self.reference = spec, reference
         self.encoder = EncoderStack(spec.encoder, spec.settings)
-        self.ctc_head = PackedLinear(spec.output)
+        self.ctc_head = linear_for(spec.output)
         self.frontend = PackedFrontend(reference.frontend) if reference.frontend.kind == "conv1d" else None
 
     @property

@@ -1,12 +1,13 @@
 """int8 as one more dtype of the weight spec: quantised when loaded, no calibration data.
 
-``quantize_spec(spec)`` gives the same ``ModelSpec`` with each layer's linear layers ``qkv``, ``self_out``,
-``cross_qkv``, ``cross_out`` and ``ff1`` in int8: a spec ``Linear`` whose ``weight`` is int8 (N, K) and whose
-``scale`` (N,) float32 gives W ~= weight * scale[:, None] (symmetric, one scale per output channel: the largest
-|W| of the row maps to 127). Everything else stays float32: ``ff2`` (``FLOAT_LINEARS``: the feed-forward's second
-product, whose inputs, the activation's outputs, cost the most accuracy in int8: docs/int8.md), the token tables,
-positions, LayerNorms, attention, the output layer (the logits' final choice), a NAT model's length classifier
-and BERT's pooler.
+``quantize_spec(spec, keep)`` gives the same ``ModelSpec`` with each layer's linear layers ``qkv``, ``self_out``,
+``cross_qkv``, ``cross_out``, ``ff1``, ``ff2`` and the ``output`` layer in int8, but those named in ``keep``: a spec
+``Linear`` whose ``weight`` is int8 (N, K) and whose ``scale`` (N,) float32 gives W ~= weight * scale[:, None]
+(symmetric, one scale per output channel: the largest |W| of the row maps to 127). The engines keep what their
+int8 path needs in float32 (``quant_linear.float_linears``): nothing on attnkit's own kernels (8-bit activations),
+``FLOAT_LINEARS`` on torch's fbgemm (7-bit activations: ``ff2``, whose inputs, the activation's outputs, cost the
+most accuracy there, and the output layer; docs/int8.md). Everything else stays float32: the token tables,
+positions, LayerNorms, attention, a NAT model's length classifier and BERT's pooler.
 
 At run time each input row (token) x is quantised on its own, over its range: with c = (max x + min x) / 2 and
 h = (max x - min x) / 2, a = round((x - c) / s), s = h / act_max, so x ~= a s + c; the product is the integers'
@@ -42,13 +43,15 @@ from .spec import LINEARS, CrossAttention, Layer, Linear, ModelSpec, Stack
 
 __all__ = ["load_dtypes", "ACT_MAX", "NATIVE_ACT_MAX", "WEIGHT_MAX", "quantize_weight", "quantize_rows", "dequantize",
            "quantize_linear", "quantize_spec", "int8_product_reference", "int8_linear_reference", "is_int8", "cat_rows",
-           "ENGINE_DTYPES", "engine_dtype", "outliers", "outlier_channels", "outlier_product", "FLOAT_LINEARS"]
+           "ENGINE_DTYPES", "engine_dtype", "outliers", "outlier_channels", "outlier_product", "FLOAT_LINEARS",
+           "QUANTISABLE"]
 
 ACT_MAX = 63  # fbgemm's activations, [-63, 63]: exact int32 sums on AVX2's pairwise 16-bit products (module doc)
 NATIVE_ACT_MAX = 127  # attnkit's own kernels' activations, [-127, 127]: their products cannot saturate
 WEIGHT_MAX = 127
 OUTLIERS = 8  # input channels kept in float32 per call (at most K / 8: ``outliers``)
-FLOAT_LINEARS = ("ff2",)  # a layer's linear layers ``quantize_spec`` leaves in float32 (the module doc)
+FLOAT_LINEARS = ("ff2", "output")  # what ``quantize_spec`` leaves in float32 by default (the module doc)
+QUANTISABLE = LINEARS + ("output",)  # what ``quantize_spec`` can quantise: a layer's linear layers, the output layer
 # the engines' dtypes by name: torch.int8 stands for "int8 weights, float32 activations"
 ENGINE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.int8}
 
@@ -186,12 +189,16 @@ def _stack(stack: Stack | None, keep: tuple[str, ...]) -> Stack | None:
 
 
 def quantize_spec(spec: ModelSpec, keep: tuple[str, ...] = FLOAT_LINEARS) -> ModelSpec:
-    """``spec`` (float32) with each layer's linear layers in int8 but those named in ``keep`` (``spec.LINEARS``'
-    names; default ``FLOAT_LINEARS``); the rest unchanged (see the module doc)."""
+    """``spec`` (float32) with each layer's linear layers and the output layer in int8 but those named in ``keep``
+    (``QUANTISABLE``' names: ``spec.LINEARS``' and "output"; default ``FLOAT_LINEARS``); the rest unchanged (see
+    the module doc)."""
     dtype = spec.encoder.layers[0].qkv.weight.dtype if spec.encoder.layers else torch.float32
     if dtype != torch.float32:
         raise ValueError(f"quantize_spec: needs a float32 spec, got {dtype}")
-    unknown = sorted(set(keep) - set(LINEARS))
+    unknown = sorted(set(keep) - set(QUANTISABLE))
     if unknown:
-        raise ValueError(f"quantize_spec: `keep` names {unknown}, not linear layers (choices: {', '.join(LINEARS)})")
-    return dataclasses.replace(spec, encoder=_stack(spec.encoder, keep), decoder=_stack(spec.decoder, keep))
+        raise ValueError(f"quantize_spec: `keep` names {unknown}, not linear layers "
+                         f"(choices: {', '.join(QUANTISABLE)})")
+    output = spec.output if "output" in keep else quantize_linear(spec.output)
+    return dataclasses.replace(spec, encoder=_stack(spec.encoder, keep), decoder=_stack(spec.decoder, keep),
+                               output=output)

@@ -25,6 +25,7 @@ from .encoder import BertEngine
 from .nat import NATEngine
 from .packed import onednn_available
 from .quant import quantize_spec
+from .quant_linear import float_linears
 from .seq2seq import Seq2SeqEngine
 
 __all__ = ["engine_for", "refusal", "ENGINES"]
@@ -68,10 +69,10 @@ def engine_for(model, *, dtype: torch.dtype | None = None):
         return model if same else copy.deepcopy(model).to(weights).eval()
     if isinstance(model, BertModel):
         spec = spec_of(model, weights)
-        return BertEngine(quantize_spec(spec) if int8 else spec)
+        return BertEngine(quantize_spec(spec, float_linears()) if int8 else spec)
     arch = architecture_of(model).name
     reference = model if same else copy.deepcopy(model).to(weights).eval()
     spec = spec_of(reference)
     engine = NATEngine if isinstance(model, NATModel) else AsrEngine if isinstance(model, AsrModel) else Seq2SeqEngine
     assert ENGINES[arch] is engine
-    return engine(quantize_spec(spec) if int8 else spec, reference)
+    return engine(quantize_spec(spec, float_linears()) if int8 else spec, reference)

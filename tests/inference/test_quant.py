@@ -177,6 +177,9 @@ def test_a_spec_in_int8_keeps_the_rest_float():
     assert every.encoder.layers[1].ff2.weight.dtype == torch.int8
     with pytest.raises(ValueError, match=r"`keep` names \['ff3'\], not linear layers"):
         quantize_spec(spec_of(_bert()), keep=("ff3",))
+    translation = spec_of(seq2seq_model(True))  # the output layer: in FLOAT_LINEARS, int8 where not kept
+    assert quantize_spec(translation).output.weight.dtype == torch.float32
+    assert quantize_spec(translation, keep=("ff2",)).output.weight.dtype == torch.int8
 
 
 def test_a_bert_model_in_int8_keeps_its_embeddings():

@@ -15,7 +15,7 @@ from attnkit.functional.masks import padding
 from attnkit.inference import EncoderStack, Seq2SeqEngine, engine_for
 from attnkit.inference.architectures import ENCODER_LAYER
 from attnkit.inference.quant import NATIVE_ACT_MAX, int8_linear_reference, quantize_linear
-from attnkit.inference.quant_linear import QuantLinear, int8_path
+from attnkit.inference.quant_linear import QuantLinear, float_linears, int8_path
 from attnkit.inference.quant_packed import BLOCKED_ROWS, Int8Packed
 from attnkit.inference.spec import Layer, Linear, Norm, Settings, Stack
 from attnkit.nn import TransformerConfig
@@ -121,6 +121,20 @@ def test_the_weights_are_packed_once_in_both_layouts():
     assert packed.fields(True)["w"] is packed.panels_w and packed.bias.shape == (32,)
     assert torch.equal(packed.fields(False)["wsum"][:20], 128 * lin.weight.sum(1, dtype=torch.int32))
     assert int8_path() == "native"
+
+
+def test_the_engines_take_every_linear_layer_in_int8_on_the_native_path():
+    m = seq2seq_model(False)  # (d 32: its wider test model's logits move by 0.05 of cosine with any int8 layer)
+    engine = engine_for(m, dtype=torch.int8)
+    assert float_linears() == ()
+    assert all(isinstance(lin, QuantLinear) for layer in engine.layers for lin in layer.linears())
+    assert isinstance(engine.output, QuantLinear) and engine.output.path == "native"
+    ids, mask = source()
+    with torch.no_grad():
+        memory = engine.encode(ids, mask)
+        want = engine_for(m).decode_step(ids[:, :2], m.encode(ids, mask), mask).logits
+        got = engine.decode_step(ids[:, :2], memory, mask).logits
+    assert F.cosine_similarity(got, want, dim=-1).min() > 0.99
 
 
 @pytest.mark.parametrize("norm_first,activation", [(False, "silu"), (True, "gelu")])
