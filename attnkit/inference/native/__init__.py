@@ -2,10 +2,11 @@
 
 The C++ (``csrc/``): ``layer_weights.h`` (a layer's weights as a struct with named fields, checked once when it
 is made), ``layer_forward.h`` (an encoder or non-autoregressive decoder layer over a few short rows, one OpenMP
-region; ``layers_forward`` a stack of them), ``decoder_step.h`` (a decoder layer for one new position of every
-row, the K/V cache written in place) and ``nat_first_pass.h`` (a NAT model's first pass over one sentence, encoder
-to best tokens), bound in ``compositions.cpp``. They are made of the kernels' checked entry points
-(``attnkit/functional/native/csrc``) and built with them as one extension of their own (``native.extension``).
+region; ``layers_forward`` a stack of them; ``layer_int8.h`` its int8 linear layers' step), ``decoder_step.h`` (a
+decoder layer for one new position of every row, the K/V cache written in place) and ``nat_first_pass.h`` (a NAT
+model's first pass over one sentence, encoder to best tokens), bound in ``compositions.cpp``. They are made of the
+kernels' checked entry points (``attnkit/functional/native/csrc``) and built with them as one extension of their
+own (``native.extension``).
 The packed layer program (``inference/layer.py``) is their reference: each is tested against it.
 
 Everything here builds their arguments from a ``PackedLayer`` (itself made from the model's weight spec), by

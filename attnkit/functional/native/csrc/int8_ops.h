@@ -113,7 +113,9 @@ struct Rows {
         count(static_cast<int>(w.outliers)) {
     if (count > 0) {
       const auto amax = attnkit_simd::scratch_floats(static_cast<size_t>(k));
-      column_amax(x, m, k, 0, k, amax.get());
+      at::parallel_for(0, (k + 15) / 16, std::max<int64_t>(1, 2048 / m), [&](int64_t c0, int64_t c1) {
+        column_amax(x, m, k, 16 * c0, std::min(16 * c1, k), amax.get());
+      });
       top_columns(amax.get(), k, count, idx);
     }
     const int64_t kp = w.kp();

@@ -83,20 +83,19 @@ inline void quantize_rows(const float* x, int64_t k, int64_t kp, const int64_t* 
     const float inv = act_max / half;  // as quant.quantize_rows: (x - c) (act_max / half), in float32
     for (int c = 0; c < count; ++c) cols[r * count + c] = xr[idx[c]] - mid, row[idx[c]] = mid;  // (a = 0 there)
     int8_t* qr = q + r * kp;
-    alignas(64) float f[16];
     const V up = set1(act_max), down = set1(-act_max), iv = set1(inv), mv = set1(mid);
     for (int64_t j = 0; j < k; j += 16) {
       const int64_t w = std::min<int64_t>(16, k - j);
       V y = round((load16(row + j, first_lanes(w)) - mv) * iv);  // half to even
       y = select(unord(y, y), zero(), y);                         // NaN (0 inf, inf 0) -> 0
-      y = select(gt(y, up), up, select(lt(y, down), down, y));
-      storeu(f, y);
-      for (int64_t i = 0; i < w; ++i) qr[j + i] = static_cast<int8_t>(f[i]);
+      store_i8(qr + j, select(gt(y, up), up, select(lt(y, down), down, y)), w);
     }
     std::memset(qr + k, 0, static_cast<size_t>(kp - k));
-    if (plane == kPlaneNone) continue;
     int8_t* br = qb + r * kp;
-    for (int64_t j = 0; j < kp; ++j) br[j] = plane_of(qr[j], plane);
+    if (plane == kPlaneAbs)
+      for (int64_t j = 0; j < kp; ++j) br[j] = static_cast<int8_t>(qr[j] < 0 ? -qr[j] : qr[j]);
+    else if (plane == kPlaneU8)
+      for (int64_t j = 0; j < kp; ++j) br[j] = static_cast<int8_t>(static_cast<uint8_t>(qr[j]) ^ 0x80u);
   }
 }
 

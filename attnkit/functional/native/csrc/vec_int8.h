@@ -182,16 +182,32 @@ inline V load_i8(const int8_t* p) {
 }
 #endif
 
+// 16 floats holding integers in [-127, 127] -> int8 at p, the first n (<= 16) of them.
+inline void store_i8(int8_t* p, V x, int64_t n) {
+  alignas(16) int8_t t[16];
+#if ATTNKIT_AVX512
+  _mm_store_si128(reinterpret_cast<__m128i*>(t), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(x.v)));
+#elif ATTNKIT_AVX2
+  const __m256i w = _mm256_packs_epi32(_mm256_cvtps_epi32(x.a), _mm256_cvtps_epi32(x.b));  // a0-3 b0-3 | a4-7 b4-7
+  const __m128i b = _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));  // a0-3 b0-3 a4-7 b4-7
+  _mm_store_si128(reinterpret_cast<__m128i*>(t), _mm_shuffle_epi32(b, 0xD8));  // a0-7 b0-7
+#elif ATTNKIT_NEON
+  int16x8_t h[2];
+  for (int i = 0; i < 2; ++i)
+    h[i] = vcombine_s16(vqmovn_s32(vcvtnq_s32_f32(x.p[2 * i])), vqmovn_s32(vcvtnq_s32_f32(x.p[2 * i + 1])));
+  vst1q_s8(t, vcombine_s8(vqmovn_s16(h[0]), vqmovn_s16(h[1])));
+#else
+  for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(x.f[i]);
+#endif
+  std::memcpy(p, t, static_cast<size_t>(n));
+}
+
 // ---- dot products of groups of four -----------------------------------------------------------------
 // The rows of x come in two planes (int8_quant.h writes both): a, the integers, and what the Dot multiplies
 // besides (kPlane): |a| (the sign trick's u8 operand), a + 128 as u8 (VNNI's), or nothing (NEON, generic).
 // Dot::load(a, b) takes 64 bytes of each plane, Dot::bcast(a, b) their 4 bytes broadcast to every group;
 // Dot::dot(acc, x, w) adds the groups' dot products. kOffset: the sums hold 128 sum(w of the group) besides.
 constexpr int kPlaneNone = 0, kPlaneAbs = 1, kPlaneU8 = 2;
-inline int8_t plane_of(int8_t a, int plane) {
-  return plane == kPlaneAbs ? static_cast<int8_t>(a < 0 ? -a : a)
-                            : plane == kPlaneU8 ? static_cast<int8_t>(static_cast<uint8_t>(a) ^ 0x80u) : a;
-}
 #if ATTNKIT_AVX512
 struct Dot {
   struct X {

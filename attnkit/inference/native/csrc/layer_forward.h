@@ -9,8 +9,8 @@
 //   [x = LN2(x + cross(x W_cq + b) W_co + b)]      [x = x + cross(LN2(x) W_cq + b) W_co + b]
 //   x = LNf(x + act(x W_1 + b) W_2 + b)            x = x + act(LNf(x) W_1 + b) W_2 + b
 //
-// The kernels are small_linear's (panel_sums or the blocked dot products, then the epilogue) and
-// short_forward's (attend), the same arithmetic in the same order. Calling them one by one costs a thread
+// The kernels are small_linear's (panel_sums or the blocked dot products, then the epilogue), int8_linear's for a
+// layer's int8 linear layers (layer_int8.h), and short_forward's (attend), the same arithmetic in the same order. Calling them one by one costs a thread
 // team per kernel and an allocation per result; here the whole layer is one OpenMP region. Each step splits
 // its work over the threads (a linear layer's outputs in panels, attention's (row, head) jobs, LayerNorm's
 // and the widening's rows) and a barrier separates the steps; every buffer is allocated before the region.
@@ -33,21 +33,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "layer_int8.h"
 #include "layer_weights.h"
 
 namespace ATTNKIT_VARIANT {
 namespace attnkit_ops {
 
 namespace layer_detail {
-
-// Shared buffers of the int8 linear layers' inputs (int8_quant.h): the rows quantised (n x kp int8), their scales,
-// shifts and outlier values, the outlier channels, the columns' amax and a row of scratch per thread (kmax floats).
-struct Int8Scratch {
-  int8_t *a, *b;  // the rows and their second plane (vec_int8.h)
-  float *s, *shift, *cols, *amax, *rows;
-  int64_t kmax;
-  int64_t idx[attnkit_linear::kMaxOutliers];
-};
 
 // The work of one thread of the region: its share of each step, in order.
 template <typename S>
@@ -112,48 +104,11 @@ struct Layer {
       attnkit_linear::narrow_rows(xf + r0 * k, r1 - r0, k, xb + r0 * k);
   }
 
-  // The same for an int8 linear layer (float32 rows): the rows quantised (the outlier channels chosen by one
-  // thread, the rows by all), then this thread's outputs; every thread must call it (barriers).
-  template <typename O>
-  void linear_i8(const float* x, const Int8Weight& iw, const float* res, O* dst, int64_t a, int tid, int nt) const {
-    const int64_t k = iw.inputs(), kp = iw.kp(), nout = iw.padded();
-    const int count = static_cast<int>(iw.outliers);
-#pragma omp single
-    {
-      if (count > 0) {
-        attnkit_linear::column_amax(x, n, k, 0, k, i8->amax);
-        attnkit_linear::top_columns(i8->amax, k, count, i8->idx);
-      }
-    }
-    int64_t r0, r1;
-    share(n, tid, nt, r0, r1);
-    attnkit_linear::quantize_rows(x, k, kp, i8->idx, count, static_cast<float>(iw.act_max), int8_detail::plane(), r0,
-                                  r1, i8->a, i8->b, i8->s, i8->shift, i8->cols, i8->rows + tid * i8->kmax);
-#pragma omp barrier
-    const bool panels = iw.panels();
-    const int64_t units = panels ? nout / 32 : nout / 16;  // panels in pairs
-    int64_t u0, u1;
-    share(units, tid, nt, u0, u1);
-    const int64_t unit = panels ? 32 : 16;
-    const int64_t c0 = u0 * unit, c1 = tid == nt - 1 ? nout : u1 * unit;
-    if (c1 <= c0) return;
-    int32_t* s = reinterpret_cast<int32_t*>(sums + tid * sums_size);
-    const bool fast = int8_detail::fast_dot();
-    if (fast)
-      int8_detail::sums_fast(panels, i8->a, i8->b, iw.w.data_ptr<int8_t>(), n, kp, c0, c1, s);
-    else
-      int8_detail::sums<attnkit_simd::Dot>(panels, i8->a, i8->b, iw.w.data_ptr<int8_t>(), n, kp, c0, c1, s);
-    const attnkit_linear::Int8Epilogue e{i8->s, i8->shift, i8->cols, i8->idx, count, iw.wt.data_ptr<int8_t>(), nout,
-                                         iw.scale.data_ptr<float>(), iw.wsum.data_ptr<int32_t>(),
-                                         fast && attnkit_simd::DotFast::kOffset, iw.bias.data_ptr<float>()};
-    attnkit_linear::epilogue_i8<O>(s, c1 - c0, e, res, dst, n, nout, c0, c1, a);
-  }
-
   // dst = act(in W_l^T + b_l) [+ res], this thread's outputs (whole pairs of panels); O: S or float
   template <typename O>
   void linear(Rows in, int l, const S* res, O* dst, int64_t a, int tid, int nt) const {
     if constexpr (std::is_same<S, float>::value) {
-      if ((*q8)[l]) return linear_i8<O>(in.f, *(*q8)[l], res, dst, a, tid, nt);
+      if ((*q8)[l]) return int8_share<O>(in.f, *(*q8)[l], res, dst, a, n, tid, nt, *i8, sums + tid * sums_size);
     }
     const at::Tensor& wt = w[2 * l];
     const int64_t k = packed_inputs(wt), nout = packed_outputs(wt);
@@ -308,13 +263,7 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const LayerW
   std::vector<attnkit_short::Scratch> scratch;
   scratch.reserve(nt);
   for (int i = 0; i < nt; ++i) scratch.emplace_back(static_cast<int>(dh), static_cast<int>(dh), std::max(kw, 16));
-  const int64_t per_row = 2 + attnkit_linear::kMaxOutliers;  // s, shift, cols
-  const std::unique_ptr<int8_t[]> a8(new int8_t[2 * n * kpmax]);
-  const auto f8 = attnkit_simd::scratch_floats(static_cast<size_t>(kpmax ? n * per_row + (nt + 1) * kmax : 0));
-  Int8Scratch i8{};
-  if (kpmax > 0)
-    i8 = Int8Scratch{a8.get(), a8.get() + n * kpmax, f8.get(), f8.get() + n, f8.get() + 2 * n, f8.get() + n * per_row,
-                     f8.get() + n * per_row + kmax, kmax, {}};
+  Int8Buffers i8(n, kmax, kpmax, nt);
 
   auto go = [&](auto tag) {
     using S = decltype(tag);
@@ -333,7 +282,7 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const LayerW
                                xf.get(), xb.get(), sums.get(), sums_size, &scratch, yf.get(), p(&qkv), p(&o), p(&y),
                                p(&q), p(&f), p(dst)});
       steps.back().q8 = &ws[l]->q8;
-      steps.back().i8 = &i8;
+      steps.back().i8 = &i8.view;
       for (int i = 0; cross && i < 3; ++i) {
         steps.back().ck_s[i] = ck->stride(i);
         steps.back().cv_s[i] = cv->stride(i);
