@@ -244,8 +244,8 @@ def bandwidth(threads: int, mbytes: int = 512, repeats: int = 7) -> float:
 def step_bytes(cfg, bytes_per_weight: float, float_bytes: float | None = None) -> float:
     """Bytes of the weights one decoding step reads: decoder layers (cross K/V projection excluded) + output.
 
-    ``float_bytes``: bytes per weight of the parts attnkit's int8 keeps in float32 (FFN's second product, output
-    layer); default ``bytes_per_weight``."""
+    ``float_bytes``: bytes per weight of the FFN's second product and the output layer (what attnkit's int8 keeps in
+    float32 where its own int8 kernels do not run: ``quant.FLOAT_LINEARS``); default ``bytes_per_weight``."""
     tc = cfg.transformer
     d, f, v = tc.d_model, tc.d_ff, cfg.tgt_vocab_size
     fb = bytes_per_weight if float_bytes is None else float_bytes
@@ -296,14 +296,18 @@ def bench_model(name: str, folder: Path | None, model, args, root: Path, run: Pa
 
 
 def _time_cases(name: str, engines: dict, cfg, pad: int, args) -> list[str]:
+    from attnkit.inference.quant_linear import float_linears
+
     bw = bandwidth(args.threads)
     where = "all engines in this process" if args.one_process else "each engine in a process of its own"
+    kept = float_linears()
+    int8_reads = ("attnkit int8 the same: every linear layer in int8" if not kept else
+                  f"attnkit int8, whose {' and '.join(kept)} stay float32, {step_bytes(cfg, 1, 4) / 1e6:.0f} MB")
     lines = [f"### {name}: {cfg.transformer.num_encoder_layers}+{cfg.transformer.num_decoder_layers} layers, "
              f"d_model {cfg.transformer.d_model}, vocabulary {cfg.tgt_vocab_size}",
              f"measured read bandwidth: {bw / 1e9:.1f} GB/s; weights read per step: "
              f"{step_bytes(cfg, 4) / 1e6:.0f} MB in float32, {step_bytes(cfg, 2) / 1e6:.0f} MB in bfloat16, "
-             f"{step_bytes(cfg, 1) / 1e6:.0f} MB in int8 (the int8 bound below; attnkit int8, whose FFN's second "
-             f"product and output layer stay float32, reads {step_bytes(cfg, 1, 4) / 1e6:.0f} MB); {where}"]
+             f"{step_bytes(cfg, 1) / 1e6:.0f} MB in int8 (the int8 bound below; {int8_reads}); {where}"]
     for case, (batch, beams) in CASES.items():
         if args.cases and case not in args.cases:
             continue

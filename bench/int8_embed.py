@@ -2,9 +2,10 @@
 
     python bench/int8_embed.py [--n 2000] [--repeats 3] [--threads 2] [--latency-calls 200] [--no-time] [--no-onnx]
 
-Engines: attnkit float32 and int8 (``encode(dtype="int8")``, the path this machine takes said on stderr: fbgemm,
-or the exact reference), and, where onnx and onnxruntime import, the ONNX Runtime peer of sentence-transformers'
-``export_dynamic_quantized_onnx_model(model, "avx512_vnni", ...)`` built without optimum (``_onnx_peer.py``: the
+Engines: attnkit float32 and int8 (``encode(dtype="int8")``; the path this machine takes is printed: attnkit's
+native int8 kernels of the variant that runs, else fbgemm or the exact reference), and, where onnx and onnxruntime
+import, the ONNX Runtime peer of sentence-transformers' ``export_dynamic_quantized_onnx_model(model,
+"avx512_vnni", ...)`` built without optimum (``_onnx_peer.py``: the
 same folder exported with ``torch.onnx.export`` into a temporary directory, ORT float32 as exported and ORT int8
 quantised dynamically; same tokenizer, batch size, mean pooling and normalisation).
 
@@ -145,6 +146,11 @@ def main(argv=None) -> dict:
             result["seconds"] = report_times(times, args.n)
             if args.latency_calls > 0:
                 result["latency_ms"] = report_latency(latency(fns, args.latency_calls))
+    from attnkit.functional.native import cpu_isa
+    from attnkit.inference.quant_linear import float_linears, int8_path
+
+    print(f"attnkit int8 path: {int8_path()} (native variant {cpu_isa()}); kept in float32: "
+          f"{', '.join(float_linears()) or 'nothing'}")
     print(f"machine: {machine()}")
     return result
 

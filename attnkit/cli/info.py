@@ -38,6 +38,10 @@ def lines(build: bool = True) -> list[str]:
         runs = native.cpu_isa()
         out.append(f"runs: {runs}" if runs == chosen else
                    f"runs: {runs or 'none, the PyTorch paths'} ({native.unavailable() or 'a lower variant'})")
+        if runs is not None:
+            fast = native.kernel().cpu_has_fast_dot()
+            out.append("int8 products: attnkit's kernels, " + ("the CPU's int8 dot products (AVX512-VNNI, NEON's sdot)"
+                                                               if fast else f"the {runs} variant's own"))
     return out
 
 

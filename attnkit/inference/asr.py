@@ -23,6 +23,7 @@ from ..models.asr import Encoded, check_frames, encoded, encoder_mask
 from ..models.asr_frontend import front_end, half, out_lengths
 from .encoder import EncoderStack
 from .packed import PackedLinear
+from .quant_linear import linear_for
 from .spec import Linear, ModelSpec, Speech
 
 __all__ = ["AsrEngine", "PackedFrontend"]
@@ -65,7 +66,7 @@ class AsrEngine:
             raise ValueError(f"AsrEngine: needs a speech model's spec, got {spec.settings.architecture!r}")
         self.spec, self.speech, self.reference, self.config = spec, spec.speech, reference, spec.config
         self.encoder = EncoderStack(spec.encoder, spec.settings)
-        self.ctc_head = PackedLinear(spec.output)
+        self.ctc_head = linear_for(spec.output)
         self.frontend = PackedFrontend(spec.speech) if spec.speech.kind == "conv1d" else None
 
     def convolutions(self, x: Tensor, lengths: Tensor) -> Tensor:

@@ -72,7 +72,7 @@ class PackedLayer:
         """x (N, d) -> (N, d). ``attend_self``: q, k, v rows (N, 3d) -> (N, d); ``attend_memory``: queries (N, d)
         -> (N, d) (a decoder layer's cross-attention)."""
         pre, n1 = self.norm_first, self.norms[0]
-        qkv = self.qkv.rows(n1(x) if pre else x)  # (N, 3d)
+        qkv = self.normed(self.qkv, x, n1) if pre else self.qkv.rows(x)  # (N, 3d)
         return self.after_self(self.residual(self.self_out, attend_self(qkv), x, n1), attend_memory)
 
     def after_self(self, x: Tensor, attend_memory: Callable[[Tensor], Tensor] | None = None) -> Tensor:
@@ -80,10 +80,14 @@ class PackedLayer:
         pre, nf = self.norm_first, self.norms[-1]
         if self.cross:
             n2 = self.norms[1]
-            q = self.cross_q.rows(n2(x) if pre else x)  # (N, d)
+            q = self.normed(self.cross_q, x, n2) if pre else self.cross_q.rows(x)  # (N, d)
             x = self.residual(self.cross_out, attend_memory(q), x, n2)
-        f = self.ff1.rows(nf(x) if pre else x)  # (N, d_ff), the activation applied in the kernel
+        f = self.normed(self.ff1, x, nf) if pre else self.ff1.rows(x)  # (N, d_ff), the activation in the kernel
         return self.residual(self.ff2, f, x, nf)
+
+    def normed(self, linear: PackedLinear, x: Tensor, norm: Norm) -> Tensor:
+        """Pre-LN's act(norm(x) W^T + b): x (N, in) -> (N, out), the norm, then the linear layer's rows."""
+        return linear.rows(norm(x))
 
     def residual(self, linear: PackedLinear, y: Tensor, x: Tensor, norm: Norm) -> Tensor:
         """Pre-LN: x + linear(y); post-LN: norm(x + linear(y)). y (N, in), x (N, d) -> (N, d): the sum inside

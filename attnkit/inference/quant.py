@@ -1,34 +1,39 @@
 """int8 as one more dtype of the weight spec: quantised when loaded, no calibration data.
 
-``quantize_spec(spec)`` gives the same ``ModelSpec`` with each layer's linear layers ``qkv``, ``self_out``,
-``cross_qkv``, ``cross_out`` and ``ff1`` in int8: a spec ``Linear`` whose ``weight`` is int8 (N, K) and whose
-``scale`` (N,) float32 gives W ~= weight * scale[:, None] (symmetric, one scale per output channel: the largest
-|W| of the row maps to 127). Everything else stays float32: ``ff2`` (``FLOAT_LINEARS``: the feed-forward's second
-product, whose inputs, the activation's outputs, cost the most accuracy in int8: docs/int8.md), the token tables,
-positions, LayerNorms, attention, the output layer (the logits' final choice), a NAT model's length classifier
-and BERT's pooler.
+``quantize_spec(spec, keep)`` gives the same ``ModelSpec`` with each layer's linear layers ``qkv``, ``self_out``,
+``cross_qkv``, ``cross_out``, ``ff1``, ``ff2`` and the ``output`` layer in int8, but those named in ``keep``: a spec
+``Linear`` whose ``weight`` is int8 (N, K) and whose ``scale`` (N,) float32 gives W ~= weight * scale[:, None]
+(symmetric, one scale per output channel: the largest |W| of the row maps to 127). The engines keep what their
+int8 path needs in float32 (``quant_linear.float_linears``): nothing on attnkit's own kernels (8-bit activations),
+``FLOAT_LINEARS`` on torch's fbgemm (7-bit activations: ``ff2``, whose inputs, the activation's outputs, cost the
+most accuracy there, and the output layer; docs/int8.md). Everything else stays float32: the token tables,
+positions, LayerNorms, attention, a NAT model's length classifier and BERT's pooler.
 
-At run time each input row (token) x is quantised on its own, symmetric: a = round(x / s), s = max|x| / ACT_MAX,
-and the product is the integers' sum in int32, the scales applied in the epilogue with the bias:
+At run time each input row (token) x is quantised on its own, over its range: with c = (max x + min x) / 2 and
+h = (max x - min x) / 2, a = round((x - c) / s), s = h / act_max, so x ~= a s + c; the product is the integers'
+sum in int32, the scales and the shift applied in the epilogue with the bias:
 
-    y[i, j] = s[i] * scale[j] * sum_k a[i, k] q[j, k] + sum_{k in O} x[i, k] W~[j, k] + b[j]
+    y[i, j] = (s[i] sum_k a[i, k] q[j, k] + sum_{k in O} (x[i, k] - c[i]) q[j, k] + c[i] sum_k q[j, k]) scale[j] + b[j]
 
-except for a few outlier channels O: the ``outliers(K)`` input channels (8 of MiniLM's 384) with the largest |x| in
-the call are taken out of the rows before they are quantised and multiplied in float32 against their dequantised
-weight columns W~ = q * scale (LLM.int8()'s decomposition, chosen per call: no calibration). A few channels of a
-Transformer's activations run tens of times larger than the rest (after LayerNorm and in the feed-forward's
-hidden layer); left in, they set every row's scale and the other channels get a few levels each.
+The shift gives a lopsided row (a GELU's outputs run from -0.17 to tens) its integers' whole range. O are a few
+outlier channels: the ``outliers(K)`` input channels (8 of MiniLM's 384) with the largest |x| in the call are left
+out of the rows' ranges and multiplied in float32 against their weight columns (LLM.int8()'s decomposition, chosen
+per call: no calibration). A few channels of a Transformer's activations run tens of times larger than the rest
+(after LayerNorm and in the feed-forward's hidden layer); left in, they set every row's range and the other
+channels get a few levels each.
 
-``ACT_MAX`` is 63 (7 bits of the int8): on CPUs without AVX512-VNNI the int8 products run through
-``vpmaddubsw``, which adds pairs of u8 x s8 products into 16 bits and saturates beyond; with activations in
-[-63, 63] (shifted to [1, 127]) no pair can, so the int32 sums are exact (``quant_linear.py``).
-``int8_product_reference`` is the exact sum (float64 holds every such sum exactly), the reference of every
-faster path.
+``act_max``, the integers' bound, is the path's (``quant_linear.py``): ``NATIVE_ACT_MAX`` = 127 (8 bits) on attnkit's
+own kernels, whose products cannot saturate; ``ACT_MAX`` = 63 (7 bits) on torch's fbgemm, which on CPUs without
+AVX512-VNNI multiplies with ``vpmaddubsw``: it adds pairs of u8 x s8 products into 16 bits and saturates beyond;
+with activations in [-63, 63] (shifted to [1, 127]) no pair can, so its int32 sums are exact.
+``int8_linear_reference`` is the exact arithmetic (the integer sums in float64, which holds every such sum
+exactly), the reference of every faster path.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 import torch.nn.functional as F
@@ -36,14 +41,16 @@ from torch import Tensor
 
 from .spec import LINEARS, CrossAttention, Layer, Linear, ModelSpec, Stack
 
-__all__ = ["ACT_MAX", "WEIGHT_MAX", "quantize_weight", "quantize_rows", "dequantize", "quantize_linear",
-           "quantize_spec", "int8_product_reference", "int8_linear_reference", "is_int8", "cat_rows",
-           "outliers", "split_outliers", "outlier_product", "FLOAT_LINEARS"]
+__all__ = ["ACT_MAX", "NATIVE_ACT_MAX", "WEIGHT_MAX", "quantize_weight", "quantize_rows", "dequantize",
+           "quantize_linear", "quantize_spec", "int8_product_reference", "int8_linear_reference", "is_int8", "cat_rows",
+           "outliers", "outlier_channels", "outlier_product", "FLOAT_LINEARS", "QUANTISABLE"]
 
-ACT_MAX = 63  # activations in [-63, 63]: exact int32 sums on AVX2's pairwise 16-bit products (module doc)
+ACT_MAX = 63  # fbgemm's activations, [-63, 63]: exact int32 sums on AVX2's pairwise 16-bit products (module doc)
+NATIVE_ACT_MAX = 127  # attnkit's own kernels' activations, [-127, 127]: their products cannot saturate
 WEIGHT_MAX = 127
 OUTLIERS = 8  # input channels kept in float32 per call (at most K / 8: ``outliers``)
-FLOAT_LINEARS = ("ff2",)  # a layer's linear layers ``quantize_spec`` leaves in float32 (the module doc)
+FLOAT_LINEARS = ("ff2", "output")  # what ``quantize_spec`` leaves in float32 by default (the module doc)
+QUANTISABLE = LINEARS + ("output",)  # what ``quantize_spec`` can quantise: a layer's linear layers, the output layer
 
 
 def is_int8(linear: Linear | None) -> bool:
@@ -65,14 +72,24 @@ def quantize_weight(weight: Tensor) -> tuple[Tensor, Tensor]:
     return q, scale
 
 
-def quantize_rows(x: Tensor, act_max: int = ACT_MAX) -> tuple[Tensor, Tensor]:
-    """x (M, K) float -> (a (M, K) float32 holding integers in [-act_max, act_max], s (M, 1) float32), each row
-    symmetric on its own: x ~= a * s. A zero row gives a = 0; a row with NaN or inf gives s NaN or inf (its
-    outputs are NaN, as the float product's would be)."""
-    amax = x.float().abs().amax(1, keepdim=True)  # (M, 1)
-    # x * act_max / amax: NaN where amax is 0 (0 * inf), NaN or inf: such rows quantise to 0
-    a = (x * (act_max / amax)).round_().clamp_(-act_max, act_max).nan_to_num_(0.0)
-    return a, amax / act_max  # s: 0 for a zero row (a = 0), NaN / inf carried into the epilogue
+def quantize_rows(x: Tensor, act_max: int = ACT_MAX, skip: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """x (M, K) float -> (a (M, K) float32 holding integers in [-act_max, act_max], s (M, 1), c (M, 1) float32),
+    each row over its range (the module doc): x ~= a s + c. ``skip`` (k,) channel indices left out of the ranges,
+    where a is 0 (the outliers). A row of one value gives a = 0, s = 0; a row with NaN or inf gives c or s NaN or
+    inf (its outputs are NaN, as the float product's would be)."""
+    x = x.float()
+    hi, lo = x, x
+    if skip is not None and skip.numel():
+        hi, lo = x.index_fill(1, skip, -math.inf), x.index_fill(1, skip, math.inf)
+    hi, lo = hi.amax(1, keepdim=True), lo.amin(1, keepdim=True)  # (M, 1); NaN where the row has NaN
+    none = hi == -math.inf  # every channel skipped: a = 0, c = 0
+    hi, lo = hi.masked_fill(none, 0.0), lo.masked_fill(none, 0.0)
+    c, h = (hi + lo) * 0.5, (hi - lo) * 0.5
+    # (x - c) act_max / h: NaN where h is 0 (0 * inf), NaN or inf: such rows quantise to 0
+    a = ((x - c) * (act_max / h)).round_().clamp_(-act_max, act_max).nan_to_num_(0.0)
+    if skip is not None and skip.numel():
+        a.index_fill_(1, skip, 0.0)
+    return a, h / act_max, c
 
 
 def outliers(in_features: int) -> int:
@@ -80,20 +97,17 @@ def outliers(in_features: int) -> int:
     return min(OUTLIERS, in_features // 8)
 
 
-def split_outliers(x: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
-    """x (M, K) -> (x with the k columns of largest |x| zeroed (M, K) float32, their indices (k,), the columns
-    (M, k)): the rows to quantise, and what goes to ``outlier_product``."""
-    x = x.float()
-    if k == 0:
-        return x, torch.zeros(0, dtype=torch.long), x[:, :0]
-    idx = x.abs().amax(0).topk(k).indices  # (k,): the channels with the largest |x| of the call (NaN first)
-    return x.index_fill(1, idx, 0.0), idx, x[:, idx]
+def outlier_channels(x: Tensor, k: int) -> Tensor:
+    """x (M, K) -> the k channels (k,) of largest |x| over the rows (NaN first), none where there are no rows."""
+    if k == 0 or x.shape[0] == 0:
+        return torch.zeros(0, dtype=torch.long)
+    return x.float().abs().amax(0).topk(k).indices
 
 
-def outlier_product(out: Tensor, columns: Tensor, idx: Tensor, q_t: Tensor, scale: Tensor) -> Tensor:
-    """out (M, N) += the outlier channels' share of the product: columns (M, k) float32 times the dequantised
-    weight columns, from q_t = q^T (K, N) int8: q_t[idx] * scale (k, N). Returns ``out``."""
-    return out.addmm_(columns, q_t[idx].float().mul_(scale))
+def outlier_product(out: Tensor, x: Tensor, c: Tensor, idx: Tensor, q_t: Tensor, scale: Tensor) -> Tensor:
+    """out (M, N) += the outlier channels' share of the product, (x[:, idx] - c) (M, k) float32 times the
+    dequantised weight columns, from q_t = q^T (K, N) int8: q_t[idx] * scale (k, N). Returns ``out``."""
+    return out.addmm_(x.float()[:, idx] - c, q_t[idx].float().mul_(scale))
 
 
 def dequantize(q: Tensor, scale: Tensor) -> Tensor:
@@ -110,10 +124,12 @@ def int8_product_reference(a: Tensor, q: Tensor) -> Tensor:
 def int8_linear_reference(x: Tensor, linear: Linear, act_max: int = ACT_MAX, k: int | None = None) -> Tensor:
     """x (M, K) -> y (M, N) float32 through the exact integer sums (see the module doc; ``k`` outlier channels,
     default ``outliers(K)``), the epilogue in float64."""
-    rest, idx, columns = split_outliers(x, outliers(x.shape[1]) if k is None else k)
-    a, s = quantize_rows(rest, act_max)
-    y = int8_product_reference(a, linear.weight) * (s.double() * linear.scale.double())  # (M, N)
-    y = y + F.linear(columns.double(), linear.weight[:, idx].double() * linear.scale.double()[:, None])
+    idx = outlier_channels(x, outliers(x.shape[1]) if k is None else k)
+    a, s, c = quantize_rows(x, act_max, idx)
+    q, scale = linear.weight.double(), linear.scale.double()
+    y = int8_product_reference(a, linear.weight) * s.double()  # (M, N)
+    y = y + F.linear(x.double()[:, idx] - c.double(), q[:, idx]) + c.double() * q.sum(1)
+    y = y * scale
     return (y if linear.bias is None else y + linear.bias.double()).float()
 
 
@@ -149,12 +165,16 @@ def _stack(stack: Stack | None, keep: tuple[str, ...]) -> Stack | None:
 
 
 def quantize_spec(spec: ModelSpec, keep: tuple[str, ...] = FLOAT_LINEARS) -> ModelSpec:
-    """``spec`` (float32) with each layer's linear layers in int8 but those named in ``keep`` (``spec.LINEARS``'
-    names; default ``FLOAT_LINEARS``); the rest unchanged (see the module doc)."""
+    """``spec`` (float32) with each layer's linear layers and the output layer in int8 but those named in ``keep``
+    (``QUANTISABLE``' names: ``spec.LINEARS``' and "output"; default ``FLOAT_LINEARS``); the rest unchanged (see
+    the module doc)."""
     dtype = spec.encoder.layers[0].qkv.weight.dtype if spec.encoder.layers else torch.float32
     if dtype != torch.float32:
         raise ValueError(f"quantize_spec: needs a float32 spec, got {dtype}")
-    unknown = sorted(set(keep) - set(LINEARS))
+    unknown = sorted(set(keep) - set(QUANTISABLE))
     if unknown:
-        raise ValueError(f"quantize_spec: `keep` names {unknown}, not linear layers (choices: {', '.join(LINEARS)})")
-    return dataclasses.replace(spec, encoder=_stack(spec.encoder, keep), decoder=_stack(spec.decoder, keep))
+        raise ValueError(f"quantize_spec: `keep` names {unknown}, not linear layers "
+                         f"(choices: {', '.join(QUANTISABLE)})")
+    output = spec.output if "output" in keep else quantize_linear(spec.output)
+    return dataclasses.replace(spec, encoder=_stack(spec.encoder, keep), decoder=_stack(spec.decoder, keep),
+                               output=output)

@@ -2,17 +2,23 @@
 
 ``QuantLinear`` takes an int8 spec ``Linear`` (``quant.py``) and answers ``PackedLinear``'s calls (``rows``, ``add``,
 ``add_norm``, ``norm_rows``): each input row quantised on its own, the integer sums, then the scales, bias,
-activation and residual in float32. The integer sums run
+activation and residual in float32. The products run, first that runs here (``int8_path``, said once on the
+``attnkit`` logger):
 
-- through torch's fbgemm int8 GEMM where it runs (``torch.ops.quantized``, the "x86" engine; ``fbgemm_runs``
-  checks it on this CPU against the exact reference): W packed once, per-channel; the activations given as
-  integers with scale 1 and zero point ACT_MAX + 1, so its u8 inputs are a + 64 in [1, 127] and its int32 sums
-  are exactly ``quant.int8_product_reference``'s (tested). On a CPU without AVX512-VNNI its kernels multiply with
-  AVX2's ``vpmaddubsw``: hence ``quant.ACT_MAX`` = 63.
-- else through ``quant.int8_product_reference`` (float64 products of the integers: exact, several times slower
-  than float32), said once on the ``attnkit`` logger.
+- "native": attnkit's own int8 kernel (``int8_linear`` of the native kernels' variant: AVX2's ``vpmaddubsw`` with
+  the sign moved onto the weights, AVX-512's, AVX512-VNNI's ``vpdpbusd``, NEON's ``sdot``: ``csrc/vec_int8.h``),
+  W packed once (``quant_packed.Int8Packed``), the rows quantised, the outlier channels, the integer sums and the
+  epilogue (bias, activation, residual, LayerNorm) in one call; activations in 8 bits (``quant.NATIVE_ACT_MAX``),
+  as the kernel's products cannot saturate;
+- "fbgemm": torch's fbgemm int8 GEMM (``torch.ops.quantized``, the "x86" engine; ``fbgemm_runs`` checks it on this
+  CPU against the exact reference): W packed once, per-channel; the activations given as integers with scale 1
+  and zero point ACT_MAX + 1, so its u8 inputs are a + 64 in [1, 127] and its int32 sums are exactly
+  ``quant.int8_product_reference``'s (tested). On a CPU without AVX512-VNNI its kernels multiply with AVX2's
+  ``vpmaddubsw``, which saturates on 8-bit u8 x s8 pairs: hence ``quant.ACT_MAX`` = 63 (7 bits) on this path;
+- "reference": ``quant.int8_product_reference`` (float64 products of the integers: exact, several times slower
+  than float32).
 
-attnkit's own int8 kernels for these products (VNNI, or AVX2's widened products) are not written yet.
+Every path is tested against ``quant.int8_linear_reference`` with its own activations' bound (``act_max``).
 """
 
 from __future__ import annotations
@@ -25,14 +31,27 @@ import torch
 from torch import Tensor
 
 from .layer import PackedLayer
-from .packed import PackedLinear, _activate
-from .quant import ACT_MAX, int8_product_reference, is_int8, outlier_product, outliers, quantize_rows, split_outliers
+from .packed import ACTIVATION_IDS, PackedLinear, _activate
+from .quant import (
+    ACT_MAX,
+    FLOAT_LINEARS,
+    NATIVE_ACT_MAX,
+    int8_product_reference,
+    is_int8,
+    outlier_channels,
+    outlier_product,
+    outliers,
+    quantize_rows,
+)
+from .quant_packed import BLOCKED_ROWS, Int8Packed, int8_kernel
 from .spec import Layer, Linear, Norm, Settings
 
-__all__ = ["QuantLinear", "QuantLayer", "fbgemm_runs", "linear_for", "packed_layer", "int8_path"]
+__all__ = ["QuantLinear", "QuantLayer", "fbgemm_runs", "linear_for", "packed_layer", "int8_path", "PATHS",
+           "float_linears"]
 
 log = logging.getLogger("attnkit")
 _ZERO_POINT = ACT_MAX + 1  # fbgemm's u8 input: a + 64 in [1, 127]
+PATHS = ("native", "fbgemm", "reference")
 
 
 def _pack(q: Tensor, scale: Tensor):
@@ -65,53 +84,83 @@ def fbgemm_runs() -> bool:
         return False
 
 
-@functools.cache
+_SAID: set[str] = set()
+
+
 def int8_path() -> str:
-    """"fbgemm" or "reference": how int8 products run here (said once on the ``attnkit`` logger)."""
-    path = "fbgemm" if fbgemm_runs() else "reference"
-    vnni = getattr(torch.cpu, "_is_vnni_supported", lambda: False)()
-    if path == "fbgemm":
-        cpu = "" if vnni else (" on this CPU without AVX512-VNNI (AVX2 products: about float32's speed on batches of "
-                               "sentences, slower when decoding)")
-        log.warning("attnkit: int8 runs torch's fbgemm int8 products%s, activations in 7 bits; the feed-forward's "
-                    "second product stays float32; see docs/int8.md", cpu)
-    else:
-        log.warning("attnkit: int8 runs its exact reference products here (float64, slower than float32: torch's "
-                    "fbgemm int8 kernels are missing); the feed-forward's second product stays float32; see "
-                    "docs/int8.md")
+    """"native", "fbgemm" or "reference": how int8 products run here (see the module doc), said once per path on the
+    ``attnkit`` logger."""
+    path = "native" if int8_kernel() is not None else "fbgemm" if fbgemm_runs() else "reference"
+    if path not in _SAID:
+        _SAID.add(path)
+        if path == "native":
+            log.info("attnkit: int8 runs attnkit's int8 kernels, activations in 8 bits; see docs/int8.md")
+        elif path == "fbgemm":
+            log.warning("attnkit: int8 runs torch's fbgemm int8 products (attnkit's native kernels do not run here), "
+                        "activations in 7 bits; see docs/int8.md")
+        else:
+            log.warning("attnkit: int8 runs its exact reference products here (float64, slower than float32: neither "
+                        "attnkit's native kernels nor torch's fbgemm int8 kernels run); see docs/int8.md")
     return path
+
+
+def float_linears() -> tuple[str, ...]:
+    """What ``quant.quantize_spec`` leaves in float32 for the path int8 runs here: nothing on the native kernels
+    (8-bit activations: MiniLM's cosine to float32 0.99914 mean, 0.99853 worst over 400 sentences, every linear
+    layer in int8), ``quant.FLOAT_LINEARS`` elsewhere (7 bits: ``ff2`` in int8 costs MiniLM 0.0009 of cosine)."""
+    return () if int8_path() == "native" else FLOAT_LINEARS
 
 
 class QuantLinear:
     """act(x W^T + b) with W in int8 (per-channel scales), x quantised per row at run time. (..., in) -> (..., out).
-    ``PackedLinear``'s calls (see the module doc); ``reference=True`` always takes the exact reference."""
+    ``PackedLinear``'s calls (see the module doc). ``path``: "native", "fbgemm" or "reference" (default:
+    ``int8_path()``); ``act_max``: the rows' integers' bound (default: the path's, 127 native, else 63)."""
 
-    small = None  # no native kernel: the compositions (``inference.native``) leave int8 layers to this program
+    small = None  # no float small kernel: the compositions (``inference.native``) take ``native_weight`` instead
 
-    def __init__(self, linear: Linear, activation: str = "none", *, reference: bool | None = None):
+    def __init__(self, linear: Linear, activation: str = "none", *, path: str | None = None,
+                 act_max: int | None = None):
         if not is_int8(linear) or linear.scale is None:
             raise ValueError("QuantLinear: needs an int8 spec Linear with its `scale` (quant.quantize_linear)")
+        if path not in (None, *PATHS):
+            raise ValueError(f"QuantLinear: `path` must be one of {', '.join(PATHS)} or None, got {path!r}")
         self.out_features, self.in_features = linear.weight.shape
         self.activation = activation
         self.weight, self.scale, self.bias = linear.weight, linear.scale.float(), linear.bias
-        self.reference = int8_path() == "reference" if reference is None else reference
+        self.path = path or int8_path()
+        self.act_max = act_max or (NATIVE_ACT_MAX if self.path == "native" else ACT_MAX)
         self.outliers = outliers(self.in_features)  # input channels kept in float32 per call
-        self.weight_t = self.weight.T.contiguous()  # (in, out) int8: the outlier channels' weights, by row
-        self.packed = None if self.reference else _pack(self.weight, self.scale)
+        self.kernel = int8_kernel() if self.path == "native" else None
+        if self.path == "native" and self.kernel is None:
+            raise ValueError("QuantLinear: path 'native' needs attnkit's native kernels, which do not run here")
+        # W packed once for the path: the native kernel's layouts, or fbgemm's
+        self.native_weight = Int8Packed(linear, self.act_max) if self.kernel is not None else None
+        self.weight_t = self.weight.T.contiguous() if self.kernel is None else None  # (in, out): outliers' rows
+        self._shift_weights = (self.weight.sum(1, dtype=torch.float64) * self.scale.double()).float()[None]  # (1, out)
+        self._fbgemm = _pack(self.weight, self.scale) if self.path == "fbgemm" else None
+        self._act_id = ACTIVATION_IDS[activation]
 
     def product(self, x: Tensor) -> Tensor:
-        """x (M, in) -> x W^T (M, out) float32: the integer sums, and the outlier channels' float share
-        (``quant.split_outliers``), before bias and activation."""
-        rest, idx, columns = split_outliers(x, self.outliers)
-        a, s = quantize_rows(rest)
-        if self.packed is None:
+        """x (M, in) -> x W^T (M, out) float32 on the fbgemm or reference path: the integer sums, the shift's share
+        and the outlier channels' float share (``quant``'s module doc), before bias and activation."""
+        idx = outlier_channels(x, self.outliers)
+        a, s, c = quantize_rows(x, self.act_max, idx)
+        if self._fbgemm is None:
             y = (int8_product_reference(a, self.weight) * (s.double() * self.scale.double())).float()
         else:
-            y = _fbgemm_sums(a, self.packed).mul_(s)
-        return outlier_product(y, columns, idx, self.weight_t, self.scale) if self.outliers else y
+            y = _fbgemm_sums(a, self._fbgemm).mul_(s)
+        y.addmm_(c, self._shift_weights)  # c sum_k q scale: (M, 1) (1, out)
+        return outlier_product(y, x, c, idx, self.weight_t, self.scale) if len(idx) else y
 
-    def rows(self, x: Tensor) -> Tensor:
-        """act(x W^T + b): x (N, in) -> (N, out) float32."""
+    def _native(self, x: Tensor, *args) -> Tensor:
+        """The native kernel on x (M, in) float32 (made contiguous) with ``int8_linear``'s other arguments."""
+        x = x.float().contiguous()
+        return self.kernel(x, self.native_weight.weight(x.shape[0]), *args)
+
+    def rows(self, x: Tensor, limit: int | None = None) -> Tensor:
+        """act(x W^T + b): x (N, in) -> (N, out) float32 (``limit``: ``PackedLinear``'s, taken and not needed)."""
+        if self.kernel is not None:
+            return self._native(x, None, self._act_id)
         y = self.product(x)
         return _activate(y if self.bias is None else y.add_(self.bias), self.activation)
 
@@ -119,18 +168,30 @@ class QuantLinear:
         """x W^T + b + other (no activation). x (N, in), other (N, out) -> (N, out)."""
         if self.activation != "none":
             raise ValueError("QuantLinear.add: only for activation 'none'")
+        if self.kernel is not None:
+            return self._native(x, other.float().contiguous(), 0)
         return self.rows(x).add_(other)
 
     def add_norm(self, x: Tensor, other: Tensor, norm: Norm) -> Tensor:
-        """norm(other + x W^T + b) (post-LN). x (N, in), other (N, out) -> (N, out)."""
+        """norm(other + x W^T + b) (post-LN). x (N, in), other (N, out) -> (N, out): with an affine LayerNorm in one
+        native call."""
+        if self.kernel is not None and norm.affine and self.out_features % 16 == 0 and self.activation == "none":
+            return self._native(x, other.float().contiguous(), 0, norm.weight, norm.bias, norm.eps)
         return norm(self.add(x, other))
 
-    def norm_rows(self, x: Tensor, norm: Norm) -> Tensor:
-        """act(norm(x) W^T + b). x (N, in) -> (N, out)."""
+    def norm_rows(self, x: Tensor, norm: Norm, limit: int | None = None) -> Tensor:
+        """act(norm(x) W^T + b). x (N, in) -> (N, out): with an affine LayerNorm in one native call (``limit``: as
+        ``rows``)."""
+        if self.kernel is not None and norm.affine and self.in_features % 16 == 0:
+            return self._native(x, None, self._act_id, None, None, norm.eps, norm.weight, norm.bias)
         return self.rows(norm(x))
 
     def small_weight(self, rows: int) -> None:
         return None
+
+    def panels_from(self) -> int:
+        """The rows from which the native kernel takes W in panels (``PackedLinear.panels_from``'s question)."""
+        return BLOCKED_ROWS + 1
 
     def prepare_small(self) -> QuantLinear:
         return self
@@ -142,9 +203,9 @@ class QuantLinear:
     forward = __call__
 
     def __repr__(self) -> str:
-        path = "reference" if self.reference else "fbgemm"
         return (f"QuantLinear(in_features={self.in_features}, out_features={self.out_features}, "
-                f"activation={self.activation}, int8 via {path})")
+                f"activation={self.activation}, int8 via {self.path}, activations in [-{self.act_max}, "
+                f"{self.act_max}])")
 
 
 def linear_for(linear: Linear, activation: str = "none") -> PackedLinear | QuantLinear:
@@ -158,6 +219,11 @@ class QuantLayer(PackedLayer):
     ``Linear`` (int8, with its scale)."""
 
     make_linear = staticmethod(linear_for)
+
+    def normed(self, linear: PackedLinear | QuantLinear, x: Tensor, norm: Norm) -> Tensor:
+        """Pre-LN's act(norm(x) W^T + b) with the norm inside an int8 layer's kernel where it runs (the rows it
+        quantises are then those the native compositions quantise, bit for bit)."""
+        return linear.norm_rows(x, norm) if isinstance(linear, QuantLinear) else linear.rows(norm(x))
 
 
 def packed_layer(layer: Layer, settings: Settings) -> PackedLayer:

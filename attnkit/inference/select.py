@@ -23,6 +23,7 @@ from .encoder import BertEngine
 from .nat import NATEngine
 from .packed import onednn_available
 from .quant import quantize_spec
+from .quant_linear import float_linears
 from .seq2seq import Seq2SeqEngine
 
 __all__ = ["engine_for", "refusal", "ENGINES"]
@@ -71,7 +72,7 @@ def engine_for(model, *, dtype: DType | torch.dtype | str | None = None):
     arch = architecture_of(model).name
     if arch == "bert":  # an encoder keeps no reference: its spec's tensors in the weights' dtype
         spec = spec_of(reference_in(model, None), weights)
-        return BertEngine(quantize_spec(spec) if row.quantized else spec)
+        return BertEngine(quantize_spec(spec, float_linears()) if row.quantized else spec)
     reference = reference_in(model, weights)
     spec = spec_of(reference)
-    return ENGINES[arch](quantize_spec(spec) if row.quantized else spec, reference)
+    return ENGINES[arch](quantize_spec(spec, float_linears()) if row.quantized else spec, reference)

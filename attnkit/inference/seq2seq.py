@@ -34,7 +34,7 @@ from . import native
 from .cache import Buffers, StepCache, reorder
 from .encoder import EncoderStack
 from .layer import ShortAttention, kernel_lengths, memory_attention
-from .packed import LAYER_ROWS, SMALL_ROWS, PackedLinear
+from .packed import LAYER_ROWS, SMALL_ROWS
 from .quant import cat_rows
 from .quant_linear import linear_for, packed_layer
 from .spec import ModelSpec
@@ -59,7 +59,7 @@ class Seq2SeqEngine:
         self.positions = spec.decoder.positions
         self.layers = [packed_layer(layer, s) for layer in spec.decoder.layers]  # int8 weights: ``QuantLayer``
         self.final_norm = spec.decoder.norm
-        self.output = PackedLinear(spec.output)  # (V, d), final_logits_bias as its bias
+        self.output = linear_for(spec.output)  # (V, d), final_logits_bias as its bias (int8 weights: ``QuantLinear``)
         # every layer's cross-attention K, V projection in one matrix: the memory is projected in one call
         kv = [layer.cross_kv for layer in self.layers]
         self.cross_kv = linear_for(cat_rows(kv))

@@ -12,12 +12,12 @@ from attnkit.inference.quant import (
     dequantize,
     int8_linear_reference,
     int8_product_reference,
+    outlier_channels,
     outliers,
     quantize_linear,
     quantize_rows,
     quantize_spec,
     quantize_weight,
-    split_outliers,
 )
 from attnkit.inference.quant_linear import QuantLayer, QuantLinear, _fbgemm_sums, _pack, fbgemm_runs
 from attnkit.inference.spec import Linear
@@ -51,37 +51,50 @@ def test_zero_rows_quantise_to_zero_with_scale_one():
     assert scale[1] == 1 and (q[1] == 0).all()
     x = torch.randn(4, 8)
     x[2] = 0
-    a, s = quantize_rows(x)
-    assert s[2, 0] == 0 and (a[2] == 0).all() and a.abs().max() == ACT_MAX
-    y = int8_linear_reference(x, quantize_linear(Linear(w, torch.arange(3.0))))
+    x[3] = 1.5  # a row of one value: its shift alone
+    a, s, c = quantize_rows(x)
+    assert s[2, 0] == 0 and c[2, 0] == 0 and (a[2] == 0).all() and a.abs().max() == ACT_MAX
+    assert s[3, 0] == 0 and c[3, 0] == 1.5 and (a[3] == 0).all()
+    lin = quantize_linear(Linear(w, torch.arange(3.0)))
+    y = int8_linear_reference(x, lin)
     torch.testing.assert_close(y[2], torch.arange(3.0))  # a zero row gives the bias
+    torch.testing.assert_close(y[3], 1.5 * dequantize(lin.weight, lin.scale).sum(1) + torch.arange(3.0))
     assert (y[:, 1] == 1).all()  # a zero weight row gives its bias
 
 
-def test_activations_are_quantised_per_row():
+def test_activations_are_quantised_per_row_over_its_range():
     x = torch.randn(5, 30) * torch.tensor([1e-4, 1.0, 1e4, 3.0, 0.5])[:, None]
-    a, s = quantize_rows(x)
-    assert (a.abs().amax(1) == ACT_MAX).all() and torch.equal(a, a.round())
-    assert ((a * s - x).abs() <= s / 2 * (1 + 1e-6)).all()
+    x[3] = x[3].abs() + 2  # a lopsided row: every value positive
+    a, s, c = quantize_rows(x)
+    assert (a.amax(1) == ACT_MAX).all() and (a.amin(1) == -ACT_MAX).all() and torch.equal(a, a.round())
+    assert ((a * s + c - x).abs() <= s / 2 * (1 + 1e-5)).all()
+    torch.testing.assert_close(c[:, 0], (x.amax(1) + x.amin(1)) / 2)
+    a, s, c = quantize_rows(x, 127, torch.tensor([4, 9]))  # two channels left out: a = 0 there, not in the range
+    assert (a[:, [4, 9]] == 0).all()
+    keep = torch.ones(30, dtype=torch.bool)
+    keep[[4, 9]] = False
+    torch.testing.assert_close(c[:, 0], (x[:, keep].amax(1) + x[:, keep].amin(1)) / 2)
 
 
-def test_a_nan_row_stays_nan():
+@pytest.mark.parametrize("path", ["reference", pytest.param("fbgemm", marks=needs_fbgemm)])
+def test_a_nan_row_stays_nan(path):
     x = torch.randn(3, 16)
     x[1, 4] = float("nan")
-    y = QuantLinear(quantize_linear(_linear(8, 16)))(x)
+    y = QuantLinear(quantize_linear(_linear(8, 16)), path=path)(x)
     assert y[1].isnan().all() and not y[[0, 2]].isnan().any()
 
 
 def test_the_reference_is_the_exact_integer_sum():
     lin = quantize_linear(_linear())
     x = torch.randn(7, 40)
-    a, s = quantize_rows(x)
+    a, s, c = quantize_rows(x)
     exact = torch.tensor([[sum(int(a[i, k]) * int(lin.weight[j, k]) for k in range(40)) for j in range(24)]
                           for i in range(7)], dtype=torch.float64)  # Python integers
     assert torch.equal(int8_product_reference(a, lin.weight), exact)
-    want = (exact * s.double() * lin.scale.double() + lin.bias.double()).float()
+    shift = c.double() * lin.weight.double().sum(1)  # c sum_k q
+    want = ((exact * s.double() + shift) * lin.scale.double() + lin.bias.double()).float()
     torch.testing.assert_close(int8_linear_reference(x, lin, k=0), want, rtol=1e-6, atol=1e-6)
-    # off the float product by at most the rounding bound: |a s - x| <= s / 2, |q scale - w| <= scale / 2
+    # off the float product by at most the rounding bound: |a s + c - x| <= s / 2, |q scale - w| <= scale / 2
     w = _linear()
     bound = 0.5 * (s * w.weight.abs().sum(1) + lin.scale * x.abs().sum(1, keepdim=True)) + 40 * s * lin.scale / 4
     err = (int8_linear_reference(x, lin, k=0) - F.linear(x, w.weight, w.bias)).abs()
@@ -93,12 +106,12 @@ def test_the_outlier_channels_are_multiplied_in_float():
     x = torch.randn(6, 64)
     x[2, 5], x[4, 40], x[0, 63] = 50.0, -80.0, 30.0  # three channels far larger than the rest
     assert outliers(64) == 8 and outliers(16) == 2 and outliers(4096) == 8
-    rest, idx, columns = split_outliers(x, 3)
-    assert sorted(idx.tolist()) == [5, 40, 63] and (rest[:, idx] == 0).all() and torch.equal(columns, x[:, idx])
-    a, s = quantize_rows(rest)
+    idx = outlier_channels(x, 3)
+    assert idx.tolist() == [40, 5, 63] and outlier_channels(x[:0], 3).numel() == 0  # largest first; no rows: none
+    a, s, c = quantize_rows(x, ACT_MAX, idx)
     w = dequantize(lin.weight, lin.scale).double()
-    want = (int8_product_reference(a, lin.weight) * s.double() * lin.scale.double() + columns.double() @ w[:, idx].T
-            + lin.bias.double()).float()
+    want = (int8_product_reference(a, lin.weight) * s.double() * lin.scale.double()
+            + (x[:, idx].double() - c.double()) @ w[:, idx].T + c.double() * w.sum(1) + lin.bias.double()).float()
     torch.testing.assert_close(int8_linear_reference(x, lin, k=3), want, rtol=1e-6, atol=1e-6)
     exact = F.linear(x.double(), w, lin.bias.double()).float()  # the float product of the int8 weights
     err_out = (int8_linear_reference(x, lin, k=3) - exact).abs().max()
@@ -122,7 +135,8 @@ def test_fbgemm_gives_the_exact_integer_sums_at_the_extremes():
 @pytest.mark.parametrize("activation", ["none", "gelu", "relu"])
 def test_the_int8_linear_gives_the_reference(path, activation):
     lin = quantize_linear(_linear(32, 64))
-    layer = QuantLinear(lin, activation, reference=path == "reference")
+    layer = QuantLinear(lin, activation, path=path)
+    assert layer.act_max == ACT_MAX and f"int8 via {path}" in repr(layer)
     x = torch.randn(2, 5, 64)  # (..., in)
     want = int8_linear_reference(x.reshape(10, 64), lin)
     want = {"none": want, "gelu": F.gelu(want), "relu": F.relu(want)}[activation]
@@ -132,9 +146,11 @@ def test_the_int8_linear_gives_the_reference(path, activation):
         torch.testing.assert_close(layer.add(x.reshape(10, 64), other), want + other, rtol=1e-6, atol=1e-6)
 
 
-def test_a_float_spec_linear_is_refused():
+def test_a_float_spec_linear_and_an_unknown_path_are_refused():
     with pytest.raises(ValueError, match="int8 spec Linear"):
         QuantLinear(_linear())
+    with pytest.raises(ValueError, match="`path` must be one of native, fbgemm, reference or None, got 'vnni'"):
+        QuantLinear(quantize_linear(_linear()), path="vnni")
 
 
 def test_stacked_rows_keep_their_scales():
@@ -160,6 +176,9 @@ def test_a_spec_in_int8_keeps_the_rest_float():
     assert every.encoder.layers[1].ff2.weight.dtype == torch.int8
     with pytest.raises(ValueError, match=r"`keep` names \['ff3'\], not linear layers"):
         quantize_spec(spec_of(_bert()), keep=("ff3",))
+    translation = spec_of(seq2seq_model(True))  # the output layer: in FLOAT_LINEARS, int8 where not kept
+    assert quantize_spec(translation).output.weight.dtype == torch.float32
+    assert quantize_spec(translation, keep=("ff2",)).output.weight.dtype == torch.int8
 
 
 def test_a_bert_model_in_int8_keeps_its_embeddings():

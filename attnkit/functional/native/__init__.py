@@ -3,15 +3,18 @@
 One source, built per instruction-set variant (``isa.py`` knows the CPU and picks one: avx512, avx2, neon,
 generic; ``ATTNKIT_CPU_ISA`` forces a lower one). The sources are in ``csrc/``, by concept: ``vec.h`` (the
 portable vector layer they are written over: 16 float32 lanes, masks, exp) with ``vec_mem.h`` (its float32 and
-bfloat16 loads and stores, prefetches), ``window_attention.h`` (attention over a key window: backends ``tiled``
+bfloat16 loads and stores, prefetches) and ``vec_int8.h`` (its int8 side: exact dot products of int8 groups),
+``window_attention.h`` (attention over a key window: backends ``tiled``
 and ``local``), ``short_attention.h`` (full attention over short sequences: backend ``short``),
 ``add_norm.h`` (LayerNorm of a residual sum: ``functional.norm``), ``small_linear.h`` and ``panel_linear.h``
-(linear layers over a few rows: ``inference.packed``), ``best_tokens.h`` (each row's best allowed token:
-``functional.tokens``), their checked entry points ``attention_ops.h``, ``norm_ops.h``, ``linear_ops.h`` and
-``best_tokens.h`` (every device, dtype, shape, stride and length a kernel relies on is a TORCH_CHECK there),
-and ``module.cpp``, the one translation unit, which binds them (torch's headers cost most of the build, so they
-are parsed once). Whole layers made of these entry points are the inference layer's (``attnkit/inference/
-native``): another extension, built the same way by ``extension`` from its own sources and these headers.
+(linear layers over a few rows: ``inference.packed``), ``int8_quant.h`` and ``int8_linear.h`` (int8 linear
+layers: ``inference.quant_linear``), ``best_tokens.h`` (each row's best allowed token:
+``functional.tokens``), their checked entry points ``attention_ops.h``, ``norm_ops.h``, ``linear_ops.h``,
+``int8_ops.h`` and ``best_tokens.h`` (every device, dtype, shape, stride and length a kernel relies on is a
+TORCH_CHECK there), and ``module.cpp``, the one translation unit, which binds them (torch's headers cost most of
+the build, so they are parsed once). Whole layers made of these entry points are the inference layer's
+(``attnkit/inference/native``): another extension, built the same way by ``extension`` from its own sources and
+these headers.
 
 ``kernel()`` returns the compiled module of the selected variant, or None where none builds (no compiler:
 ``unavailable()`` says why). A variant whose build fails falls back to the next lower one, said once on the

@@ -9,7 +9,8 @@ avx512     -mavx512f -mavx512dq -mavx512vl -mavx512bw      x86-64 with AVX-512 F
            -mfma                                           and int8 dot products where the CPU has
                                                            AVX512-BF16 / VNNI, checked at run time)
 avx2       -mavx2 -mfma                                    x86-64 with AVX2 and FMA
-neon       (none: NEON is aarch64's baseline)              aarch64
+neon       (none: NEON is aarch64's baseline)              aarch64 (int8 dot products, sdot, where the CPU has
+                                                           them, checked at run time)
 generic    (none)                                          any CPU (the compiler vectorises what it can)
 =========  ==============================================  ===========================================
 
@@ -43,8 +44,9 @@ NEEDS = {
     "neon": {"asimd"},
     "generic": set(),
 }
-# Extras reported beside the variant: what AVX-512 code checks again at run time.
-EXTRAS = ("avx512_bf16", "avx512_vnni", "avx_vnni")
+# Extras reported beside the variant: what code beyond a variant's flags checks again at run time (AVX512-BF16's
+# products, AVX512-VNNI's int8 dot products; NEON's int8 dot products, asimddp).
+EXTRAS = ("avx512_bf16", "avx512_vnni", "avx_vnni", "asimddp")
 
 
 class CpuIsaError(ValueError):
@@ -103,7 +105,7 @@ def selected() -> str:
 
 
 def extras() -> tuple[str, ...]:
-    """The run-time extras this CPU has (AVX512-BF16, VNNI), as /proc/cpuinfo names them."""
+    """The run-time extras this CPU has (AVX512-BF16, VNNI, NEON's dot products), as /proc/cpuinfo names them."""
     have = cpu_features()
     return tuple(x for x in EXTRAS if x in have)
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "add_norm.h"
+#include "int8_linear.h"
 #include "panel_linear.h"
 #include "short_attention.h"
 #include "small_linear.h"
@@ -24,6 +25,7 @@ static Vec randn(size_t n) {
   return v;
 }
 static int failures = 0;
+namespace kl = k::attnkit_linear;
 static void report(const char* what, double err, double tol) {
   std::printf("%-14s max error %.3g (tolerance %.3g)%s\n", what, err, tol, err <= tol ? "" : "  FAILED");
   if (!(err <= tol)) ++failures;
@@ -46,6 +48,18 @@ static void attend_ref(const float* q, const float* kk, const float* v, int d, i
     for (int j = lo; j < hi; ++j) o += s[j - lo] / sum * v[j * dv + c];
     out[c] = hi > lo ? float(o) : 0.0f;
   }
+}
+
+// the int8 sums with the fast dot products (VNNI, sdot): a function under their target, as int8_ops.h's
+template <typename F>
+ATTNKIT_FAST_DOT __attribute__((flatten)) void fast_sums(const int8_t* a, const int8_t* b, const int8_t* blocked,
+                                                          const int8_t* panels, int mp, int kp, int np, F&& compare) {
+  using D = k::attnkit_simd::DotFast;
+  std::vector<int32_t> out(mp * np);
+  kl::blocked_sums_i8<D>(a, b, blocked, 3, kp, 0, np, out.data());
+  compare(3, D::kOffset, out);
+  kl::panel_sums_i8<D>(a, b, panels, mp, kp, 0, np, out.data());
+  compare(mp, D::kOffset, out);
 }
 
 int main() {
@@ -91,6 +105,71 @@ int main() {
       }
     report("small_linear", e1, 1e-3);
     report("panel_sums", e2, 1e-3);
+  }
+  {  // int8: rows quantised with outlier channels, then the exact integer sums, blocked and in panels, with
+     // the variant's dot products and (where the CPU has them) the fast ones; K and N not multiples of 64 / 16
+    const int kk = 100, kp = 128, n = 20, np = 32, mp = 7, count = 3;
+    Vec x = randn(mp * kk);
+    x[2 * kk + 5] = 40.0f, x[4 * kk + 70] = -60.0f;  // two channels far larger than the rest
+    std::uniform_int_distribution<int> u(-127, 127);
+    std::vector<int8_t> q(np * kk, 0), blocked(np * kp, 0), panels(np * kp, 0), a(mp * kp), b(mp * kp), bf(mp * kp);
+    for (int r = 0; r < n; ++r)
+      for (int j = 0; j < kk; ++j) q[r * kk + j] = static_cast<int8_t>(u(rng));
+    for (int r = 0; r < n; ++r) q[r * kk] = 127, q[r * kk + 1] = -127;  // the extreme products
+    for (int r = 0; r < np; ++r)
+      for (int j = 0; j < kk; ++j) {
+        blocked[(r / 4) * 4 * kp + (j / 64) * 256 + (r % 4) * 64 + j % 64] = q[r * kk + j];
+        panels[(r / 16) * 16 * kp + (j / 4) * 64 + (r % 16) * 4 + j % 4] = q[r * kk + j];
+      }
+    Vec amax(kk), s(mp), c(mp), cols(mp * count), row(kk);
+    int64_t idx[count];
+    kl::column_amax(x.data(), mp, kk, 0, kk, amax.data());
+    kl::top_columns(amax.data(), kk, count, idx);
+    using Dot = k::attnkit_simd::Dot;
+    using DotFast = k::attnkit_simd::DotFast;
+    kl::quantize_rows(x.data(), kk, kp, idx, count, 127.0f, Dot::kPlane, 0, mp, a.data(), b.data(), s.data(), c.data(),
+                      cols.data(), row.data());
+    kl::quantize_rows(x.data(), kk, kp, idx, count, 127.0f, DotFast::kPlane, 0, mp, a.data(), bf.data(), s.data(),
+                      c.data(), cols.data(), row.data());
+    bool outl = (idx[0] == 70 && idx[1] == 5) && cols[4 * count] == -60.0f - c[4];
+    double qerr = 0;  // |a s + c - x| <= s / 2 away from the outliers, a in [-127, 127], both ends reached
+    for (int i = 0; i < mp; ++i) {
+      int top = 0, bottom = 0;
+      for (int j = 0; j < kk; ++j) {
+        const bool out = j == idx[0] || j == idx[1] || j == idx[2];
+        const double e = out ? std::abs(double(a[i * kp + j]))
+                             : std::abs(a[i * kp + j] * double(s[i]) + c[i] - x[i * kk + j]);
+        qerr = std::max(qerr, out ? e : e / s[i] - 0.5);
+        top = std::max(top, int(a[i * kp + j])), bottom = std::min(bottom, int(a[i * kp + j]));
+      }
+      outl = outl && top == 127 && bottom == -127;
+    }
+    report("int8_quant", outl ? std::max(qerr, 0.0) : 1.0, 1e-5);
+    std::vector<int32_t> want(mp * np, 0), got(mp * np);
+    for (int i = 0; i < mp; ++i)
+      for (int r = 0; r < np; ++r)
+        for (int j = 0; j < kk; ++j) want[i * np + r] += int32_t(a[i * kp + j]) * q[r * kk + j];
+    double err = 0;
+    const auto compare = [&](int rows, bool offset, const std::vector<int32_t>& sum) {
+      for (int i = 0; i < rows; ++i)
+        for (int r = 0; r < np; ++r) {
+          int32_t off = 0;
+          for (int j = 0; offset && j < kk; ++j) off += 128 * q[r * kk + j];
+          err = std::max(err, std::abs(double(sum[i * np + r] - off) - want[i * np + r]));
+        }
+    };
+    kl::blocked_sums_i8<Dot>(a.data(), b.data(), blocked.data(), 3, kp, 0, np, got.data());
+    compare(3, false, got);
+    kl::panel_sums_i8<Dot>(a.data(), b.data(), panels.data(), mp, kp, 0, np, got.data());
+    compare(mp, false, got);
+    report("int8_sums", err, 0);
+    if (k::attnkit_simd::kFastDot && k::attnkit_simd::cpu_has_fast_dot()) {
+      err = 0;
+      fast_sums(a.data(), bf.data(), blocked.data(), panels.data(), mp, kp, np, compare);
+      report("int8_fast", err, 0);
+    } else {
+      report("int8_fast", 0, 0);  // (no such instructions here)
+    }
   }
   {  // full attention over a short sequence, padded to nk keys
     const int nq = 7, lk = 21, nk = 17, d = 32, dv = 16;

@@ -27,7 +27,8 @@ def build(compiler: str, variant: str, out: Path, extra: tuple[str, ...] = ()) -
 def check_output(done: subprocess.CompletedProcess) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     names = [line.split()[0] for line in done.stdout.splitlines()]
-    assert names == ["add_norm", "small_linear", "panel_sums", "short", "window", "exp"]
+    assert names == ["add_norm", "small_linear", "panel_sums", "int8_quant", "int8_sums", "int8_fast", "short",
+                     "window", "exp"]
     assert "FAILED" not in done.stdout
 
 

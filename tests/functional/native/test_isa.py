@@ -90,6 +90,7 @@ def test_attnkit_info_says_what_runs_and_refuses_a_variant_the_cpu_lacks(capsys,
     out = capsys.readouterr().out
     assert f"native variants this CPU runs: {', '.join(isa.supported())}" in out
     assert f"runs: {isa.supported()[0]}" in out
+    assert "int8 products: attnkit's kernels, " in out
     monkeypatch.setenv(isa.ENV, "generic")
     assert main(["info", "--no-build"]) == 0
     assert "selected: generic (forced by ATTNKIT_CPU_ISA)" in capsys.readouterr().out

@@ -51,6 +51,21 @@ SCRIPT = REFUSE_ALL + textwrap.dedent('''
         w[i:i + 1 + len(more)] = [t, *more]
         return w
 
+    SHAPES = dict(qkv=(96, 32), self_out=(32, 32), cross_q=(32, 32), cross_out=(32, 32), ff1=(64, 32), ff2=(32, 64))
+
+    def i8(n, kk, panels=False, bias=True, outputs=None):  # an Int8Weight of an int8 W (n, kk), kk <= 64
+        q = torch.randint(-127, 128, (n, kk), dtype=torch.int8)
+        w = torch.nn.functional.pad(q, (0, 64 - kk))
+        w = (w.view(n // 16, 16, 16, 4).permute(0, 2, 1, 3) if panels else w.view(n // 4, 4, 1, 64).permute(0, 2, 1, 3))
+        return K.Int8Weight(w.contiguous(), q.T.contiguous(), torch.rand(n) / 100, 128 * q.sum(1, dtype=torch.int32),
+                            torch.randn(n) if bias else torch.zeros(0), outputs=outputs or n, outliers=kk // 8,
+                            act_max=127.0)
+
+    def lw8(int8=tuple(SHAPES), base=DW, panels=False, dtype=f32, **change):  # some linear layers int8
+        kw = {f: tuple(t.to(dtype) for t in (base[2 * i], base[2 * i + 1])) for i, f in enumerate(FIELDS[len(base)])}
+        kw.update({f: i8(*SHAPES[f], panels) for f in int8 if f in kw}, **change)
+        return K.LayerWeights(**kw, num_heads=2, norm_first=False, act=1, eps=1e-5, scale=0.25)
+
     def dls(x=XS, w=DW, keys=KB, values=None, t=0, ck=CK, cv=None, lens=E, group=1, pre=False, act=2, heads=2,
             drop=None):
         values = keys.clone() if values is None else values
@@ -88,6 +103,11 @@ SCRIPT = REFUSE_ALL + textwrap.dedent('''
         "lw head size 8": lambda: lw(EW, heads=4),
         "lw act": lambda: lw(EW, act=9),
         "lw bfloat16 panels in float32's layout": lambda: lw([t.bfloat16() for t in EW], heads=1),
+        "lw int8 without a bias": lambda: lw8(ff1=i8(64, 32, bias=False)),
+        "lw int8 ff1 outputs": lambda: lw8(ff1=i8(48, 32)),
+        "lw int8 qkv inputs": lambda: lw8(qkv=i8(96, 48)),
+        "lw int8 outputs not whole": lambda: lw8(self_out=i8(32, 32, outputs=20)),
+        "lw int8 with bfloat16 activations": lambda: lw8(("ff1",), dtype=bf16),
         # LayerStack(layers)
         "ls no layers": lambda: K.LayerStack([]),
         "ls kinds mixed": lambda: K.LayerStack([lw(EW), lw(DW)]),
@@ -153,6 +173,11 @@ SCRIPT = REFUSE_ALL + textwrap.dedent('''
     assert lsf(ws=(EW, EW, EW), pre=True).shape == (2, 5, 32)
     assert lsf(ws=(DW, DW), cks=(CK, CK), cvs=(CK, CK)).shape == (2, 5, 32)
     assert lsf(x=XL[:, :0], ws=(EW, EW)).shape == (2, 0, 32)
+    # int8 linear layers: a decoding step (blocked), an encoder layer (panels), some layers float
+    assert K.decoder_layer_step(XS, lw8(), KB.clone(), KB.clone(), 0, CK, CK, E, 1).shape == (2, 32)
+    assert K.decoder_layer_step(XS[:0], lw8(("ff2",)), KB[:, :0].clone(), KB[:, :0].clone(), 0, CK[:0], CK[:0], E,
+                                1).shape == (0, 32)
+    assert K.layer_forward(XL, lw8(base=EW, panels=True), E, None, None, E).shape == (2, 5, 32)
     print("all", len(bad), "rejected")
 ''')
 

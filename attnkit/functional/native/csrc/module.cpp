@@ -10,6 +10,7 @@
 #include "attention_ops.h"
 #include "best_tokens.h"
 #include "gather.h"
+#include "int8_ops.h"
 #include "linear_ops.h"
 #include "norm_ops.h"
 
@@ -29,4 +30,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("gather_rows", &gather_rows, "out[t, i] = src[t, index[i]] for t < n: rows of a time-major buffer moved by "
         "memcpy (any dtype)", py::arg("src"), py::arg("index"), py::arg("n"), py::arg("out"), nogil);
   m.def("cpu_has_bf16", &cpu_has_bf16, "whether this CPU has AVX512-BF16");
+  py::class_<Int8Weight>(m, "Int8Weight", py::module_local(), "a linear layer's int8 weight as int8_linear takes it, "
+                         "checked once (int8_ops.h)")
+      .def(py::init<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, double>(),
+           py::arg("w"), py::arg("wt"), py::arg("scale"), py::arg("wsum"), py::arg("bias"), py::kw_only(),
+           py::arg("outputs"), py::arg("outliers"), py::arg("act_max"))
+      .def_property_readonly("panels", &Int8Weight::panels)
+      .def_readonly("outputs", &Int8Weight::outputs);
+  m.def("int8_linear", &int8_linear, "act(x W^T + b) + r, or LN(r + x W^T + b), W int8 and x quantised per row "
+        "(float32 in and out)", py::arg("x"), py::arg("weight"), py::arg("residual") = py::none(), py::arg("act") = 0,
+        py::arg("ln_weight") = py::none(), py::arg("ln_bias") = py::none(), py::arg("eps") = 1e-5,
+        py::arg("x_norm_weight") = py::none(), py::arg("x_norm_bias") = py::none(), nogil);
+  m.def("cpu_has_fast_dot", [] { return int8_detail::fast_dot(); }, "whether the int8 products run the CPU's "
+        "fast dot products (AVX512-VNNI, NEON's sdot)");
 }

@@ -317,3 +317,4 @@ inline V exp_ps(V x) {
 }  // namespace ATTNKIT_VARIANT
 
 #include "vec_mem.h"
+#include "vec_int8.h"

@@ -1,14 +1,15 @@
 // The native compositions of the inference layer, one extension (attnkit_inference): a Transformer layer's
-// weights as a struct with named fields (layer_weights.h), an encoder or non-autoregressive decoder layer over a
-// few short rows (layer_forward.h), a decoder layer's step (decoder_step.h) and a non-autoregressive model's first
-// pass (nat_first_pass.h), all made of the kernels' checked entry points of attnkit/functional/native/csrc (built
-// with these sources, their headers included here), bound to Python. The calls release the GIL and run on
-// ATen's threads (built with -fopenmp).
+// weights as a struct with named fields (layer_weights.h; its linear layers float32, bfloat16 or int8), an
+// encoder or non-autoregressive decoder layer over a few short rows (layer_forward.h), a decoder layer's step
+// (decoder_step.h) and a non-autoregressive model's first pass (nat_first_pass.h), all made of the kernels'
+// checked entry points of attnkit/functional/native/csrc (built with these sources, their headers included here),
+// bound to Python. The calls release the GIL and run on ATen's threads (built with -fopenmp).
 
 #include <torch/extension.h>
 
 #include "attention_ops.h"
 #include "best_tokens.h"
+#include "int8_ops.h"
 #include "linear_ops.h"
 #include "layer_forward.h"
 #include "decoder_step.h"
@@ -19,10 +20,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   const auto nogil = py::call_guard<py::gil_scoped_release>();
   // module_local: two builds of these kernels in one process (another variant, or another commit in an A/B)
   // each keep their own Python types.
+  py::class_<Int8Weight>(m, "Int8Weight", py::module_local(), "a linear layer's int8 weight, checked once (int8_ops.h)")
+      .def(py::init<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, double>(),
+           py::arg("w"), py::arg("wt"), py::arg("scale"), py::arg("wsum"), py::arg("bias"), py::kw_only(),
+           py::arg("outputs"), py::arg("outliers"), py::arg("act_max"));
   py::class_<LayerWeights>(m, "LayerWeights", py::module_local(),
                            "a Transformer layer's packed weights and settings, checked once (layer_weights.h)")
-      .def(py::init<const TensorPair&, const TensorPair&, const TensorPair&, const TensorPair&, const TensorPair&,
-                    const TensorPair&, const std::optional<TensorPair>&, const std::optional<TensorPair>&,
+      .def(py::init<const LinearArg&, const LinearArg&, const LinearArg&, const LinearArg&, const TensorPair&,
+                    const TensorPair&, const std::optional<LinearArg>&, const std::optional<LinearArg>&,
                     const std::optional<TensorPair>&, int64_t, bool, int64_t, double, double>(),
            py::arg("qkv"), py::arg("self_out"), py::arg("ff1"), py::arg("ff2"), py::arg("self_norm"),
            py::arg("ff_norm"), py::arg("cross_q") = py::none(), py::arg("cross_out") = py::none(),

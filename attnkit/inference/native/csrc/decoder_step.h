@@ -48,7 +48,7 @@ inline at::Tensor decoder_layer_step(const at::Tensor& x, const LayerWeights& la
   layer_detail::check_memory(cross_values, b / group, h, dh, dt, who, "cross_values");
   TORCH_CHECK(cross_values.size(2) == cross_keys.size(2), who, ": cross_keys and cross_values must have the same S");
   const int64_t* cross_len = lengths_ptr(cross_lengths, b / group, who);
-  return layer_detail::run(x, layer.w, b, 1, h, true, layer.norm_first, layer.act, layer.eps, layer.scale, nullptr,
+  return layer_detail::run(x, layer, b, 1, h, true, layer.norm_first, layer.act, layer.eps, layer.scale, nullptr,
                            &cross_keys, &cross_values, cross_len, group, &keys, &values, t);
 }
 

@@ -9,8 +9,8 @@
 //   [x = LN2(x + cross(x W_cq + b) W_co + b)]      [x = x + cross(LN2(x) W_cq + b) W_co + b]
 //   x = LNf(x + act(x W_1 + b) W_2 + b)            x = x + act(LNf(x) W_1 + b) W_2 + b
 //
-// The kernels are small_linear's (panel_sums or the blocked dot products, then the epilogue) and
-// short_forward's (attend), the same arithmetic in the same order. Calling them one by one costs a thread
+// The kernels are small_linear's (panel_sums or the blocked dot products, then the epilogue), int8_linear's for a
+// layer's int8 linear layers (layer_int8.h), and short_forward's (attend), the same arithmetic in the same order. Calling them one by one costs a thread
 // team per kernel and an allocation per result; here the whole layer is one OpenMP region. Each step splits
 // its work over the threads (a linear layer's outputs in panels, attention's (row, head) jobs, LayerNorm's
 // and the widening's rows) and a barrier separates the steps; every buffer is allocated before the region.
@@ -33,6 +33,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "layer_int8.h"
 #include "layer_weights.h"
 
 namespace ATTNKIT_VARIANT {
@@ -61,6 +62,8 @@ struct Layer {
   std::vector<attnkit_short::Scratch>* scratch;  // per thread: attention's
   float* yf;             // post-LN: float32 sums (n, d) before the norm
   S *qkv, *o, *y, *q, *f, *out;
+  const Int8Linears* q8 = nullptr;  // the layer's int8 linear layers (set after the rest)
+  Int8Scratch* i8 = nullptr;
 
   const S* ptr(int i) const { return reinterpret_cast<const S*>(w[i].data_ptr()); }
 
@@ -104,6 +107,9 @@ struct Layer {
   // dst = act(in W_l^T + b_l) [+ res], this thread's outputs (whole pairs of panels); O: S or float
   template <typename O>
   void linear(Rows in, int l, const S* res, O* dst, int64_t a, int tid, int nt) const {
+    if constexpr (std::is_same<S, float>::value) {
+      if ((*q8)[l]) return int8_share<O>(in.f, *(*q8)[l], res, dst, a, n, tid, nt, *i8, sums + tid * sums_size);
+    }
     const at::Tensor& wt = w[2 * l];
     const int64_t k = packed_inputs(wt), nout = packed_outputs(wt);
     const bool panels = packed_layout(wt) == 2;
@@ -225,16 +231,19 @@ struct Layer {
 // ws: the layers, run one after the other in the same region (a barrier between two), layer i's cross
 // keys and values cks[i], cvs[i] (cross-attention); the output of one is the input of the next (two
 // buffers in turn), the scratch is shared.
-inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const std::vector<at::Tensor>*>& ws, int64_t b,
+inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const LayerWeights*>& ws, int64_t b,
                              int64_t t, int64_t h, bool cross, bool norm_first, int64_t act, double eps, double scale,
                              const int64_t* len, const std::vector<const at::Tensor*>& cks,
                              const std::vector<const at::Tensor*>& cvs, const int64_t* cross_len, int64_t group,
                              const at::Tensor* keys, const at::Tensor* values, int64_t pos) {
   const int64_t n = b * t, d = x.size(-1), dh = d / h, layers = static_cast<int64_t>(ws.size());
   int64_t dff = 0, src = 0;
+  int64_t kmax = 0, kpmax = 0;  // the int8 linear layers' widest inputs, and padded
   for (int64_t l = 0; l < layers; ++l) {
-    dff = std::max(dff, packed_outputs((*ws[l])[cross ? 8 : 4]));
+    dff = std::max(dff, outputs_of(ws[l]->w, ws[l]->q8, cross ? 4 : 2));
     if (cross) src = std::max(src, cks[l]->size(2));
+    for (const auto& iw : ws[l]->q8)
+      if (iw) kmax = std::max(kmax, iw->inputs()), kpmax = std::max(kpmax, iw->kp());
   }
   auto opts = x.options();
   auto out = at::empty({n, d}, opts);
@@ -254,6 +263,7 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const std::v
   std::vector<attnkit_short::Scratch> scratch;
   scratch.reserve(nt);
   for (int i = 0; i < nt; ++i) scratch.emplace_back(static_cast<int>(dh), static_cast<int>(dh), std::max(kw, 16));
+  Int8Buffers i8(n, kmax, kpmax, nt);
 
   auto go = [&](auto tag) {
     using S = decltype(tag);
@@ -266,11 +276,13 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const std::v
       const at::Tensor* dst = (layers - 1 - l) % 2 == 0 ? &out : &other;
       const at::Tensor* ck = cross ? cks[l] : nullptr;
       const at::Tensor* cv = cross ? cvs[l] : nullptr;
-      steps.push_back(Layer<S>{*ws[l], b, t, d, h, dh, packed_outputs((*ws[l])[cross ? 8 : 4]), n, cross, norm_first,
+      steps.push_back(Layer<S>{ws[l]->w, b, t, d, h, dh, outputs_of(ws[l]->w, ws[l]->q8, cross ? 4 : 2), n, cross, norm_first,
                                act, static_cast<float>(eps), static_cast<float>(scale), len, cross_len, p(ck), p(cv),
                                {0, 0, 0}, {0, 0, 0}, cross ? ck->size(2) : 0, group, p(keys), p(values), pos,
                                xf.get(), xb.get(), sums.get(), sums_size, &scratch, yf.get(), p(&qkv), p(&o), p(&y),
                                p(&q), p(&f), p(dst)});
+      steps.back().q8 = &ws[l]->q8;
+      steps.back().i8 = &i8.view;
       for (int i = 0; cross && i < 3; ++i) {
         steps.back().ck_s[i] = ck->stride(i);
         steps.back().cv_s[i] = cv->stride(i);
@@ -296,7 +308,7 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const std::v
 }
 
 // One layer (layer_forward, decoder_layer_step).
-inline at::Tensor run(const at::Tensor& x, const std::vector<at::Tensor>& w, int64_t b, int64_t t, int64_t h,
+inline at::Tensor run(const at::Tensor& x, const LayerWeights& w, int64_t b, int64_t t, int64_t h,
                       bool cross, bool norm_first, int64_t act, double eps, double scale, const int64_t* len,
                       const at::Tensor* ck, const at::Tensor* cv, const int64_t* cross_len, int64_t group,
                       const at::Tensor* keys, const at::Tensor* values, int64_t pos) {
@@ -327,7 +339,7 @@ inline at::Tensor layer_forward(const at::Tensor& x, const LayerWeights& layer, 
                 ": cross_keys and cross_values must have the same S");
     cross_len = lengths_ptr(cross_lengths, b, who);
   }
-  return layer_detail::run(x, layer.w, b, t, h, cross, layer.norm_first, layer.act, layer.eps, layer.scale, len,
+  return layer_detail::run(x, layer, b, t, h, cross, layer.norm_first, layer.act, layer.eps, layer.scale, len,
                            cross ? &*cross_keys : nullptr, cross ? &*cross_values : nullptr, cross_len, 1, nullptr,
                            nullptr, 0)
       .view({b, t, d});
@@ -351,10 +363,10 @@ inline at::Tensor layers_forward(const at::Tensor& x, const LayerStack& stack, c
               cross_values.size());
   const int64_t* len = lengths_ptr(lengths, b, who);
   const int64_t* cross_len = cross ? lengths_ptr(cross_lengths, b, who) : nullptr;
-  std::vector<const std::vector<at::Tensor>*> wp;
+  std::vector<const LayerWeights*> wp;
   std::vector<const at::Tensor*> ck, cv;
   for (int64_t l = 0; l < layers; ++l) {
-    wp.push_back(&stack.layers[l].w);
+    wp.push_back(&stack.layers[l]);
     if (!cross) continue;
     layer_detail::check_memory(cross_keys[l], b, h, dh, first.dtype, who, "cross_keys");
     layer_detail::check_memory(cross_values[l], b, h, dh, first.dtype, who, "cross_values");
