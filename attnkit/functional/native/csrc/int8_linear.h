@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "int8_quant.h"
 #include "panel_linear.h"
@@ -43,23 +44,49 @@ struct Tile {
 // sums[m ldo + r] = sum_j a[m, j] W[n0 + r, j] for R rows of W (a block, blocked layout) and MB rows of a (b: their
 // second plane, D::kPlane's, at the same offsets: rows of kp).
 template <typename D, int R, int MB>
-inline void block_i8(const int8_t* w, const int8_t* a, const int8_t* b, int64_t kp, int32_t* sums, int64_t ldo) {
+inline void block_body(const int8_t* w, const int8_t* a, const int8_t* b, int64_t kp, int32_t* sums, int64_t ldo) {
   I acc[R][MB];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < MB; ++m) acc[r][m] = izero();
-  const int8_t* ahead = w + 4 * kAhead * R * kp;  // as many bytes ahead as small_linear.h's float32 rows
+  const int8_t* ahead = w + 4 * kAhead * R * kp;  // (the loops over the tile unrolled: see panel_body)  // as many bytes ahead as small_linear.h's float32 rows
   for (int64_t j = 0; j < kp; j += kQChunk) {
     for (int l = 0; l < R * 64; l += 64) prefetch_l1(ahead + j * R + l);
     typename D::X xv[MB];
     for (int m = 0; m < MB; ++m) xv[m] = D::load(a + m * kp + j, b + m * kp + j);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const Q wv = loadq(w + j * R + r * 64);
       for (int m = 0; m < MB; ++m) acc[r][m] = D::dot(acc[r][m], xv[m], wv);
     }
   }
+#pragma GCC unroll 16
   for (int m = 0; m < MB; ++m)
     for (int r = 0; r < R; ++r) sums[m * ldo + r] = reduce_add(acc[r][m]);
 }
+
+// A register tile is a function of its own, never inlined into its callers (inlined into them, GCC 12 kept the
+// AVX2 accumulators in memory), compiled under DotFast's target where it takes DotFast's products.
+#define ATTNKIT_TILE_FUNCTIONS(name, body, params, args)                                                    \
+  template <int A, int B, bool C>                                                                          \
+  __attribute__((noinline, flatten)) void name##_base params { body<Dot, A, B, C> args; }                  \
+  template <int A, int B, bool C>                                                                          \
+  ATTNKIT_FAST_DOT __attribute__((noinline, flatten)) void name##_fast params { body<DotFast, A, B, C> args; } \
+  template <typename D, int A, int B, bool C>                                                              \
+  inline void name params {                                                                                \
+    if constexpr (kFastDot && std::is_same<D, DotFast>::value)                                             \
+      name##_fast<A, B, C> args;                                                                           \
+    else                                                                                                   \
+      name##_base<A, B, C> args;                                                                           \
+  }
+
+template <typename D, int R, int MB, bool Unused>
+inline void block_tile(const int8_t* w, const int8_t* a, const int8_t* b, int64_t kp, int32_t* sums, int64_t ldo) {
+  block_body<D, R, MB>(w, a, b, kp, sums, ldo);
+}
+ATTNKIT_TILE_FUNCTIONS(block_i8, block_tile,
+                       (const int8_t* w, const int8_t* a, const int8_t* b, int64_t kp, int32_t* sums, int64_t ldo),
+                       (w, a, b, kp, sums, ldo))
 
 // Outputs [n_begin, n_end) (multiples of 4; the blocked layout) of every row: sums (m_rows, n_end - n_begin).
 template <typename D>
@@ -69,17 +96,18 @@ inline void blocked_sums_i8(const int8_t* a, const int8_t* b, const int8_t* w, i
   for (int64_t c = 0; c < width; c += 4)
     for (int64_t m = 0; m < m_rows; m += kXRows)
       with_constant<kXRows>(static_cast<int>(m_rows - m), [&](auto mb) {
-        block_i8<D, 4, decltype(mb)::value>(w + (n_begin + c) * kp, a + m * kp, b + m * kp, kp, sums + m * width + c,
-                                            width);
+        block_i8<D, 4, decltype(mb)::value, false>(w + (n_begin + c) * kp, a + m * kp, b + m * kp, kp,
+                                                   sums + m * width + c, width);
       });
 }
 
 // sums[m ldo + 16 p + c] for MR rows of a and NP panels from w (panel stride 16 kp): one register tile.
 template <typename D, int MR, int NP, bool Prefetch>
-inline void panel_tile_i8(const int8_t* a, const int8_t* b, const int8_t* w, int64_t kp, int32_t* sums,
-                          int64_t ldo) {
+inline void panel_body(const int8_t* a, const int8_t* b, const int8_t* w, int64_t kp, int32_t* sums, int64_t ldo) {
   const int64_t panel_stride = kp * 16;
   I acc[MR][NP];
+  // (the loops over the tile unrolled before the compiler decides where acc lives: registers, not the stack)
+#pragma GCC unroll 16
   for (int m = 0; m < MR; ++m)
     for (int p = 0; p < NP; ++p) acc[m][p] = izero();
   for (int64_t g = 0; g < kp; g += 4) {  // 4 inputs: one cache line of each panel
@@ -87,14 +115,22 @@ inline void panel_tile_i8(const int8_t* a, const int8_t* b, const int8_t* w, int
       for (int p = 0; p < NP; ++p) prefetch_l1(w + p * panel_stride + (g + 4 * kPrefetchRows) * 16);
     Q wv[NP];
     for (int p = 0; p < NP; ++p) wv[p] = loadq(w + p * panel_stride + g * 16);
+#pragma GCC unroll 16
     for (int m = 0; m < MR; ++m) {
       const typename D::X xb = D::bcast(a + m * kp + g, b + m * kp + g);
+#pragma GCC unroll 16
       for (int p = 0; p < NP; ++p) acc[m][p] = D::dot(acc[m][p], xb, wv[p]);
     }
   }
+#pragma GCC unroll 16
   for (int m = 0; m < MR; ++m)
     for (int p = 0; p < NP; ++p) storeu(sums + m * ldo + p * 16, acc[m][p]);
 }
+
+ATTNKIT_TILE_FUNCTIONS(panel_tile_i8, panel_body,
+                       (const int8_t* a, const int8_t* b, const int8_t* w, int64_t kp, int32_t* sums, int64_t ldo),
+                       (a, b, w, kp, sums, ldo))
+#undef ATTNKIT_TILE_FUNCTIONS
 
 template <typename D, int NP, bool Prefetch>
 inline void panel_rows_i8(int mr, const int8_t* a, const int8_t* b, const int8_t* w, int64_t kp, int32_t* sums,
@@ -123,8 +159,10 @@ inline void panel_sums_i8(const int8_t* a, const int8_t* b, const int8_t* w, int
         panel_rows_i8<D, 2, true>(mr, am, bm, wc, kp, out, width);
       else if (two)
         panel_rows_i8<D, 2, false>(mr, am, bm, wc, kp, out, width);
-      else
+      else if (kPanels == 2 || i == 0)  // (a lone last panel of AVX-512's pairs prefetches in every tile)
         panel_rows_i8<D, 1, true>(mr, am, bm, wc, kp, out, width);
+      else
+        panel_rows_i8<D, 1, false>(mr, am, bm, wc, kp, out, width);
       m0 = m1;
     }
   }
@@ -153,21 +191,24 @@ struct Int8Epilogue {
 template <typename O>
 inline void epilogue_i8(const int32_t* sums, int64_t width, const Int8Epilogue& e, const float* res, O* out,
                         int64_t m_rows, int64_t n, int64_t n_begin, int64_t n_end, int64_t act) {
-  for (int64_t m = 0; m < m_rows; ++m)
-    for (int64_t j = 0; n_begin + j < n_end; j += 16) {
-      const int64_t col = n_begin + j;
-      const M lanes = first_lanes(n_end - col);
+  alignas(64) float ow[kMaxOutliers * 16];  // the outlier channels' weights of a block of 16 outputs, as floats
+  for (int64_t j = 0; n_begin + j < n_end; j += 16) {  // a block at a time: its weights made once for every row
+    const int64_t col = n_begin + j;
+    const M lanes = first_lanes(n_end - col);
+    for (int c = 0; c < e.count; ++c) storeu(ow + 16 * c, load_i8(e.wt + e.idx[c] * e.ld + col));
+    const I wsum = loadi(e.wsum + col);
+    const V wsum_f = to_float(wsum) * set1(1.0f / 128), scale = loadu(e.scale + col);
+    const V bias = e.bias != nullptr ? loadu(e.bias + col) : zero();
+    for (int64_t m = 0; m < m_rows; ++m) {
       I si = loadi(sums + m * width + j);
-      const I wsum = loadi(e.wsum + col);
       if (e.offset) si = si - wsum;
-      V y = fmadd(to_float(wsum), set1(e.shift[m] * (1.0f / 128)), to_float(si) * set1(e.s[m]));
-      for (int c = 0; c < e.count; ++c) y = fmadd(set1(e.cols[m * e.count + c]), load_i8(e.wt + e.idx[c] * e.ld + col), y);
-      y = y * loadu(e.scale + col);
-      if (e.bias != nullptr) y = y + loadu(e.bias + col);
-      y = activate(y, act);
+      V y = fmadd(wsum_f, set1(e.shift[m]), to_float(si) * set1(e.s[m]));
+      for (int c = 0; c < e.count; ++c) y = fmadd(set1(e.cols[m * e.count + c]), loadu(ow + 16 * c), y);
+      y = activate(fmadd(y, scale, bias), act);
       if (res != nullptr) y = y + load16(res + m * n + col, lanes);
       store16(out + m * n + col, y, lanes);
     }
+  }
 }
 
 }  // namespace attnkit_linear

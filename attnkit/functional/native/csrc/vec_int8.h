@@ -220,7 +220,7 @@ struct Dot {
     return {_mm512_loadu_si512(b), _mm512_movepi8_mask(_mm512_loadu_si512(a))};
   }
   static X bcast(const int8_t* a, const int8_t* b) { return {bcast4(b).v, _mm512_movepi8_mask(bcast4(a).v)}; }
-  static I dot(I acc, const X& x, Q w) {
+  static I dot(I acc, X x, Q w) {
     const __m512i sw = _mm512_mask_sub_epi8(w.v, x.neg, _mm512_setzero_si512(), w.v);  // sign(x) w
     const __m512i pairs = _mm512_maddubs_epi16(x.abs, sw);
     return {_mm512_add_epi32(acc.v, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)))};
@@ -235,7 +235,7 @@ struct DotVnni {
   static constexpr int kPlane = kPlaneU8;
   static X load(const int8_t*, const int8_t* b) { return _mm512_loadu_si512(b); }
   static X bcast(const int8_t*, const int8_t* b) { return bcast4(b).v; }
-  ATTNKIT_FAST_DOT static I dot(I acc, const X& x, Q w) { return {_mm512_dpbusd_epi32(acc.v, x, w.v)}; }
+  ATTNKIT_FAST_DOT static I dot(I acc, X x, Q w) { return {_mm512_dpbusd_epi32(acc.v, x, w.v)}; }
 };
 using DotFast = DotVnni;
 #elif ATTNKIT_AVX2
@@ -247,7 +247,7 @@ struct Dot {
   static constexpr int kPlane = kPlaneAbs;
   static X load(const int8_t* a, const int8_t* b) { return {loadq(b), loadq(a)}; }
   static X bcast(const int8_t* a, const int8_t* b) { return {bcast4(b), bcast4(a)}; }
-  static I dot(I acc, const X& x, Q w) {
+  static I dot(I acc, X x, Q w) {
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i pa = _mm256_maddubs_epi16(x.abs.a, _mm256_sign_epi8(w.a, x.a.a));
     const __m256i pb = _mm256_maddubs_epi16(x.abs.b, _mm256_sign_epi8(w.b, x.a.b));
@@ -261,7 +261,7 @@ struct Dot {
   static constexpr int kPlane = kPlaneNone;
   static X load(const int8_t* a, const int8_t*) { return loadq(a); }
   static X bcast(const int8_t* a, const int8_t*) { return bcast4(a); }
-  static I dot(I acc, const X& x, Q w) {
+  static I dot(I acc, X x, Q w) {
     for (int i = 0; i < 4; ++i) {  // 16 products in 16 bits, their pairs (|pair| < 2^15), pairs of pairs into int32
       const int16x8_t lo = vmull_s8(vget_low_s8(x.p[i]), vget_low_s8(w.p[i]));
       const int16x8_t hi = vmull_high_s8(x.p[i], w.p[i]);
@@ -285,7 +285,7 @@ struct DotSdot {
   static constexpr int kPlane = kPlaneNone;
   static X load(const int8_t* a, const int8_t*) { return loadq(a); }
   static X bcast(const int8_t* a, const int8_t*) { return bcast4(a); }
-  ATTNKIT_FAST_DOT static I dot(I acc, const X& x, Q w) {
+  ATTNKIT_FAST_DOT static I dot(I acc, X x, Q w) {
     for (int i = 0; i < 4; ++i) acc.p[i] = vdotq_s32(acc.p[i], x.p[i], w.p[i]);
     return acc;
   }
@@ -298,7 +298,7 @@ struct Dot {
   static constexpr int kPlane = kPlaneNone;
   static X load(const int8_t* a, const int8_t*) { return loadq(a); }
   static X bcast(const int8_t* a, const int8_t*) { return bcast4(a); }
-  static I dot(I acc, const X& x, Q w) {
+  static I dot(I acc, X x, Q w) {
     for (int i = 0; i < 16; ++i)
       for (int j = 0; j < 4; ++j) acc.f[i] += static_cast<int32_t>(x.f[4 * i + j]) * w.f[4 * i + j];
     return acc;
