@@ -167,6 +167,7 @@ def run(out, config: SpeakersConfig = SpeakersConfig(), *, command: str | None =
     threads = threads or 1
     jobs = [(folder.out, config, spk, seed, threads, data_dir) for seed in range(config.seeds)
             for spk in config.speakers if not folder.done("asr", spk, seed)]
-    run_jobs(folder, jobs, _work, workers=workers, threads=1, describe=_describe)
+    run_jobs(folder, jobs, _work, workers=workers, threads=1, describe=_describe,
+             name=lambda job: fold_name(job[2], job[3]))
     meta = folder.finish({"workers": workers, "threads_per_fold": threads})
     return report(folder.out, config, folder.rows, meta)
