@@ -117,6 +117,30 @@ def test_train_asr_prepares_and_decodes_aloud(tmp_path, monkeypatch, clock):
     assert len(decoding) == 4 and all(said.match(line) for line in decoding), decoding  # 6 s each: all said
 
 
+def test_train_translate_in_a_log_never_goes_quiet(tmp_path, monkeypatch, clock):
+    """``train translate`` piped: training between logged steps, the dev evaluations, the averaging and the closing
+    BLEU translation all say how far they are, never 10 s of the (fake) clock without a line."""
+    from tests.tasks.corpus import write_corpus
+    from tests.tasks.test_translate import SMALL, files_args
+
+    paths = write_corpus(tmp_path / "data", n_train=120, n_dev=30)
+    clock.slows(monkeypatch, "attnkit.train.engine:Trainer.train_step", 3.0)  # 3 s a step
+    clock.slows(monkeypatch, "attnkit.train.evaluation:count_correct", 4.0)  # 4 s an evaluation batch
+    clock.slows(monkeypatch, "attnkit.tasks.translator:Translator.generate", 4.0)  # 4 s a batch translated
+    out = Stamped(clock)
+    monkeypatch.setattr("sys.stdout", out)
+    argv = ["train", "translate", *files_args(paths), *SMALL, "--max-steps", "30", "--eval-every", "15",
+            "--log-every", "1000", "--eval-batch-size", "4", "--average", "2", "--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    assert clock.now >= 30 * 3.0 + 2 * 8 * 4.0  # every step and two dev evaluations of 8 batches went slow
+    assert max(gaps(out, clock.now)) <= progress.PLAIN_EVERY, shown(out)
+    steps = [line for _, line in out.lines if re.match(r"step \d+/30  \(", line)]  # between logged steps
+    assert len(steps) >= 9 and all(TIMING.search(line) for line in steps), steps
+    assert any(line.startswith("dev: scoring: ") for _, line in out.lines), shown(out)
+    assert any(line.startswith("averaged 2 checkpoints") for _, line in out.lines), shown(out)
+    assert any("BLEU" in line for _, line in out.lines), shown(out)  # the closing translation of the dev texts
+
+
 def test_translating_in_a_log_says_how_far(monkeypatch, clock):
     """The closing BLEU of ``train translate`` translates the dev texts batch by batch: plain lines in a log."""
 
