@@ -270,7 +270,7 @@ def bench_model(name: str, folder: Path | None, model, args, root: Path, run: Pa
              "attnkit bfloat16": ("attnkit", str(source), marian, "bfloat16", True, pad),
              "attnkit int8": ("attnkit", str(source), marian, "int8", True, pad)}
     for other in args.compare or []:
-        for dt in ("float32", "bfloat16"):
+        for dt in ("float32", "bfloat16", "int8"):
             specs[f"attnkit {dt} @{other}"] = ("attnkit", str(source), marian, dt, True, pad, str(other.resolve()))
     if args.reference:
         specs["attnkit reference modules"] = ("attnkit", str(source), marian, "float32", False, pad)

@@ -2,8 +2,10 @@
 
 The self-attention keys and values go into preallocated time-major buffers (capacity, B, H, dh), written in
 place at each step (no ``torch.cat`` per step; the capacity doubles when full); attention reads the filled part
-as a strided (B, H, t, dh) view, and moving rows (beams) copies the filled part only, into the buffers of the
-cache it was moved from (``reorder``). The cross-attention keys and values are projected once and kept; when
+as a strided (B, H, t, dh) view. Moving rows (beams) copies nothing where the step's kernels run: the cache keeps
+a row table (``StepCache.rows``: where each row's keys of each position are), which a move reorders, and the
+kernels read the keys through it; elsewhere it copies the filled part only, into the buffers of the cache it was
+moved from (``reorder``). The cross-attention keys and values are projected once and kept; when
 the rows become beams (each row repeated K times) they are not copied K times: the K beams of a sentence are K
 queries against its one set of keys (``group``).
 
@@ -24,7 +26,7 @@ from ..functional import native
 from ..functional.masks import Mask, for_heads
 from ..models.seq2seq import memory_mask_from
 
-__all__ = ["StepCache", "Held", "Buffers", "reorder"]
+__all__ = ["StepCache", "Held", "Buffers", "reorder", "flatten"]
 
 
 class Held:
@@ -59,6 +61,9 @@ class StepCache:
     spare: list[Tensor] | None = None  # the buffers of the cache this one was reordered from, reused next time
     lens: tuple | None = None  # (mask, its key lengths as the native kernel takes them, or None: not a padding mask)
     held: Held | None = None  # every K/V buffer this decoding allocated (shared by its caches)
+    # (B, capacity) int64: row i's keys and values of position p are in row rows[i, p] of the buffers, which may
+    # then hold more rows than B (rows moved by ``reorder`` without a copy); None: in row i
+    rows: Tensor | None = None
 
 
 class Buffers:
@@ -103,11 +108,22 @@ class Buffers:
                 new[:cap] = t
                 buffers[i] = new
                 cache.held.drop([t])
+        if cache.rows is not None:
+            cache.rows = torch.cat((cache.rows, torch.zeros_like(cache.rows)), dim=1)  # (B, 2 cap)
 
 
-def reorder(buffers: Buffers, cache: StepCache, index: Tensor, cross: bool) -> StepCache:
-    """Row i of the new cache is row ``index[i]`` of the old (``Seq2SeqEngine.reorder_cache``)."""
+def reorder(buffers: Buffers, cache: StepCache, index: Tensor, cross: bool, table: bool = False) -> StepCache:
+    """Row i of the new cache is row ``index[i]`` of the old (``Seq2SeqEngine.reorder_cache``). ``table``: the
+    step reads keys through a row table: move the rows by it where the buffers hold as many rows (no copy)."""
     n, layers = cache.length, len(cache.keys)
+    if table and n and index.numel() <= cache.keys[0].shape[1]:
+        rows = (cache.rows.index_select(0, index) if cache.rows is not None
+                else index[:, None].expand(-1, cache.keys[0].shape[0]).contiguous())  # (B', capacity)
+        out = StepCache(cache.keys, cache.values, n, cache.cross_keys, cache.cross_values, cache.group, cache.mask,
+                        cache.mask_source, spare=cache.spare, held=cache.held, rows=rows)
+        return _move_cross(out, cache, index) if cross else out
+    if cache.rows is not None:
+        flatten(buffers, cache)
     old = cache.keys + cache.values
     shape = (old[0].shape[0], index.numel(), *old[0].shape[2:])
     held = cache.held if cache.held is not None else Held(buffers.pool)
@@ -163,3 +179,20 @@ def _select_rows(buf: Tensor, index: Tensor, n: int, into: Tensor) -> Tensor:
     else:
         torch.index_select(buf[:n], 1, index, out=into[:n])
     return into
+
+
+def flatten(buffers: Buffers, cache: StepCache) -> None:
+    """Rows back in order: row i's keys and values of every position in row i of new buffers (B rows), and no row
+    table (for a step that reads the buffers as they lie)."""
+    if cache.rows is None:
+        return
+    n, b = cache.length, cache.rows.shape[0]
+    held = cache.held if cache.held is not None else Held(buffers.pool)
+    where = (torch.arange(n, device=cache.rows.device)[:, None], cache.rows[:, :n].T)  # (n, 1), (n, B)
+    for bufs in (cache.keys, cache.values):
+        for i, t in enumerate(bufs):
+            new = buffers.take(held, (t.shape[0], b, *t.shape[2:]), t)
+            new[:n] = t[:n][where]  # (n, B, H, dh)
+            bufs[i] = new
+            held.drop([t])
+    cache.rows, cache.spare, cache.held = None, None, held

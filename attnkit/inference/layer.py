@@ -33,7 +33,8 @@ from ..functional.positional import apply_rotary
 from .packed import PackedLinear
 from .spec import Layer, Norm, Settings
 
-__all__ = ["PackedLayer", "Attend", "self_attention", "memory_attention", "short_kernel", "kernel_lengths"]
+__all__ = ["PackedLayer", "Attend", "self_attention", "memory_attention", "short_kernel", "kernel_lengths",
+           "through_rows"]
 
 
 class PackedLayer:
@@ -130,12 +131,24 @@ class ShortAttention:
         self.scale = head_dim ** -0.5
         self.no_lengths = native.lengths_arg(None)
 
-    def __call__(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, lens: Tensor | None) -> Tensor:
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, lens: Tensor | None,
+                 rows: Tensor | None = None) -> Tensor:
         """``lens``: the mask's key lengths as the kernel takes them (``kernel_lengths``; None: a mask it does
-        not take)."""
+        not take). ``rows``: a row table (N, >= Lk): key j of row n is that of row rows[n, j] of k and v
+        (``through_rows``)."""
         if self.kernel is not None and lens is not None and k.shape[2] <= SHORT_MAX_LEN:
-            return self.kernel(q, k, v, lens, self.no_lengths, self.scale)
+            return self.kernel(q, k, v, lens, self.no_lengths, self.scale, rows)
+        if rows is not None:
+            k, v = through_rows(k, rows), through_rows(v, rows)
         return attention(q, k, v, mask)
+
+
+def through_rows(k: Tensor, rows: Tensor) -> Tensor:
+    """k (N', H, L, d) read through a row table rows (N, >= L) int64 -> (N, H, L, d): position j of row n is
+    position j of row rows[n, j] (the short kernel's ``rows``, a beam search's K/V cache)."""
+    n = k.shape[2]
+    picked = k.transpose(1, 2)[rows[:, :n], torch.arange(n, device=k.device)]  # (N, L, H, d)
+    return picked.transpose(1, 2)
 
 
 def short_kernel(dtype: torch.dtype, head_dim: int):

@@ -31,7 +31,7 @@ from ..functional.dispatch import SHORT_MAX_LEN
 from ..functional.masks import for_heads
 from ..models.seq2seq import StepOutput, check_ids, memory_mask_from
 from . import native
-from .cache import Buffers, StepCache, reorder
+from .cache import Buffers, StepCache, flatten, reorder
 from .encoder import EncoderStack
 from .layer import ShortAttention, kernel_lengths, memory_attention
 from .packed import LAYER_ROWS, SMALL_ROWS
@@ -122,7 +122,8 @@ class Seq2SeqEngine:
         """
         if isinstance(cache, list):
             return self.reference.reorder_cache(cache, index, cross=cross)
-        return reorder(self.buffers, cache, index, cross)
+        table = self.attend.kernel is not None and cache.length < SHORT_MAX_LEN  # the next step reads through rows
+        return reorder(self.buffers, cache, index, cross, table)
 
     # -- internals -----------------------------------------------------------------------------
     def cross_keys_values(self, memory: Tensor) -> tuple[list[Tensor], list[Tensor]]:
@@ -147,6 +148,11 @@ class Seq2SeqEngine:
         t = cache.length
         if t == cache.keys[0].shape[0]:
             self.buffers.grow(cache)
+        if cache.rows is not None:  # this step's keys go in rows 0 .. B-1; past the kernel's lengths, no table
+            if t < SHORT_MAX_LEN:
+                cache.rows[:, t] = torch.arange(cache.rows.shape[0])
+            else:
+                flatten(self.buffers, cache)
         if cache.lens is None or cache.lens[0] is not cache.mask:
             cache.lens = (cache.mask, kernel_lengths(cache.mask))
         x = F.embedding(token, self.target_table)  # (B, d), already times sqrt(d)
@@ -163,16 +169,17 @@ class Seq2SeqEngine:
         b, h, dh, group = x.shape[0], self.num_heads, self.head_dim, cache.group
         keys, values, ck, cv, lens = cache.keys[i], cache.values[i], cache.cross_keys[i], cache.cross_values[i], \
             cache.lens[1]
+        rows = cache.rows  # (B, capacity) or None: where each row's keys are (``cache.py``)
         if (self.native_step is not None and b <= SMALL_ROWS and lens is not None and t < SHORT_MAX_LEN
                 and ck.shape[2] <= SHORT_MAX_LEN and x.is_contiguous()):  # where the program runs the short kernel
-            return self.native_step(x, self.step_weights[i], keys, values, t, ck, cv, lens, group)
+            return self.native_step(x, self.step_weights[i], keys, values, t, ck, cv, lens, group, rows)
 
         def attend_self(qkv: Tensor) -> Tensor:  # (B, 3d) -> (B, d): the new key and value, then all of them
             qkv = qkv.view(b, 3, h, dh)
-            keys[t].copy_(qkv[:, 1])
-            values[t].copy_(qkv[:, 2])
-            k, v = keys[: t + 1].permute(1, 2, 0, 3), values[: t + 1].permute(1, 2, 0, 3)  # (B, H, t+1, dh) views
-            return self.attend(qkv[:, 0, :, None], k, v, None, self._no_lengths).reshape(b, h * dh)
+            keys[t, :b].copy_(qkv[:, 1])
+            values[t, :b].copy_(qkv[:, 2])
+            k, v = keys[: t + 1].permute(1, 2, 0, 3), values[: t + 1].permute(1, 2, 0, 3)  # (B', H, t+1, dh) views
+            return self.attend(qkv[:, 0, :, None], k, v, None, self._no_lengths, rows).reshape(b, h * dh)
 
         def attend_memory(q: Tensor) -> Tensor:  # (B, d): a sentence's beams are the queries of its memory row
             return memory_attention(lambda q4: self.attend(q4, ck, cv, cache.mask, lens), q, b // group, group, h, dh)

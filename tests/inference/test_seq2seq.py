@@ -132,12 +132,13 @@ def test_a_finished_decoding_leaves_its_buffers_to_the_next():
     cache = fast.reorder_cache(cache, torch.tensor([2, 0, 1]))
     out = fast.decode_step(tok, memory, mask, cache)
     assert fast._pool == []  # its caches are alive: nothing is pooled
-    kept = {id(t) for t in out.cache.keys + out.cache.values + out.cache.spare}
+    kept = {id(t) for t in out.cache.keys + out.cache.values + (out.cache.spare or [])}
     logits = out.logits
     del cache, out
     assert {id(t) for t in fast._pool} == kept  # the buffers in use at its end, and no others
     again = fast.decode_step(tok, memory, mask, None)
-    assert {id(t) for t in again.cache.keys + again.cache.values} <= kept and len(fast._pool) == len(kept) // 2
+    taken = again.cache.keys + again.cache.values
+    assert {id(t) for t in taken} <= kept and len(fast._pool) == len(kept) - len(taken)
     ref = m.decode_step(tok, memory, mask, None).logits
     torch.testing.assert_close(again.logits, ref, atol=2e-5, rtol=1e-5)
     # the reused buffers held the other decoding's keys: the results do not depend on them
@@ -164,7 +165,7 @@ def test_buffers_of_another_batch_size_in_the_pool_are_passed_over():
 def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, activation, dtype):
     """Steps of up to 4 rows run each decoder layer in one native call (decoder_layer_step); the Python
     sequence of small_linear / short kernels is its reference. Two sentences x 2 beams (rows sharing their
-    sentence's memory), one source padded, buffers that grow."""
+    sentence's memory), one source padded, buffers that grow, beams moved (read through the row table)."""
     if dtype == torch.bfloat16 and not native.kernel().cpu_has_bf16():
         pytest.skip("bfloat16 attention kernel needs AVX512-BF16")
     m = model(norm_first, activation, dtype=dtype, d_model=64)  # heads of 32: the bfloat16 kernel's multiple
@@ -197,7 +198,12 @@ def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, acti
     cache_a, cache_b = fast.reorder_cache(out_a.cache, index), slow.reorder_cache(out_b.cache, index)
     cache_c = None if exact is None else exact.reorder_cache(out_c.cache, index)
     assert cache_a.group == 2
-    for _ in range(36):  # past the first buffer's 32 steps
+    for step in range(36):  # past the first buffer's 32 steps
+        if step % 7 == 6:  # beams move within their sentence
+            moved = torch.tensor([1, 1, 3, 2] if step % 2 else [0, 0, 2, 2])
+            cache_a, cache_b = fast.reorder_cache(cache_a, moved, cross=False), slow.reorder_cache(cache_b, moved,
+                                                                                                 cross=False)
+            cache_c = None if exact is None else exact.reorder_cache(cache_c, moved, cross=False)
         tok = torch.randint(3, 30, (4, 1))
         out_a, out_b = fast.decode_step(tok, memory, mask, cache_a), slow.decode_step(tok, memory, mask, cache_b)
         cache_a, cache_b = out_a.cache, out_b.cache
@@ -230,3 +236,35 @@ def test_the_native_layer_step_is_not_used_where_its_conditions_fail():
     # 2 beams: the first step has 3 rows (beams expand after it), the next ones 6: the Python sequence
     generate(fast, ids, mask, min_new_tokens=3, max_new_tokens=3, num_beams=2)
     assert calls == [3] * len(fast.layers)
+
+
+def test_beam_moves_copy_no_keys_where_the_kernel_reads_through_rows():
+    """Where the step's kernels run, a move reorders the cache's row table and copies no key; the steps after
+    moves (several in a row, rows leaving) give the reference's logits."""
+    m, fast, ids, mask, memory = encoded()
+    if fast.attend.kernel is None:
+        pytest.skip("the short kernel does not run here: moves copy the rows")
+    tok = torch.randint(3, 30, (3, 1))
+    out, ref = fast.decode_step(tok, memory, mask, None), m.decode_step(tok, memory, mask, None)
+    for index in (torch.tensor([2, 0, 0]), torch.tensor([1, 1, 2]), torch.tensor([2, 0])):
+        cache = fast.reorder_cache(out.cache, index)
+        assert cache.keys[0] is out.cache.keys[0] and cache.rows is not None  # the same buffers
+        memory, mask = memory[index], mask[index]
+        tok = torch.randint(3, 30, (len(index), 1))
+        out = fast.decode_step(tok, memory, mask, cache)
+        ref = m.decode_step(tok, memory, mask, m.reorder_cache(ref.cache, index))
+        torch.testing.assert_close(out.logits, ref.logits, atol=2e-5, rtol=1e-5)
+    assert out.cache.rows.shape[0] == 2 and out.cache.keys[0].shape[1] == 3  # 2 rows read from 3
+
+
+def test_past_the_kernels_lengths_the_rows_are_put_back_in_order(monkeypatch):
+    """A cache moved by its row table whose step would run past the length the engine's kernels take is copied
+    back in order once (``cache.flatten``); beam search still gives the reference's tokens."""
+    import attnkit.inference.seq2seq as engine
+
+    monkeypatch.setattr(engine, "SHORT_MAX_LEN", 6)
+    m = model(False, seed=3)
+    ids, mask = source()
+    kw = dict(max_new_tokens=12, min_new_tokens=12, num_beams=3)
+    fast = engine_of(m, Seq2SeqEngine)
+    assert torch.equal(generate(fast, ids, mask, **kw).sequences, generate(m, ids, mask, **kw).sequences)

@@ -77,8 +77,10 @@ def short_attention(q: Tensor, k: Tensor, v: Tensor, mask: Mask | None, bias, sc
 
 
 def step() -> object:
-    """The raw kernel for ``attention.step_kernel``: ``fn(q, k, v, key_lengths, segment_offsets, scale)``, q, k, v
-    (B, H, L, d) strided views, ``native.lengths_arg`` lengths -> (B, H, Lq, dv) in (B, Lq, H, dv) memory."""
+    """The raw kernel for ``attention.step_kernel``: ``fn(q, k, v, key_lengths, segment_offsets, scale, rows=None)``,
+    q, k, v (B, H, L, d) strided views, ``native.lengths_arg`` lengths -> (B, H, Lq, dv) in (B, Lq, H, dv) memory;
+    ``rows`` (B, >= Lk) int64: key j of row b is that of row rows[b, j] of k and v (then (B', H, Lk, d), any B': a
+    beam search's K/V cache read in place; ``inference.layer.through_rows`` is its reference)."""
     return native.kernel().short_forward
 
 

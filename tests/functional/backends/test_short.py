@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import attnkit
 from attnkit import masks as M
-from attnkit.functional import dispatch, select_backend
+from attnkit.functional import dispatch, native, select_backend
 from attnkit.functional.backends import short
 from attnkit.functional.backends.math import math_attention
 from tests.markers import needs_native
@@ -91,6 +91,38 @@ def test_segments_equal_each_sequence_on_its_own(native_kernel, lens, h, dtype, 
     torch.testing.assert_close(out, ref, **tol)
     torch.testing.assert_close(out, torch.cat(alone, dim=2), **tol)
     assert out.transpose(1, 2).is_contiguous()
+
+
+@settings(max_examples=30, deadline=None)
+@given(b=st.integers(1, 5), width=st.integers(1, 6), h=st.integers(1, 3), lq=st.integers(1, 5),
+       lk=st.integers(1, 80), d=st.sampled_from([32, 64]), pad=st.booleans(),
+       dtype=st.sampled_from(["float32", "bfloat16"]), seed=st.integers(0, 99))
+def test_keys_read_through_a_row_table_are_those_rows(native_kernel, b, width, h, lq, lk, d, pad, dtype, seed):
+    """``rows`` (a beam search's K/V cache, read in place): key and value j of row i are those of row rows[i, j] of
+    k and v, a time-major buffer's strided view; the same output, bit for bit, as the kernel on those rows
+    gathered."""
+    dtype = getattr(torch, dtype)
+    if dtype not in short.kernel_dtypes():
+        pytest.skip("no AVX512-BF16")
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, h, lq, d, generator=g).to(dtype)
+    buffers = torch.randn(2, lk + 2, width, h, d, generator=g).to(dtype)  # (K / V, capacity, B', H, d)
+    k, v = (t[:lk].permute(1, 2, 0, 3) for t in buffers)  # (B', H, Lk, d) views
+    rows = torch.randint(0, width, (b, lk + 3), generator=g)
+    lengths = torch.randint(0, lk + 1, (b,), generator=g) if pad else None
+    lens, none = native.lengths_arg(lengths), native.lengths_arg(None)
+    picked = [t.transpose(1, 2)[rows[:, :lk], torch.arange(lk)].transpose(1, 2) for t in (k, v)]  # (B, H, Lk, d)
+    with torch.inference_mode():
+        out = native.kernel().short_forward(q, k, v, lens, none, d ** -0.5, rows)
+        ref = native.kernel().short_forward(q, *picked, lens, none, d ** -0.5)
+        want = attnkit.attention(q.float(), *(t.float() for t in picked), _padding_of(lengths), backend="math")
+    assert torch.equal(out, ref)
+    tol = {"atol": 2e-6, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 3e-2, "rtol": 3e-2}
+    torch.testing.assert_close(out.float(), want, **tol)
+
+
+def _padding_of(lengths):
+    return None if lengths is None else M.padding(lengths)
 
 
 def test_no_segments_at_all(native_kernel):

@@ -92,6 +92,16 @@ SCRIPT = REFUSE_ALL + textwrap.dedent('''
         "sf offsets meta": lambda: K.short_forward(*qkv(lq=7), E, torch.empty(2, dtype=torch.int64, device="meta"),
                                                    0.25),
         "sf lengths size": lambda: K.short_forward(q, k, v, torch.tensor([1]), E, 0.25),
+        # short_forward(..., rows): a row table (B, >= Lk) of k's rows
+        "sf rows short": lambda: K.short_forward(q, k, v, E, E, 0.25, torch.zeros(2, 6, dtype=torch.int64)),
+        "sf rows batch": lambda: K.short_forward(q, k, v, E, E, 0.25, torch.zeros(3, 7, dtype=torch.int64)),
+        "sf rows int32": lambda: K.short_forward(q, k, v, E, E, 0.25, torch.zeros(2, 7, dtype=torch.int32)),
+        "sf rows strided": lambda: K.short_forward(q, k, v, E, E, 0.25, torch.zeros(7, 2, dtype=torch.int64).t()),
+        "sf rows value": lambda: K.short_forward(q, k, v, E, E, 0.25, torch.full((2, 7), 2, dtype=torch.int64)),
+        "sf rows negative": lambda: K.short_forward(q, k, v, E, E, 0.25, torch.full((2, 7), -1, dtype=torch.int64)),
+        "sf rows + offsets": lambda: K.short_forward(*qkv(lq=7), E, torch.tensor([0, 7]), 0.25,
+                                                     torch.zeros(2, 7, dtype=torch.int64)),
+        "sf rows v batch": lambda: K.short_forward(q, k[:1], v, E, E, 0.25, torch.zeros(2, 7, dtype=torch.int64)),
         # add_norm(x, r, weight, bias, eps)
         "an meta": lambda: K.add_norm(x.to("meta"), x, w, w, 1e-5),
         "an shape": lambda: K.add_norm(x, x[:3], w, w, 1e-5),
@@ -151,6 +161,8 @@ SCRIPT = REFUSE_ALL + textwrap.dedent('''
     assert K.window_forward(q, k, v[..., :0], E, 2, 2, 0.25)[0].numel() == 0
     K.short_forward(*qkv(lq=0, lk=0), E, E, 0.25)
     K.short_forward(*qkv(lq=7), E, torch.tensor([0, 0, 7]), 0.25)
+    # a row table: k and v of another batch, values past a row's length never read
+    K.short_forward(q, k[:1], v[:1], torch.tensor([3, 7]), E, 0.25, torch.tensor([[0] * 3 + [9] * 4, [0] * 7]))
     K.window_backward(q3, k3, v3, out3, out3, lse3, E, 2, 2, 0.25)
     K.add_norm(x[:0], x[:0], w, w, 1e-5)
     K.small_linear(x[:0], W, w, x[:0], 2)

@@ -67,10 +67,10 @@ SCRIPT = REFUSE_ALL + textwrap.dedent('''
         return K.LayerWeights(**kw, num_heads=2, norm_first=False, act=1, eps=1e-5, scale=0.25)
 
     def dls(x=XS, w=DW, keys=KB, values=None, t=0, ck=CK, cv=None, lens=E, group=1, pre=False, act=2, heads=2,
-            drop=None):
+            drop=None, rows=None):
         values = keys.clone() if values is None else values
         return K.decoder_layer_step(x, lw(w, heads, pre, act, drop), keys.clone(), values, t, ck,
-                                    ck if cv is None else cv, lens, group)
+                                    ck if cv is None else cv, lens, group, rows)
 
     def lf(x=XL, w=EW, heads=2, lens=E, ck=None, cv=None, clens=E, pre=False, act=1, drop=None):
         return K.layer_forward(x, lw(w, heads, pre, act, drop), lens, ck, cv, clens)
@@ -119,6 +119,11 @@ SCRIPT = REFUSE_ALL + textwrap.dedent('''
         "dls t < 0": lambda: dls(t=-1),
         "dls group 3": lambda: dls(group=3),
         "dls keys batch": lambda: dls(keys=torch.zeros(8, 3, 2, 16)),
+        "dls rows shape": lambda: dls(rows=torch.zeros(2, 0, dtype=torch.long)),
+        "dls rows int32": lambda: dls(rows=torch.zeros(2, 8, dtype=torch.int32)),
+        "dls rows out of the keys": lambda: dls(t=1, rows=torch.tensor([[2, 1], [0, 1]])),
+        "dls rows at t": lambda: dls(t=1, rows=torch.tensor([[0, 0], [0, 0]])),
+        "dls keys narrower than x with rows": lambda: dls(keys=torch.zeros(8, 1, 2, 16), rows=torch.zeros(2, 8).long()),
         "dls keys heads": lambda: dls(keys=torch.zeros(8, 2, 4, 8)),
         "dls keys strided": lambda: dls(keys=torch.zeros(8, 2, 16, 2).transpose(2, 3)),
         "dls values shape": lambda: dls(values=torch.zeros(4, 2, 2, 16)),
@@ -166,6 +171,7 @@ SCRIPT = REFUSE_ALL + textwrap.dedent('''
     assert dls().shape == (2, 32) and dls(pre=True, t=3).shape == (2, 32)
     assert dls(group=2, ck=CK[:1], lens=torch.tensor([3])).shape == (2, 32)
     assert dls(x=XS[:0], keys=KB[:, :0], ck=CK[:0]).shape == (0, 32)
+    assert dls(keys=torch.zeros(8, 3, 2, 16), t=1, rows=torch.tensor([[2, 0], [2, 1]])).shape == (2, 32)
     assert lf().shape == (2, 5, 32) and lf(pre=True, lens=torch.tensor([5, 2])).shape == (2, 5, 32)
     assert lf(w=DW, ck=CK, cv=CK, clens=torch.tensor([5, 3])).shape == (2, 5, 32)  # blocked weights too
     assert lf(x=XL[:0], w=DW, ck=CK[:0], cv=CK[:0]).shape == (0, 5, 32)

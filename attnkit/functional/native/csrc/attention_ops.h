@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "short_attention.h"
@@ -46,8 +47,8 @@ inline const int64_t* lengths_ptr(const Tensor& lengths, int64_t rows, const cha
 }
 
 // q (B, H, Lq, d), k (B, H, Lk, d), v (B, H, Lk, dv), all one dtype (float32 or bfloat16) on the CPU, the
-// last dim contiguous (q and k: or of size 1), leading dims equal.
-inline void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* who) {
+// last dim contiguous (q and k: or of size 1), leading dims equal (any_batch: k and v of any equal B').
+inline void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* who, bool any_batch = false) {
   check_cpu(q, who, "q");
   check_cpu(k, who, "k");
   check_cpu(v, who, "v");
@@ -55,7 +56,8 @@ inline void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const c
   TORCH_CHECK((dt == at::kFloat || dt == at::kBFloat16) && k.scalar_type() == dt && v.scalar_type() == dt, who,
               ": q, k, v must all be float32 or all bfloat16");
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, who, ": q, k, v must be (B, H, L, d)");
-  TORCH_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1) &&
+  TORCH_CHECK((any_batch || k.size(0) == q.size(0)) && v.size(0) == k.size(0) && k.size(1) == q.size(1) &&
+                  v.size(1) == q.size(1) &&
                   v.size(2) == k.size(2) && k.size(3) == q.size(3), who, ": q, k, v shapes do not match");
   TORCH_CHECK((q.stride(3) == 1 || q.size(3) == 1) && (k.stride(3) == 1 || k.size(3) == 1) &&
                   (v.stride(3) == 1 || v.size(3) <= 1), who, ": the last dim of q, k, v must be contiguous");
@@ -164,15 +166,39 @@ inline std::vector<Tensor> window_backward(Tensor q, Tensor k, Tensor v, Tensor 
   return {dq, dk, dvt};
 }
 
+// A row table (B, >= lk) int64, its last dim contiguous, each of row b's first nk(b) entries (lengths: the
+// padding's; else lk) in [0, rows_of_k): its data. `allowed`: false where the call cannot take one (offsets).
+inline const int64_t* row_table(const Tensor& rows, int64_t b, int64_t lk, int64_t rows_of_k, const int64_t* len,
+                                bool allowed, const char* who) {
+  check_cpu(rows, who, "rows");
+  TORCH_CHECK(allowed, who, ": `rows` cannot go with `offsets`");
+  TORCH_CHECK(rows.scalar_type() == at::kLong && rows.dim() == 2 && rows.size(0) == b && rows.size(1) >= lk &&
+                  (rows.stride(1) == 1 || rows.size(1) <= 1), who, ": `rows` must be (", b, ", >= ", lk,
+              ") int64 with its last dim contiguous, got ", rows.sizes());
+  const int64_t* p = rows.data_ptr<int64_t>();
+  for (int64_t r = 0; r < b; ++r) {
+    const int64_t nk = len ? std::min<int64_t>(lk, std::max<int64_t>(len[r], 0)) : lk;
+    for (int64_t j = 0; j < nk; ++j) {
+      const int64_t x = p[r * rows.stride(0) + j];
+      TORCH_CHECK(x >= 0 && x < rows_of_k, who, ": `rows` values must be in [0, ", rows_of_k, "), got ", x);
+    }
+  }
+  return p;
+}
+
 // Full attention for short sequences (short_attention.h). q (B, H, Lq, d), k (B, H, Lk, d), v (B, H, Lk, dv):
 // all float32 or all bfloat16 (bfloat16 needs AVX512-BF16), any strides with the last dim contiguous;
 // d % 16 == 0 (bfloat16: d % 32 == 0), d > 0, dv % 16 == 0. lengths: (B,) int64 key lengths, or empty.
 // offsets: (S + 1,) int64 segment bounds for sequences packed along L (Lq == Lk == offsets[S]; each
-// position attends within its segment), or empty. Returns out (B, H, Lq, dv) in q's dtype, a view of
+// position attends within its segment), or empty. rows: none, or (B, >= Lk) int64, the last dim contiguous:
+// key and value j of batch row b are those of row rows[b, j] of k and v (B', H, Lk, d), any B' (a beam
+// search's K/V cache, read where each position was written). Returns out (B, H, Lq, dv) in q's dtype, a view of
 // (B, Lq, H, dv) memory; rows with no key are 0.
-inline Tensor short_forward(Tensor q, Tensor k, Tensor v, Tensor lengths, Tensor offsets, double scale) {
+inline Tensor short_forward(Tensor q, Tensor k, Tensor v, Tensor lengths, Tensor offsets, double scale,
+                            const std::optional<Tensor>& rows) {
   const char* who = "short_forward";
-  check_qkv(q, k, v, who);
+  const bool indirect = rows.has_value() && rows->defined();
+  check_qkv(q, k, v, who, indirect);
   const auto dt = q.scalar_type();
   TORCH_CHECK(dt == at::kFloat || attnkit_simd::cpu_has_bf16(), who, ": bfloat16 needs AVX512-BF16");
   TORCH_CHECK(q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1, who, ": the last dim must be contiguous");
@@ -191,6 +217,7 @@ inline Tensor short_forward(Tensor q, Tensor k, Tensor v, Tensor lengths, Tensor
     TORCH_CHECK(off[0] == 0 && off[nseg] == lq, who, ": offsets must run from 0 to Lq == Lk");
     for (int64_t s = 0; s < nseg; ++s) TORCH_CHECK(off[s + 1] >= off[s], who, ": offsets must not decrease");
   }
+  const int64_t* table = indirect ? row_table(*rows, nb, lk, k.size(0), len, !off, who) : nullptr;
   auto out = at::empty({nb, lq, nh, dv}, q.options());
   if (out.numel() == 0) return out.permute({0, 2, 1, 3});
   int64_t longest = lk;
@@ -212,11 +239,13 @@ inline Tensor short_forward(Tensor q, Tensor k, Tensor v, Tensor lengths, Tensor
         const int64_t start = nseg ? off[s] : 0;
         const int64_t nq = nseg ? off[s + 1] - start : lq;
         const int64_t nk = nseg ? nq : (len ? std::min<int64_t>(lk, std::max<int64_t>(len[b], 0)) : lk);
+        const int64_t kb = table ? 0 : b;  // through the table: rows[b, j] picks k's row
         return attnkit_short::Seq<S>{qp + b * q.stride(0) + h * q.stride(1) + start * q.stride(2),
-                                     kp + b * k.stride(0) + h * k.stride(1) + start * k.stride(2),
-                                     vp + b * v.stride(0) + h * v.stride(1) + start * v.stride(2),
+                                     kp + kb * k.stride(0) + h * k.stride(1) + start * k.stride(2),
+                                     vp + kb * v.stride(0) + h * v.stride(1) + start * v.stride(2),
                                      op + ((b * lq + start) * nh + h) * dv, q.stride(2), k.stride(2), v.stride(2),
-                                     nh * dv, static_cast<int>(nq), static_cast<int>(nk)};
+                                     nh * dv, static_cast<int>(nq), static_cast<int>(nk),
+                                     table ? table + b * rows->stride(0) : nullptr, k.stride(0), v.stride(0)};
       };
       for (int64_t job = begin; job < end; ++job) {
         const auto a = job_at(job);

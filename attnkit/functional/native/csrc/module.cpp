@@ -19,7 +19,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   const auto nogil = py::call_guard<py::gil_scoped_release>();
   m.def("window_forward", &window_forward, "exact windowed attention forward (float32 / bfloat16)", nogil);
   m.def("window_backward", &window_backward, "its backward (float32, recomputing the weights)", nogil);
-  m.def("short_forward", &short_forward, "full attention for short sequences (float32 / bfloat16)", nogil);
+  m.def("short_forward", &short_forward, "full attention for short sequences (float32 / bfloat16)", py::arg("q"),
+        py::arg("k"), py::arg("v"), py::arg("lengths"), py::arg("offsets"), py::arg("scale"),
+        py::arg("rows") = py::none(), nogil);
   m.def("add_norm", &add_norm, "LayerNorm(x + r) over the last dimension (float32 / bfloat16)", nogil);
   m.def("small_linear", &small_linear, "act(x W^T + b) + r, or LN(r + x W^T + b), for a few rows of x (float32 / "
         "bfloat16)", py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("residual"), py::arg("act"),

@@ -3,8 +3,9 @@
 //
 // out[i] = sum_j softmax_j(scale * q[i] . k[j]) v[j] over the keys j < nk (padding: nk = length).
 // For one (sequence, head):
-//   1. K is transposed once into Kt (d x Lk16, keys along a zmm). In bfloat16 the layout is AVX512-BF16's
-//      pair layout: Kt[p][j] holds k[j][2p] and k[j][2p+1] in one 32-bit lane.
+//   1. K is transposed once into Kt (d x Lk16, keys along a V), 16 x 16 blocks in registers. In bfloat16 the
+//      layout is AVX512-BF16's pair layout: Kt[p][j] holds k[j][2p] and k[j][2p+1] in one 32-bit lane. Keys
+//      and values may be read through a row table (Seq::rows: a beam search's cache, never moved).
 //   2. S (queries x Lk16) = Q K^T: a query's element (bfloat16: its pair of elements) broadcast against
 //      Kt's rows; 4 queries x 4 key blocks of 16 = 16 accumulators. bfloat16 uses vdpbf16ps (bfloat16
 //      products, float32 sums), float32 uses FMAs.
@@ -38,59 +39,6 @@ constexpr int QC = 64;  // queries per chunk (rows of S and P in the buffers)
 constexpr int kScoreQ = kWide ? 4 : 6, kScoreB = kWide ? 4 : 1;
 constexpr int kRowQ = kWide ? 4 : 2, kRowKeys = kWide ? 64 : 32;
 constexpr int kPvQ = kWide ? 8 : 6, kPvC = kWide ? 2 : 1;
-
-#if ATTNKIT_AVX512
-// In-register transpose of a 16 x 16 block of 32-bit elements: r[i] lane j <-> r[j] lane i.
-inline void transpose16(__m512i r[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  for (int g = 0; g < 16; g += 4) {  // u[g + c], 128-bit lane l: column 4 l + c of rows g .. g + 3
-    r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-    r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-    r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-    r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-  }
-  for (int c = 0; c < 4; ++c) {  // 4 x 4 transpose of 128-bit lanes across r[c], r[4 + c], r[8 + c], r[12 + c]
-    const __m512i v0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xEE);
-    const __m512i v2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44);
-    const __m512i v3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xEE);
-    t[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-    t[4 + c] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
-    t[8 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-    t[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
-  }
-  for (int i = 0; i < 16; ++i) r[i] = t[i];
-}
-
-// Kt (cols x kw 32-bit words): Kt[c][j] = word c of key row j (rows past nk: 0). A row has `cols`
-// words: d floats, or d / 2 bfloat16 pairs. cols % 16 == 0.
-inline void transpose_keys(const void* k, int64_t row_bytes, int nk, int cols, int kw, uint32_t* kt) {
-  const char* base = static_cast<const char*>(k);
-  for (int j0 = 0; j0 < kw; j0 += 16)
-    for (int c0 = 0; c0 < cols; c0 += 16) {
-      __m512i r[16];
-      for (int t = 0; t < 16; ++t)
-        r[t] = j0 + t < nk ? _mm512_loadu_si512(base + (j0 + t) * row_bytes + c0 * 4) : _mm512_setzero_si512();
-      transpose16(r);
-      for (int t = 0; t < 16; ++t) _mm512_storeu_si512(kt + (c0 + t) * kw + j0, r[t]);
-    }
-}
-#else
-inline void transpose_keys(const void* k, int64_t row_bytes, int nk, int cols, int kw, uint32_t* kt) {
-  const char* base = static_cast<const char*>(k);
-  for (int j = 0; j < kw; ++j) {
-    if (j < nk) {
-      const uint32_t* row = reinterpret_cast<const uint32_t*>(base + j * row_bytes);
-      for (int c = 0; c < cols; ++c) std::memcpy(kt + c * kw + j, row + c, 4);
-    } else {
-      for (int c = 0; c < cols; ++c) kt[c * kw + j] = 0;
-    }
-  }
-}
-#endif
 
 inline uint32_t word(const uint16_t* p) {  // two bfloat16 as one 32-bit lane (unaligned-safe)
   uint32_t w;
@@ -140,14 +88,22 @@ inline float inverse(float sum) { return sum == 0.0f ? 0.0f : 1.0f / sum; }
 inline M live_keys(int nk, int j) { return first_lanes(nk - j); }  // lanes j .. j + 15 that are keys (< nk)
 
 // The same tile in float32 (FMAs; a step t is one element).
-template <int NQ, int NB>
-__attribute__((always_inline)) inline void accumulate_f32(const float* a, int64_t as, const float* m, int64_t ms,
-                                                          int depth, V (&acc)[NQ * NB]) {
+// m(t): row t of m (Strided, or a row table's rows).
+struct Strided {
+  const float* p;
+  int64_t s;
+  const float* operator()(int64_t t) const { return p + t * s; }
+};
+
+template <int NQ, int NB, typename Rows>
+__attribute__((always_inline)) inline void accumulate_f32(const float* a, int64_t as, Rows m, int depth,
+                                                          V (&acc)[NQ * NB]) {
   for (int i = 0; i < NQ; ++i)
     for (int b = 0; b < NB; ++b) acc[i * NB + b] = zero();
   for (int t = 0; t < depth; ++t) {
     V mv[NB];
-    for (int b = 0; b < NB; ++b) mv[b] = loadu(m + t * ms + 16 * b);
+    const float* row = m(t);
+    for (int b = 0; b < NB; ++b) mv[b] = loadu(row + 16 * b);
     for (int i = 0; i < NQ; ++i) {
       const V ab = set1(a[i * as + t]);
       for (int b = 0; b < NB; ++b) acc[i * NB + b] = fmadd(ab, mv[b], acc[i * NB + b]);
@@ -158,7 +114,7 @@ __attribute__((always_inline)) inline void accumulate_f32(const float* a, int64_
 template <int NQ, int NB>
 inline void scores_f32(const float* q, int64_t qs, const float* kt, int kw, int d, float* s) {
   V acc[NQ * NB];
-  accumulate_f32<NQ, NB>(q, qs, kt, kw, d, acc);
+  accumulate_f32<NQ, NB>(q, qs, Strided{kt, kw}, d, acc);
   for (int i = 0; i < NQ; ++i)
     for (int b = 0; b < NB; ++b) storeu(s + i * kw + 16 * b, acc[i * NB + b]);
 }
@@ -183,7 +139,7 @@ ATTNKIT_BF16 inline void rows(const S* q, int64_t qs, const uint32_t* kt, int kw
   if constexpr (sizeof(S) == 2)
     accumulate_bf16<NQ, NB>(q, qs, kt, kw, depth, acc);
   else
-    accumulate_f32<NQ, NB>(q, qs, reinterpret_cast<const float*>(kt), kw, depth, acc);
+    accumulate_f32<NQ, NB>(q, qs, Strided{reinterpret_cast<const float*>(kt), kw}, depth, acc);
   const V ninf = set1(-std::numeric_limits<float>::infinity()), sc = set1(scale);
   for (int i = 0; i < NQ; ++i) {
     V mx = ninf;
@@ -262,11 +218,10 @@ ATTNKIT_BF16 inline void pv_bf16(
     for (int c = 0; c < NC; ++c) store_p(o + i * os + 16 * c, acc[i * NC + c] * set1(inv[i]));
 }
 
-template <int NQ, int NC>
-inline void pv_f32(const float* p, int kw, const float* v, int64_t vs, int nk, const float* inv, float* o,
-                   int64_t os) {
+template <int NQ, int NC, typename Rows>
+inline void pv_f32(const float* p, int kw, Rows v, int nk, const float* inv, float* o, int64_t os) {
   V acc[NQ * NC];
-  accumulate_f32<NQ, NC>(p, kw, v, vs, nk, acc);
+  accumulate_f32<NQ, NC>(p, kw, v, nk, acc);
   for (int i = 0; i < NQ; ++i)
     for (int c = 0; c < NC; ++c) storeu(o + i * os + 16 * c, acc[i * NC + c] * set1(inv[i]));
 }
@@ -278,7 +233,28 @@ struct Seq {
   S* o;                // (nq, dv), row stride os
   int64_t qs, ks, vs, os;
   int nq, nk;
+  // Keys and values read through a row table (a beam search's K/V cache, whose rows stay where they were
+  // written): key j at k + j ks + rows[j] krs, value j at v + j vs + rows[j] vrs. Null: k + j ks, v + j vs.
+  const int64_t* rows = nullptr;
+  int64_t krs = 0, vrs = 0;
+  const S* key(int64_t j) const { return k + j * ks + (rows ? rows[j] * krs : 0); }
+  const S* value(int64_t j) const { return v + j * vs + (rows ? rows[j] * vrs : 0); }
 };
+
+// Kt (cols x kw 32-bit words): Kt[c][j] = word c of key j (keys past nk: 0), 16 x 16 blocks transposed in
+// registers (vec.h's transpose16). A key has `cols` words: d floats, or d / 2 bfloat16 pairs. cols % 16 == 0.
+template <typename S>
+inline void transpose_keys(const Seq<S>& a, int cols, int kw, uint32_t* kt) {
+  float* out = reinterpret_cast<float*>(kt);
+  for (int j0 = 0; j0 < kw; j0 += 16)
+    for (int c0 = 0; c0 < cols; c0 += 16) {
+      V r[16];
+      for (int t = 0; t < 16; ++t)
+        r[t] = j0 + t < a.nk ? loadu(reinterpret_cast<const float*>(a.key(j0 + t)) + c0) : zero();
+      transpose16(r);
+      for (int t = 0; t < 16; ++t) storeu(out + (c0 + t) * kw + j0, r[t]);
+    }
+}
 
 // Scratch, sized once per thread for the longest key count.
 struct Scratch {
@@ -306,8 +282,15 @@ template <typename S>
 inline void prefetch(const Seq<S>& a, int d, int dv) {
   constexpr int64_t e = sizeof(S);
   prefetch_rows(a.q, a.qs * e, a.nq, d * e);
-  prefetch_rows(a.k, a.ks * e, std::max(a.nk, 0), d * e);
-  prefetch_rows(a.v, a.vs * e, std::max(a.nk, 0), dv * e);
+  if (a.rows == nullptr) {
+    prefetch_rows(a.k, a.ks * e, std::max(a.nk, 0), d * e);
+    prefetch_rows(a.v, a.vs * e, std::max(a.nk, 0), dv * e);
+    return;
+  }
+  for (int j = 0; j < a.nk; ++j) {
+    prefetch_rows(a.key(j), 0, 1, d * e);
+    prefetch_rows(a.value(j), 0, 1, dv * e);
+  }
 }
 
 template <typename S>
@@ -319,17 +302,17 @@ void attend(const Seq<S>& a, int d, int dv, float scale, Scratch& w) {
   }
   const int kw = (a.nk + 15) / 16 * 16;  // keys padded to whole blocks
   const int words = bf16 ? d / 2 : d;    // 32-bit words per key row
-  transpose_keys(a.k, a.ks * static_cast<int64_t>(sizeof(S)), a.nk, words, kw, w.kt.data());
+  transpose_keys(a, words, kw, w.kt.data());
   const int npairs = (a.nk + 1) / 2;
 #if ATTNKIT_AVX512
   if constexpr (bf16) {  // vp[t][c]: v[2t][c] in the low half, v[2t + 1][c] (or 0) in the high half
     for (int t = 0; t < npairs; ++t) {
-      const uint16_t* lo = a.v + 2 * t * a.vs;
+      const uint16_t *lo = a.value(2 * t), *hi = 2 * t + 1 < a.nk ? a.value(2 * t + 1) : nullptr;
       for (int c = 0; c < dv; c += 16) {
         __m512i x = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + c)));
-        if (2 * t + 1 < a.nk)
+        if (hi != nullptr)
           x = _mm512_or_si512(x, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
-                                                       reinterpret_cast<const __m256i*>(lo + a.vs + c))), 16));
+                                                       reinterpret_cast<const __m256i*>(hi + c))), 16));
         _mm512_storeu_si512(w.vp.data() + t * dv + c, x);
       }
     }
@@ -354,8 +337,12 @@ void attend(const Seq<S>& a, int d, int dv, float scale, Scratch& w) {
             constexpr int NQ = decltype(nr_)::value, NC = decltype(nc_)::value;
             if constexpr (bf16)
               pv_bf16<NQ, NC>(p + r * kw, kw, w.vp.data() + c, dv, npairs, w.inv.data() + r, o + r * a.os + c, a.os);
+            else if (a.rows == nullptr)
+              pv_f32<NQ, NC>(p + r * kw, kw, Strided{a.v + c, a.vs}, a.nk, w.inv.data() + r, o + r * a.os + c,
+                             a.os);
             else
-              pv_f32<NQ, NC>(p + r * kw, kw, a.v + c, a.vs, a.nk, w.inv.data() + r, o + r * a.os + c, a.os);
+              pv_f32<NQ, NC>(p + r * kw, kw, [&a, c](int64_t t) { return a.value(t) + c; }, a.nk,
+                             w.inv.data() + r, o + r * a.os + c, a.os);
           });
         });
       }

@@ -261,6 +261,67 @@ inline M lane_range(int64_t lo, int64_t hi) {
 }
 inline M first_lanes(int64_t n) { return lane_range(0, n - 1); }
 
+// ---- transpose -----------------------------------------------------------------------------------
+// r[i] lane j <-> r[j] lane i, 16 x 16 lanes moved as bits (any 32-bit words: floats, bfloat16 pairs).
+#if ATTNKIT_AVX512
+inline void transpose16(V (&r)[16]) {
+  __m512i u[16], t[16];
+  for (int i = 0; i < 16; ++i) u[i] = _mm512_castps_si512(r[i].v);
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(u[i], u[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(u[i], u[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // u[g + c], 128-bit lane l: column 4 l + c of rows g .. g + 3
+    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // 4 x 4 transpose of 128-bit lanes across u[c], u[4 + c], u[8 + c], u[12 + c]
+    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
+    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+    const __m512i v3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
+    t[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+    t[4 + c] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+    t[8 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+    t[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+  }
+  for (int i = 0; i < 16; ++i) r[i].v = _mm512_castsi512_ps(t[i]);
+}
+#elif ATTNKIT_AVX2
+inline void transpose8(__m256 (&r)[8]) {  // the 8 x 8 transpose of ymm rows
+  __m256 t[8], s[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);  // rows i, i+1 interleaved: columns 0, 1 | 4, 5
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // columns 2, 3 | 6, 7
+  }
+  for (int g = 0; g < 8; g += 4) {  // s[g + c]: column c | c + 4 of rows g .. g + 3
+    s[g] = _mm256_shuffle_ps(t[g], t[g + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    s[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    s[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    s[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x20);
+    r[c + 4] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x31);
+  }
+}
+inline void transpose16(V (&r)[16]) {  // four 8 x 8 blocks: rows 0-7 / 8-15 x lanes 0-7 (a) / 8-15 (b)
+  __m256 q[4][8];
+  for (int i = 0; i < 8; ++i) q[0][i] = r[i].a, q[1][i] = r[i].b, q[2][i] = r[8 + i].a, q[3][i] = r[8 + i].b;
+  for (auto& block : q) transpose8(block);
+  for (int c = 0; c < 8; ++c) r[c] = {q[0][c], q[2][c]}, r[8 + c] = {q[1][c], q[3][c]};
+}
+#else
+inline void transpose16(V (&r)[16]) {
+  alignas(64) uint32_t w[16][16];
+  for (int i = 0; i < 16; ++i) std::memcpy(w[i], &r[i], 64);
+  for (int i = 0; i < 16; ++i)
+    for (int j = i + 1; j < 16; ++j) std::swap(w[i][j], w[j][i]);
+  for (int i = 0; i < 16; ++i) std::memcpy(&r[i], w[i], 64);
+}
+#endif
+
 // ---- exp -----------------------------------------------------------------------------------------
 // exp(x) for x <= 0 (and -inf -> 0): Cody-Waite range reduction, degree-6 polynomial, times 2^n. NaN stays
 // NaN (max returns its second operand when either is NaN), so a NaN score is never turned into a weight.

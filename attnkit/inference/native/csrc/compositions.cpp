@@ -55,7 +55,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("decoder_layer_step", &decoder_layer_step, "one decoder layer for one new position of every row "
         "(a decoding step: small_linear and short_forward in one call)", py::arg("x"), py::arg("layer"),
         py::arg("keys"), py::arg("values"), py::arg("t"), py::arg("cross_keys"), py::arg("cross_values"),
-        py::arg("cross_lengths"), py::arg("group"), nogil);
+        py::arg("cross_lengths"), py::arg("group"), py::arg("rows") = py::none(), nogil);
   py::class_<NatFirstPass>(m, "NatFirstPass", py::module_local(),
                            "a non-autoregressive model's first pass over one unpadded sentence, in one call "
                            "(nat_first_pass.h)")

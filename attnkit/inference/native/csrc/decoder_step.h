@@ -15,11 +15,14 @@
 //
 // x (B, d); the layer a decoder layer's LayerWeights with every W in small_linear's blocked layout; keys,
 // values (capacity, B, H, dh) time-major; cross_keys, cross_values (B / group, H, S, dh): a sentence's `group`
-// beams share its memory; cross_lengths: short_forward's key lengths (empty: none).
+// beams share its memory; cross_lengths: short_forward's key lengths (empty: none). rows: none, or a row table
+// (B, >= t + 1) int64: row r's key and value at position j < t are at row rows[r, j] of keys and values
+// (capacity, >= B, H, dh); rows[r, t] must be r (the step writes its key there).
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <optional>
 #include <vector>
 
 namespace ATTNKIT_VARIANT {
@@ -27,7 +30,8 @@ namespace attnkit_ops {
 
 inline at::Tensor decoder_layer_step(const at::Tensor& x, const LayerWeights& layer, const at::Tensor& keys,
                                      const at::Tensor& values, int64_t t, const at::Tensor& cross_keys,
-                                     const at::Tensor& cross_values, const at::Tensor& cross_lengths, int64_t group) {
+                                     const at::Tensor& cross_values, const at::Tensor& cross_lengths, int64_t group,
+                                     const std::optional<at::Tensor>& rows) {
   const char* who = "decoder_layer_step";
   TORCH_CHECK(layer.cross && layer.blocked, who, ": the layer must be a decoder layer (cross-attention) with every "
               "weight blocked (N / 4, K / 16, 4, 16)");
@@ -37,9 +41,15 @@ inline at::Tensor decoder_layer_step(const at::Tensor& x, const LayerWeights& la
                   keys.is_contiguous() && values.is_contiguous(),
               who, ": `keys` and `values` must be (capacity, B, H, dh), equal shapes, contiguous");
   const int64_t b = x.size(0), d = x.size(1), h = layer.num_heads, dh = d / h;
-  TORCH_CHECK(keys.size(1) == b && keys.size(2) == h && keys.size(3) == dh, who, ": `keys` (", keys.sizes(),
-              ") does not fit x (", x.sizes(), ") and the layer's ", h, " heads");
+  const bool table = rows.has_value() && rows->defined();
+  TORCH_CHECK((table ? keys.size(1) >= b : keys.size(1) == b) && keys.size(2) == h && keys.size(3) == dh, who,
+              ": `keys` (", keys.sizes(), ") does not fit x (", x.sizes(), ") and the layer's ", h, " heads");
   TORCH_CHECK(t >= 0 && t < keys.size(0), who, ": position t=", t, " outside the cache's capacity ", keys.size(0));
+  if (table) {
+    const int64_t* p = row_table(*rows, b, t + 1, keys.size(1), nullptr, true, who);
+    for (int64_t r = 0; r < b; ++r)
+      TORCH_CHECK(p[r * rows->stride(0) + t] == r, who, ": rows[r, t] must be r (the step's key goes there)");
+  }
   TORCH_CHECK(group >= 1 && b % group == 0, who, ": `group` must divide the batch ", b, ", got ", group);
   TORCH_CHECK(keys.device().is_cpu() && values.device().is_cpu() && keys.scalar_type() == dt &&
                   values.scalar_type() == dt, who, ": `keys` and `values` must be x's dtype, on the CPU");
@@ -49,7 +59,8 @@ inline at::Tensor decoder_layer_step(const at::Tensor& x, const LayerWeights& la
   TORCH_CHECK(cross_values.size(2) == cross_keys.size(2), who, ": cross_keys and cross_values must have the same S");
   const int64_t* cross_len = lengths_ptr(cross_lengths, b / group, who);
   return layer_detail::run(x, layer, b, 1, h, true, layer.norm_first, layer.act, layer.eps, layer.scale, nullptr,
-                           &cross_keys, &cross_values, cross_len, group, &keys, &values, t);
+                           &cross_keys, &cross_values, cross_len, group, &keys, &values, t,
+                           table ? &*rows : nullptr);
 }
 
 }  // namespace attnkit_ops

@@ -64,6 +64,9 @@ struct Layer {
   S *qkv, *o, *y, *q, *f, *out;
   const Int8Linears* q8 = nullptr;  // the layer's int8 linear layers (set after the rest)
   Int8Scratch* i8 = nullptr;
+  int64_t width = 0;                     // a step: the cache's rows per position (>= b with a row table)
+  const int64_t* cache_rows = nullptr;   // a step's row table: row r's position j at cache row cache_rows[r rs + j]
+  int64_t rows_stride = 0;
 
   const S* ptr(int i) const { return reinterpret_cast<const S*>(w[i].data_ptr()); }
 
@@ -162,13 +165,16 @@ struct Layer {
         a.vs = cv_s[2];
         a.nk = static_cast<int>(cross_len ? std::min<int64_t>(src, std::max<int64_t>(cross_len[r], 0)) : src);
       } else if (cache_k != nullptr) {  // a step: this row's new key and value into the cache, then all of it
-        const int64_t at = r * d + hd * dh;  // (B, H, dh) offset of (row, head) at a position
-        std::copy(qkv + r * 3 * d + d + hd * dh, qkv + r * 3 * d + d + (hd + 1) * dh, cache_k + pos * b * d + at);
+        const int64_t at = r * d + hd * dh;  // (width, H, dh) offset of (row, head) at a position
+        std::copy(qkv + r * 3 * d + d + hd * dh, qkv + r * 3 * d + d + (hd + 1) * dh, cache_k + pos * width * d + at);
         std::copy(qkv + r * 3 * d + 2 * d + hd * dh, qkv + r * 3 * d + 2 * d + (hd + 1) * dh,
-                  cache_v + pos * b * d + at);
-        a.k = cache_k + at;
-        a.v = cache_v + at;
-        a.ks = a.vs = b * d;
+                  cache_v + pos * width * d + at);
+        const int64_t from = cache_rows ? hd * dh : at;  // with a row table: its rows, d apart
+        a.k = cache_k + from;
+        a.v = cache_v + from;
+        a.ks = a.vs = width * d;
+        a.rows = cache_rows ? cache_rows + r * rows_stride : nullptr;
+        a.krs = a.vrs = d;
         a.nk = static_cast<int>(pos + 1);
       } else {
         a.k = qkv + r * t * 3 * d + d + hd * dh;
@@ -235,7 +241,8 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const LayerW
                              int64_t t, int64_t h, bool cross, bool norm_first, int64_t act, double eps, double scale,
                              const int64_t* len, const std::vector<const at::Tensor*>& cks,
                              const std::vector<const at::Tensor*>& cvs, const int64_t* cross_len, int64_t group,
-                             const at::Tensor* keys, const at::Tensor* values, int64_t pos) {
+                             const at::Tensor* keys, const at::Tensor* values, int64_t pos,
+                             const at::Tensor* rows = nullptr) {
   const int64_t n = b * t, d = x.size(-1), dh = d / h, layers = static_cast<int64_t>(ws.size());
   int64_t dff = 0, src = 0;
   int64_t kmax = 0, kpmax = 0;  // the int8 linear layers' widest inputs, and padded
@@ -283,6 +290,11 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const LayerW
                                p(&q), p(&f), p(dst)});
       steps.back().q8 = &ws[l]->q8;
       steps.back().i8 = &i8.view;
+      steps.back().width = keys != nullptr ? keys->size(1) : b;
+      if (rows != nullptr) {
+        steps.back().cache_rows = rows->data_ptr<int64_t>();
+        steps.back().rows_stride = rows->stride(0);
+      }
       for (int i = 0; cross && i < 3; ++i) {
         steps.back().ck_s[i] = ck->stride(i);
         steps.back().cv_s[i] = cv->stride(i);
@@ -311,9 +323,9 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const LayerW
 inline at::Tensor run(const at::Tensor& x, const LayerWeights& w, int64_t b, int64_t t, int64_t h,
                       bool cross, bool norm_first, int64_t act, double eps, double scale, const int64_t* len,
                       const at::Tensor* ck, const at::Tensor* cv, const int64_t* cross_len, int64_t group,
-                      const at::Tensor* keys, const at::Tensor* values, int64_t pos) {
+                      const at::Tensor* keys, const at::Tensor* values, int64_t pos, const at::Tensor* rows = nullptr) {
   return run_layers(x, {&w}, b, t, h, cross, norm_first, act, eps, scale, len, {ck}, {cv}, cross_len, group, keys,
-                    values, pos);
+                    values, pos, rows);
 }
 
 }  // namespace layer_detail
