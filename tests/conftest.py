@@ -10,6 +10,24 @@ settings.register_profile("attnkit", max_examples=25, deadline=None, derandomize
 settings.load_profile("attnkit")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_sessionstart(session):
+    """Under pytest-xdist, once the workers are started (and the session's clock), the native kernels' missing
+    builds are made, one per worker at a time (``native_builds.py``: else the workers wait on each other's builds)."""
+    yield
+    config = session.config
+    jobs = len(config.getoption("tx", None) or [])
+    if hasattr(config, "workerinput") or jobs < 2:
+        return
+    from . import native_builds
+
+    todo = native_builds.missing()
+    if todo:
+        built, seconds = native_builds.build(todo, jobs, config.rootpath)
+        config.get_terminal_writer().line(f"native kernels: {built} of {len(todo)} missing builds made in "
+                                          f"{seconds:.0f} s, {jobs} at a time")
+
+
 def pytest_generate_tests(metafunc):
     """A test that uses ``cpu_variant`` (a module's ``pytestmark = pytest.mark.usefixtures("cpu_variant")``) runs
     once per variant of the native kernels this CPU runs: on an AVX-512 host avx512, avx2 and generic."""
