@@ -65,6 +65,36 @@ def one_thread():
     torch.set_num_threads(n)
 
 
+# The worker's torch thread count: one under `make test` (OMP_NUM_THREADS=1, one per pytest-xdist worker).
+THREADS = torch.get_num_threads()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cli_threads():
+    """The CLI's ``--threads`` default (``cli.options.default_threads``: this machine's cores) is the worker's count
+    in tests: taken as it is, it puts two threads in each of `make test`'s two workers on two cores, where every small
+    op's threads wait on each other (a tiny model's training many times slower), and it stayed set for the worker's
+    later tests. Yields the real default."""
+    from attnkit.cli import options
+
+    real = options.default_threads
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(options, "default_threads", lambda: THREADS)
+        yield real
+
+
+@pytest.fixture(autouse=True)
+def _threads(request, monkeypatch, _cli_threads):
+    """Each test starts and ends with the worker's thread count (a command run in a test sets torch's, for the whole
+    process); the tests of the ``--threads`` default itself, marked ``machine_threads``, see the real default."""
+    if request.node.get_closest_marker("machine_threads") is not None:
+        from attnkit.cli import options
+
+        monkeypatch.setattr(options, "default_threads", _cli_threads)
+    torch.set_num_threads(THREADS)
+    yield
+    torch.set_num_threads(THREADS)
+
 
 @pytest.fixture(scope="session")
 def bench_script():
