@@ -28,6 +28,13 @@ def pytest_sessionstart(session):
                                           f"{seconds:.0f} s, {jobs} at a time")
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's grouping of the tests that share a parameter
+def pytest_collection_modifyitems(items):
+    """The tests marked ``slow`` run first (in the order collected, the rest after them as collected): pytest-xdist
+    hands tests out in this order, so no long one is left to run alone at the end of a run."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_generate_tests(metafunc):
     """A test that uses ``cpu_variant`` (a module's ``pytestmark = pytest.mark.usefixtures("cpu_variant")``) runs
     once per variant of the native kernels this CPU runs: on an AVX-512 host avx512, avx2 and generic."""
