@@ -19,6 +19,7 @@ from tests.data.test_fsdd import write_set
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+@pytest.mark.slow
 def test_folds_resume_skip_and_report(tmp_path):
     write_set(tmp_path / "data" / "fsdd" / "recordings", speakers=("alice", "bob", "carol"), digits=range(10),
               indices=range(11))
