@@ -88,7 +88,8 @@ def forward(model, batch):
 
 def feature_config(args: argparse.Namespace) -> FeatureConfig:
     """The log-mel front end the arguments ask for; a streaming model always uses the training set's statistics."""
-    return FeatureConfig(n_mels=args.n_mels, normalize=args.normalize == "utterance" and not args.streaming)
+    return FeatureConfig(n_mels=args.n_mels, cepstra=args.cepstra,
+                         normalize=args.normalize == "utterance" and not args.streaming)
 
 
 def _normalisation(examples) -> tuple[torch.Tensor, torch.Tensor]:

@@ -242,6 +242,8 @@ def test_features_normalised_per_utterance_by_default_and_by_training_statistics
         args = parser.parse_args(["train", "asr", "--out", "x", "--n-mels", "24", *extra])
         cfg = feature_config(args)
         assert cfg.normalize is per_utterance and cfg.n_mels == 24, extra
+        assert cfg.cepstra == 0, extra
+    assert feature_config(parser.parse_args(["train", "asr", "--out", "x", "--cepstra", "13"])).cepstra == 13
 
 
 @pytest.mark.parametrize("key, value, words", [
@@ -256,6 +258,7 @@ def test_features_normalised_per_utterance_by_default_and_by_training_statistics
     ("n_mels", 17, "`features.n_mels` is 17, but the model takes 16 mel bins"),
     ("hop_ms", 30.0, "`features.hop_ms` (30.0) must be at most `win_ms` (25.0)"),
     ("n_fft", 64, "`features.n_fft` (64) must be >= the window length (200 samples)"),
+    ("cepstra", 17, "`features.cepstra` (17) must be at most `n_mels` (16)"),
     ("colour", "blue", "`features.colour` is not a setting of FeatureConfig"),
 ])
 def test_a_speech_runs_features_are_bounded_in_one_line_naming_file_and_key(run, tmp_path, capsys, key, value, words):

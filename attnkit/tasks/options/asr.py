@@ -58,6 +58,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_args(p, AsrConfig, only=("subsample", "frontend", "channels", "kernel", "ctc_weight", "ctc_layer"),
                     title="speech recognition model")
     p.add_argument("--num-decoder-layers", type=ints(1, 64), default=2, help="decoder layers")
-    add_config_args(p, FeatureConfig, only=("n_mels",), title="features")
+    add_config_args(p, FeatureConfig, only=("n_mels", "cepstra"), title="features")
     add_config_args(p, AugmentConfig, title="augmentation (each training utterance changed anew every epoch)")
     add_config_args(p, VoicesConfig, title=VOICES_TITLE)
