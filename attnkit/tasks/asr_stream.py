@@ -59,7 +59,7 @@ def latency_lines(model, features: FeatureConfig, utterances, chunk_steps: int) 
     ms = chunk_steps * model.subsample * 1000 * features.hop_length // rate  # a chunk's span of sound
     if not lat:
         return [f"streaming CTC, chunks of {ms} ms: no utterance right, no latency to measure"]
-    q = statistics.quantiles(lat, n=10)
+    q = statistics.quantiles(lat, n=10) if len(lat) > 1 else lat  # (deciles need two digits)
     return [f"streaming CTC, chunks of {ms} ms: {right}/{n} utterances right; latency from the end "
             f"of a digit to its label: median {statistics.median(lat):.0f} ms, 10th percentile {q[0]:.0f} ms, "
             f"90th percentile {q[-1]:.0f} ms ({len(lat)} digits); compute per chunk: median "

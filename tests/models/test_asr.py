@@ -83,8 +83,10 @@ def test_ctc_at_an_inner_layer_reads_that_layer_and_its_one_pass_runs_only_there
     torch.testing.assert_close(only.ctc_log_probs, enc.ctc_log_probs)
     assert m.config.ctc_layers == 1 and tiny_asr().config.ctc_layers == 2 and tiny_asr().ctc_norm is None
     assert tiny_asr(ctc_layer=-1).config.ctc_layers == 1 and AsrConfig().ctc_layers == 3  # the middle: ceil(n / 2)
-    old = {k: v for k, v in AsrConfig().to_dict().items() if k not in ("subsample", "ctc_layer")}
-    assert AsrConfig.from_dict(old).replace(encoder=AsrConfig().encoder) == AsrConfig(subsample=4, ctc_layer=0)
+    old = {k: v for k, v in AsrConfig().to_dict().items() if k not in ("subsample", "ctc_layer", "frontend")}
+    assert AsrConfig.from_dict(old).replace(encoder=AsrConfig().encoder) == AsrConfig(subsample=4, ctc_layer=0,
+                                                                                      frontend="conv1d")
+    assert AsrConfig().frontend == "conv2d"  # the default since 2026-11-29; runs saved before keep theirs
 
 
 def test_decode_step_with_and_without_cache_equals_teacher_forcing():
