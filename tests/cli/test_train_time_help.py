@@ -15,7 +15,8 @@ from attnkit.tasks.timing import NOTE, TIMES, TrainingTime
 SENTENCE = re.compile(
     r"With the defaults(?: and (?P<options>--\S+(?: \S+)*?))? \((?P<epochs>\d+) epochs, (?P<steps>[^()]*steps[^()]*)\)"
     r" training takes about (?P<amount>\d+(?:\.\d)?) (?P<unit>s|min|h)"
-    r" on a 2-core (?:AMD EPYC \(Zen 3, AVX2, no AVX-512\)|Intel Xeon \(Emerald Rapids, AVX-512 with BF16\)),"
+    r" on a 2-core (?:AMD EPYC \(Zen 3, AVX2, no AVX-512\)|AMD EPYC \(Zen 4, AVX-512\)"
+    r"|Intel Xeon \(Emerald Rapids, AVX-512 with BF16\)),"
     r" torch \d+\.\d+ CPU,"
     r" (?P<threads>\d+) threads? \((?P<basis>(?:measured|estimated from )[^(),]*),"
     r" (?P<date>\d{4}-\d{2}-\d{2})\)\.")
