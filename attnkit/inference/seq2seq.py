@@ -69,6 +69,7 @@ class Seq2SeqEngine:
         weights = [native.layer_weights(m, panels=False) for m in self.layers] if self.attend.kernel else []
         self.step_weights = weights if weights and all(w is not None for w in weights) else None
         self.native_step = native.compositions().decoder_layer_step if self.step_weights is not None else None
+        self._panel_weights: list | None = None  # W in panels, for steps of more rows: made on the first
 
     @property
     def _pool(self) -> list[Tensor]:
@@ -164,15 +165,26 @@ class Seq2SeqEngine:
             x = self.final_norm(x)
         return self.output.rows(x)  # (B, V), final_logits_bias included
 
+    def panel_weights(self) -> list:
+        """Every layer's ``LayerWeights`` with W in panels, for the native step of more than ``SMALL_ROWS`` rows (a
+        beam search's batch: the rows share each panel's loads); made on the first such step ([]: a layer the
+        compositions cannot take)."""
+        if self._panel_weights is None:
+            weights = [native.layer_weights(m, panels=True) for m in self.layers]
+            self._panel_weights = weights if all(w is not None for w in weights) else []
+        return self._panel_weights
+
     def layer_step(self, i: int, x: Tensor, cache: StepCache, t: int) -> Tensor:
         """Layer i for one new position of every row: x (B, d) -> (B, d); its keys and values into the cache."""
         b, h, dh, group = x.shape[0], self.num_heads, self.head_dim, cache.group
         keys, values, ck, cv, lens = cache.keys[i], cache.values[i], cache.cross_keys[i], cache.cross_values[i], \
             cache.lens[1]
         rows = cache.rows  # (B, capacity) or None: where each row's keys are (``cache.py``)
-        if (self.native_step is not None and b <= SMALL_ROWS and lens is not None and t < SHORT_MAX_LEN
-                and ck.shape[2] <= SHORT_MAX_LEN and x.is_contiguous()):  # where the program runs the short kernel
-            return self.native_step(x, self.step_weights[i], keys, values, t, ck, cv, lens, group, rows)
+        if (self.native_step is not None and lens is not None and t < SHORT_MAX_LEN and ck.shape[2] <= SHORT_MAX_LEN
+                and x.is_contiguous()):  # where the program runs the short kernel
+            weights = self.step_weights if b <= SMALL_ROWS else self.panel_weights()
+            if weights:
+                return self.native_step(x, weights[i], keys, values, t, ck, cv, lens, group, rows)
 
         def attend_self(qkv: Tensor) -> Tensor:  # (B, 3d) -> (B, d): the new key and value, then all of them
             qkv = qkv.view(b, 3, h, dh)
