@@ -8,11 +8,13 @@ outputs to float rounding, fewer kernels.
   to 4 rows and, with W in panels, products of up to 32 rows (a beam of 5, a sentence): the decoder's fused
   Q, K, V projection, the feed-forward with its activation inside the first kernel, the residual added inside
   the output projections' kernels, the output layer with ``final_logits_bias`` as its bias;
-- the self-attention keys and values go into preallocated buffers written in place, and the cross-attention
-  keys and values are projected once and shared by a sentence's beams (``cache.py``);
+- the self-attention keys and values go into preallocated buffers written in place, a beam search's moves
+  reorder a row table instead of copying them, and the cross-attention keys and values are projected once and
+  shared by a sentence's beams (``cache.py``);
 - one decoding step is one token per row: a longer prefix is fed one token at a time; each layer of a step is
-  the packed layer program (``layer.py``), and at up to 4 rows one native call (``decoder_layer_step``: the same
-  small_linear and short-attention kernels in one OpenMP region, the K, V cache written in place).
+  one native call where the kernels run (``decoder_layer_step``: the same small_linear and short-attention
+  kernels in one OpenMP region, the K, V cache written in place and read through the row table; W blocked up to
+  4 rows, in panels past them: a beam search's batch), else the packed layer program (``layer.py``).
 
 Attention runs the ``short`` backend's kernel (``layer.ShortAttention``), or ``attnkit.attention`` where that
 backend does not run. The encoder is an ``EncoderStack``; unpadded sources of up to ``LAYER_ROWS`` positions (a
