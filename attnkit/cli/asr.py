@@ -1,6 +1,7 @@
 """``attnkit transcribe RUN a.wav [b.wav ...] [--ctc] [--beam K] [--ctc-weight W] [--attention DIR] [--as-is]``:
 one line per file, the digits separated by spaces (``7 0 9 1``; with several files ``NAME<TAB>7 0 9 1``); a file
-that cannot be read is a one-line error naming it (the others are still transcribed, the exit status is 1).
+that cannot be read is a one-line error naming it (the others are still transcribed, the exit status is 1). On stderr,
+while it reads, prepares and decodes: a progress bar on a terminal, else a plain line at least every 10 s.
 
 ``attnkit asr generate --out DIR --seed S --n N``: connected-digit utterances as WAVs + ``transcripts.tsv``.
 """
@@ -14,7 +15,14 @@ from pathlib import Path
 from ..nn.limits import SEED, floats, ints
 from ..outputs import out_folder
 from ..train.checkpoint import CheckpointError, load_meta
-from .options import add_figures_option, add_threads_option, out_path, set_threads
+from .options import (
+    add_count_progress_option,
+    add_figures_option,
+    add_threads_option,
+    out_path,
+    progress_to,
+    set_threads,
+)
 
 
 def open_transcriber(path: Path, which: str = "best"):
@@ -51,6 +59,7 @@ def write_attention(tr, samples, name: str, k: int, out_dir: Path, text: str, ho
 
 def run_transcribe(args) -> int:
     from ..data.sound import read_audio
+    from ..train.progress import counter
 
     if args.ctc and (args.beam is not None or args.ctc_weight is not None):
         raise ValueError("transcribe: --ctc (CTC one pass) takes no --beam or --ctc-weight")
@@ -58,16 +67,19 @@ def run_transcribe(args) -> int:
         out_folder(args.attention, "transcribe: --attention")
     set_threads(args)
     tr = open_transcriber(args.checkpoint, args.which)
-    audio, failed = {}, 0
+    audio, failed, progress = {}, 0, progress_to(args)
+    tick = counter("transcribe: reading", len(args.files), "files", progress)
     for f in args.files:
         try:
             audio[f] = read_audio(f, tr.rate)
         except ValueError as e:
             print(f"attnkit: error: {e}", file=sys.stderr)
             failed += 1
+        tick.update()
+    tick.close()
     names = list(audio)
     texts = tr.transcribe_arrays([audio[f] for f in names], as_is=args.as_is, ctc=args.ctc, beam=args.beam,
-                                 ctc_weight=args.ctc_weight) if names else []
+                                 ctc_weight=args.ctc_weight, progress=progress) if names else []
     for f, text in zip(names, texts):
         print(f"{f}\t{text}" if len(args.files) > 1 else text)
     if args.attention is not None:
@@ -125,6 +137,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "is set to the training utterances' typical one")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="in a run folder: the checkpoint with the best dev score, or the last one saved")
+    add_count_progress_option(p, "the files read, the recordings prepared and decoded")
     add_threads_option(p)
     p.set_defaults(func=run_transcribe)
 

@@ -12,7 +12,9 @@ closest option it has ("did you mean --max-steps?").
 ``read_lines``: the one rule for the lines of a text file or stdin. ``add_threads_option`` / ``set_threads``:
 ``--threads`` of every command that runs a model, one default (this machine's cores, capped). ``add_figures_option`` /
 ``writes``: ``--figures html|png|both`` of every command that writes both HTML pages and PNG files.
-``add_dtype_option``: ``--dtype`` of every command that runs a model in a chosen dtype, from the one table of dtypes.
+``add_count_progress_option`` / ``progress_to``: ``--progress`` of a command whose stdout is its results (a bar on a
+terminal, else plain lines on stderr). ``add_dtype_option``: ``--dtype`` of every command that runs a model in a
+chosen dtype, from the one table of dtypes.
 """
 
 from __future__ import annotations
@@ -199,6 +201,25 @@ def add_progress_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bars (default: only when stderr is a terminal; otherwise a plain line at least "
                         "every 10 s). Dev results and the summary print either way")
+
+
+def add_count_progress_option(p: argparse.ArgumentParser, counted: str) -> None:
+    """``--progress`` / ``--no-progress`` of a command whose stdout is its results (``counted``: "the texts
+    translated"): what ``progress_to`` makes of it."""
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help=f"a progress bar on stderr counting {counted} (default: only when stderr is a terminal; "
+                        "otherwise a plain line on stderr at least every 10 s; --no-progress: neither)")
+
+
+def progress_to(args: argparse.Namespace):
+    """``--progress`` as the ``progress`` argument of ``attnkit.train.progress.counter``: a bar on a terminal (or
+    with --progress); else plain lines on stderr at least every 10 s of a long run (stdout holds the results);
+    --no-progress: nothing."""
+    from ..train.progress import bars_wanted
+
+    if args.progress is False:
+        return False
+    return True if bars_wanted(args.progress) else (lambda line: print(line, file=sys.stderr, flush=True))
 
 
 FIGURES = ("html", "png", "both")  # --figures: what a command that draws both pages and PNGs writes

@@ -2,7 +2,7 @@
 
     attnkit embed "first text" "second text" --out vectors.npy
     attnkit embed --file texts.txt --out vectors.jsonl      (one text a line; "-" reads stdin)
-                                                            (a progress bar when stderr is a terminal)
+                                      (on stderr: a progress bar on a terminal, else a line at least every 10 s)
     attnkit similarity "A man is eating food." "A man eats."
     attnkit attend "I saw a saw" --out runs/attend
 
@@ -26,9 +26,11 @@ from ..inference.dtypes import DTYPES, DType
 from ..nn.limits import ints
 from ..outputs import out_folder
 from .options import (
+    add_count_progress_option,
     add_dtype_option,
     add_figures_option,
     add_threads_option,
+    progress_to,
     read_lines,
     set_threads,
     utf8_text,
@@ -69,9 +71,8 @@ def _read_texts(args) -> list[str]:
 def run_embed(args) -> int:
     texts = _read_texts(args)
     set_threads(args)
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
     vectors = _model(args.model).encode(texts, batch_size=args.batch_size, dtype=_dtype(args),
-                                        progress=progress, workers=args.workers)  # (n, dim)
+                                        progress=progress_to(args), workers=args.workers)  # (n, dim)
     out = args.out
     if out is not None and out.suffix == ".npy":
         import numpy as np
@@ -192,8 +193,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="output .npy or .jsonl (default: JSON lines on stdout)")
     p.add_argument("--batch-size", type=ints(1, 65536), default=64, help="texts encoded together in one batch")
     _dtype_options(p)
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar on stderr (default: when stderr is a terminal)")
+    add_count_progress_option(p, "the texts encoded")
     p.add_argument("--workers", type=ints(1, 1024), default=None,
                    help="batches encoded at once, one thread each (default: one per torch thread)")
     common(p)

@@ -17,7 +17,16 @@ from ..nn.limits import ints
 from ..train.checkpoint import CheckpointError, load_meta
 from .decoding import add_decoding_args, generate_kwargs
 from .evaluate import open_checkpoint
-from .options import add_dtype_option, add_figures_option, add_threads_option, read_lines, set_threads, utf8_text
+from .options import (
+    add_count_progress_option,
+    add_dtype_option,
+    add_figures_option,
+    add_threads_option,
+    progress_to,
+    read_lines,
+    set_threads,
+    utf8_text,
+)
 
 
 def open_translator(path: Path, which: str = "best", dtype: DType = DTYPES["float32"]):
@@ -97,16 +106,6 @@ def write_steps(tr, texts: list[str], out_dir: Path, args, kw: dict) -> tuple[li
     return lines, pages
 
 
-def _progress(args):
-    """A bar on a terminal (or with --progress); else plain lines on stderr at least every 10 s of a long run (stdout
-    holds the translations); --no-progress: nothing."""
-    from ..train.progress import bars_wanted
-
-    if args.progress is False:
-        return False
-    return True if bars_wanted(args.progress) else (lambda line: print(line, file=sys.stderr, flush=True))
-
-
 def tr_is_nat(tr) -> bool:
     return getattr(tr, "decoding", "ar") == "nat"
 
@@ -129,7 +128,7 @@ def run(args) -> int:
         texts += read_lines("-" if stdin else args.file)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        outputs = tr.translate(texts, progress=_progress(args), **kw)
+        outputs = tr.translate(texts, progress=progress_to(args), **kw)
         written = []
         if args.attention is not None:
             for k, text in enumerate(args.texts or texts[:1]):
@@ -172,9 +171,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(default: none)")
     p.add_argument("--candidates", type=ints(1, 50), default=5, metavar="K",
                    help="with --steps: the most likely next tokens shown per step (default 5)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="a progress bar counting the texts translated (default: only when stderr is a terminal; "
-                        "otherwise a plain line on stderr at least every 10 s; --no-progress: neither)")
+    add_count_progress_option(p, "the texts translated")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="in a run folder: the checkpoint with the best dev score, or the last one saved")
     add_dtype_option(p, "the weights' dtype")

@@ -9,6 +9,7 @@ with more than one channel is refused with an error naming the file (mix it down
 from __future__ import annotations
 
 import io
+import math
 import os
 import wave
 from functools import lru_cache
@@ -19,7 +20,7 @@ from torch import Tensor
 
 from .features import MAX_FFT, FeatureConfig
 
-__all__ = ["FeatureConfig", "read_wav", "log_mel", "resample", "MAX_FFT"]
+__all__ = ["FeatureConfig", "read_wav", "log_mel", "cepstral_smoother", "resample", "MAX_FFT"]
 
 STFT_CELLS = 1 << 21  # complex STFT values computed at once (16 MB): memory bounded whatever the settings
 
@@ -76,6 +77,18 @@ def _window(length: int) -> Tensor:
     return torch.hann_window(length)
 
 
+@lru_cache(maxsize=8)
+def cepstral_smoother(n_mels: int, keep: int) -> Tensor:
+    """(n_mels, n_mels) projection P: frames @ P keeps the first ``keep`` coefficients of each frame's orthonormal
+    DCT-II over its mel bins (the cepstrum's low quefrencies: the spectral envelope) and drops the rest (the fine
+    ripple of a voice's pitch harmonics). P = D_k^T D_k, D_k the DCT's first ``keep`` rows (keep, n_mels)."""
+    m = torch.arange(n_mels, dtype=torch.float64)
+    k = torch.arange(keep, dtype=torch.float64)[:, None]
+    dct = torch.cos(math.pi / n_mels * (m + 0.5) * k) * math.sqrt(2 / n_mels)  # (keep, n_mels)
+    dct[0] /= math.sqrt(2)  # orthonormal: row 0 has norm 1
+    return (dct.T @ dct).float()  # (n_mels, n_mels), symmetric
+
+
 def log_mel(x: np.ndarray | Tensor, config: FeatureConfig = FeatureConfig()) -> Tensor:
     """Samples (S,) at ``config.sample_rate`` -> log-mel frames (T, n_mels), T = S // hop + 1 (an even FFT).
 
@@ -98,6 +111,8 @@ def log_mel(x: np.ndarray | Tensor, config: FeatureConfig = FeatureConfig()) -> 
                           window=_window(win), center=False, return_complex=True)  # (n_fft//2+1, b - a)
         power = spec.real.square() + spec.imag.square()
         feats[a:b] = torch.log(basis @ power + 1e-6).T
+    if config.cepstra:
+        feats = feats @ cepstral_smoother(config.n_mels, config.cepstra)  # (T, n_mels)
     if config.normalize:
         feats = (feats - feats.mean(0)) / (feats.std(0, unbiased=False) + 1e-5)
     return feats

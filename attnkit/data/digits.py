@@ -3,8 +3,9 @@
 Utterance ``i`` of a set is made from ``numpy.random.default_rng([seed, i])`` alone, so it is the same
 whatever the set's size and whichever utterances were made before it:
 
-1. a speaker of the pool, a length ``min_digits .. max_digits``, the digits, and for each digit one of
-   that speaker's recordings of it in the pool;
+1. a speaker of the pool (uniformly, or by ``weights``: e.g. synthetic voices given a share of the utterances), a
+   length ``min_digits .. max_digits``, the digits, and for each digit one of that speaker's recordings of it in the
+   pool;
 2. silence before the first digit (``edge_ms``), between digits (``pause_ms``) and after the last;
 3. a speed change (``speed``: the whole utterance resampled, pitch and tempo together, as Kaldi's speed
    perturbation), a gain (``gain_db``), white noise at a signal-to-noise ratio (``snr_db``) against the
@@ -111,13 +112,15 @@ def _by_speaker_digit(pool: Sequence[Recording]) -> dict[str, list[list[Recordin
 class DigitUtterances(Sequence):
     """``n`` utterances made from the recordings ``pool`` (a Sequence: item i is made when asked for)."""
 
-    def __init__(self, pool: Sequence[Recording], n: int, seed: int, config: DigitsConfig = DigitsConfig()):
+    def __init__(self, pool: Sequence[Recording], n: int, seed: int, config: DigitsConfig = DigitsConfig(),
+                 weights: dict[str, float] | None = None):
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"digits: `n` must be an integer >= 0, got {n!r}")
         if not pool:
             raise ValueError("digits: the pool of recordings is empty")
         self.table, self.n, self.seed, self.config = _by_speaker_digit(pool), n, int(seed), config
         self.speakers = sorted(self.table)
+        self.chances = None if weights is None else _chances(weights, self.speakers)
 
     def __len__(self) -> int:
         return self.n
@@ -125,7 +128,19 @@ class DigitUtterances(Sequence):
     def __getitem__(self, i: int) -> Utterance:
         if not -self.n <= i < self.n:
             raise IndexError(f"digits: utterance {i} of {self.n}")
-        return make_utterance(self.table, self.speakers, np.random.default_rng([self.seed, i % self.n]), self.config)
+        return make_utterance(self.table, self.speakers, np.random.default_rng([self.seed, i % self.n]), self.config,
+                              self.chances)
+
+
+def _chances(weights: dict[str, float], speakers: list[str]) -> np.ndarray:
+    """Each speaker's probability (speakers' order) from ``weights``, one a speaker of the pool, >= 0, not all 0."""
+    if sorted(weights) != speakers:
+        raise ValueError(f"digits: `weights` must name each speaker of the pool once ({speakers}), got "
+                         f"{sorted(weights)!r:.200}")
+    w = np.array([float(weights[s]) for s in speakers])
+    if not (np.isfinite(w).all() and (w >= 0).all() and w.sum() > 0):
+        raise ValueError(f"digits: `weights` must be finite numbers >= 0, not all 0, got {weights!r:.200}")
+    return w / w.sum()
 
 
 def _silence(rng: np.random.Generator, ms: tuple[float, float], rate: int) -> np.ndarray:
@@ -133,10 +148,12 @@ def _silence(rng: np.random.Generator, ms: tuple[float, float], rate: int) -> np
 
 
 def make_utterance(table: dict[str, list[list[Recording]]], speakers: list[str], rng: np.random.Generator,
-                   config: DigitsConfig) -> Utterance:
-    """One utterance from ``rng`` (see the module doc)."""
+                   config: DigitsConfig, chances: np.ndarray | None = None) -> Utterance:
+    """One utterance from ``rng`` (see the module doc); its speaker drawn with ``chances`` (speakers' order), else
+    uniformly."""
     cfg, rate = config, config.sample_rate
-    speaker = speakers[int(rng.integers(len(speakers)))]
+    pick = rng.integers(len(speakers)) if chances is None else rng.choice(len(speakers), p=chances)
+    speaker = speakers[int(pick)]
     n = int(rng.integers(cfg.min_digits, cfg.max_digits + 1))
     digits = tuple(int(d) for d in rng.integers(0, 10, size=n))
     recs = [table[speaker][d][int(rng.integers(len(table[speaker][d])))] for d in digits]

@@ -29,6 +29,10 @@ class FeatureConfig:
                                                   "range": floats(5, 50)})
     n_fft: int = field(default=0, metadata={"help": "FFT size (0 = the next power of two >= the window length)",
                                             "range": ints(0, MAX_FFT)})
+    cepstra: int = field(default=0, metadata={
+        "help": "cepstral smoothing: keep the first N coefficients of each frame's DCT over the mel bins and return "
+                "to the bins (a spectral envelope without the voice's pitch harmonics; 0 = off)",
+        "range": ints(0, 1024)})
     normalize: bool = field(default=True, metadata={
         "help": "per-utterance mean / variance normalisation of each mel bin"})
 
@@ -36,6 +40,8 @@ class FeatureConfig:
         check_fields(self)  # the numbers with a metadata["range"]: every size below follows from them
         if not isinstance(self.normalize, bool):
             raise ValueError(f"FeatureConfig: `normalize` must be true or false, got {self.normalize!r:.80}")
+        if self.cepstra > self.n_mels:
+            raise ValueError(f"FeatureConfig: `cepstra` ({self.cepstra}) must be at most `n_mels` ({self.n_mels})")
         if self.hop_ms > self.win_ms:
             raise ValueError(f"FeatureConfig: `hop_ms` ({self.hop_ms}) must be at most `win_ms` ({self.win_ms})")
         if self.n_fft and self.n_fft < self.win_length:

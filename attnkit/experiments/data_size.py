@@ -165,6 +165,11 @@ def _work(job: tuple) -> list[dict]:
     return [run_one(config, _images(config.side, data_dir), name, n, seed)]
 
 
+def _name(job: tuple) -> str:
+    _, name, n, seed, _ = job
+    return f"{NAMES[name]} on {n} images, seed {seed}"
+
+
 def _describe(row: dict) -> str:
     return (f"  {row['model']:>13}  n={row['x']:6d}  seed {row['seed']}  {row['steps']:5d} steps  "
             f"test {100 * row['test_accuracy']:.2f}%  dev {100 * row['dev_accuracy']:.2f}%  "
@@ -186,7 +191,7 @@ def run_data_size(out, config: DataSizeConfig = DataSizeConfig(), *, data_dir=No
                 for name in sorted(config.models, key=lambda m: m != "window") if not folder.done(name, n, seed)]
 
     folder = measure(out, "data-size", config, jobs, _work, _describe, command=command, workers=workers,
-                     threads=threads, log=log, max_minutes=max_minutes)
+                     threads=threads, log=log, max_minutes=max_minutes, name=_name)
     return folder.rows, folder.finish({"workers": workers})
 
 

@@ -104,6 +104,11 @@ def _work(job: tuple) -> list[dict]:
     return run_one(*job)
 
 
+def _name(job: tuple) -> str:
+    _, encoding, seed = job
+    return f"{NAMES[encoding]}, seed {seed}"
+
+
 def _describe(row: dict) -> str:
     return (f"  {row['model']:>10}  seed {row['seed']}  L={row['x']:5d}  test {100 * row['test_accuracy']:6.2f}%  "
             f"dev {100 * row['dev_accuracy']:6.2f}%  ({row['train_seconds']:.0f} s training)")
@@ -123,7 +128,7 @@ def run_positions(out, config: PositionsConfig = PositionsConfig(), *, command: 
         return [(config, e, seed) for e in config.encodings for seed in range(config.seeds) if (e, seed) not in done]
 
     folder = measure(out, "positions", config, jobs, _work, _describe, command=command, workers=workers,
-                     threads=threads, log=log, max_minutes=max_minutes)
+                     threads=threads, log=log, max_minutes=max_minutes, name=_name)
     return folder.rows, folder.finish({"workers": workers,
                                        "learned_table_of_train_length": learned_refusal(config)})
 

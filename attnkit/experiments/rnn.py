@@ -150,6 +150,11 @@ def _work(job: tuple) -> list[dict]:
     return [run_one(*job)]
 
 
+def _name(job: tuple) -> str:
+    _, name, length, seed = job
+    return f"{NAMES[name]} at L={length}, seed {seed}"
+
+
 def _describe(row: dict) -> str:
     return (f"  {row['model']:>14}  L={row['x']:5d}  seed {row['seed']}  test {100 * row['test_accuracy']:6.2f}%  "
             f"dev {100 * row['dev_accuracy']:6.2f}%  {row['step_ms_median']:8.1f} ms/step  "
@@ -165,7 +170,7 @@ def run_rnn(out, config: RnnConfig = RnnConfig(), *, command: str | None = None,
     folder = measure(out, "rnn", config, lambda folder: [  # seed by seed, the longest jobs first
         (config, name, n, seed) for seed in range(config.seeds) for n in sorted(config.lengths, reverse=True)
         for name in config.models if not folder.done(name, n, seed)], _work, _describe, command=command,
-        workers=workers, threads=threads, log=log, max_minutes=max_minutes)
+        workers=workers, threads=threads, log=log, max_minutes=max_minutes, name=_name)
     timing = []
     if config.timing_steps and not folder.jobs_left:  # a run stopped by --max-minutes times on its next run
         timing = time_steps(config, tuple(sorted({1, os.cpu_count() or 1})), log)

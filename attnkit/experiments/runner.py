@@ -18,6 +18,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict
 from pathlib import Path
 
@@ -126,12 +127,15 @@ def _worker_init(threads: int) -> None:
 
 
 def run_jobs(folder: RunFolder, jobs: Sequence[tuple], work: Callable[[tuple], list[dict]], *, workers: int = 1,
-             threads: int | None = None, describe: Callable[[dict], str] = str) -> list[dict]:
+             threads: int | None = None, describe: Callable[[dict], str] = str,
+             name: Callable[[tuple], str] | None = None) -> list[dict]:
     """``work(job)`` -> rows for every job, each row appended to ``folder`` (and logged with ``describe``) as its
     job finishes. ``workers`` = 1: one after another in this process; more: that many worker processes (spawned,
-    each with ``threads`` torch threads, default 1), ``work`` a module-level function. Every job seeds itself, so
-    the rows are the same whichever way they run, only their order in results.jsonl differs. Once
-    ``folder.out_of_time()``, no job starts (those under way finish); ``folder.jobs_left`` counts the rest."""
+    each with ``threads`` torch threads, default 1), ``work`` a module-level function, a job handed to a worker
+    only when one is free; while they run, this process logs which jobs are under way (``name(job)``, default
+    "job K"), how many are done and the time left at least every ``progress.PLAIN_EVERY`` seconds. Every job
+    seeds itself, so the rows are the same whichever way they run, only their order in results.jsonl differs.
+    Once ``folder.out_of_time()``, no job starts (those under way finish); ``folder.jobs_left`` counts the rest."""
     folder.jobs_left = len(jobs)
     done = _Done(len(jobs))
     if workers <= 1 or len(jobs) <= 1:
@@ -143,22 +147,50 @@ def run_jobs(folder: RunFolder, jobs: Sequence[tuple], work: Callable[[tuple], l
             for row in rows:
                 folder.log(describe(folder.add(row)) + done.say(len(jobs) - folder.jobs_left))
         return folder.rows
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    ctx = multiprocessing.get_context("spawn")  # no fork of a process that already runs OpenMP threads
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init, initargs=(threads or 1,)) as pool:
-        futures = [pool.submit(work, job) for job in jobs]
-        for future in as_completed(futures):
-            if future.cancelled():
-                continue
-            folder.jobs_left -= 1
-            for row in future.result():
-                folder.log(describe(folder.add(row)) + done.say(len(jobs) - folder.jobs_left))
-            if folder.out_of_time():
-                for f in futures:
-                    f.cancel()  # those not yet handed to a worker
+    named = [(name(job) if name else f"job {k + 1}", job) for k, job in enumerate(jobs)]
+    _run_in_workers(folder, named, work, workers, threads or 1, lambda row: describe(folder.add(row)), done)
     return folder.rows
+
+
+def _run_in_workers(folder: RunFolder, named: list[tuple[str, tuple]], work: Callable[[tuple], list[dict]],
+                    workers: int, threads: int, add: Callable[[dict], str], done: _Done) -> None:
+    """``run_jobs`` in ``workers`` processes: (name, job) pairs handed out as workers come free, each finished job's
+    rows ``add``ed and logged, and at least every ``WAIT_LINE`` seconds without a line, the jobs under way."""
+    todo, running, last = list(named), {}, progress.clock()  # running: future -> (name, when it started)
+    with worker_pool(workers, threads) as pool:
+        while todo or running:
+            while todo and len(running) < workers and not folder.out_of_time():
+                what, job = todo.pop(0)
+                running[pool.submit(work, job)] = (what, progress.clock())
+            if not running:
+                break
+            finished, _ = wait(running, timeout=max(0.0, WAIT_LINE - (progress.clock() - last)),
+                               return_when=FIRST_COMPLETED)
+            for future in finished:
+                running.pop(future)
+                folder.jobs_left -= 1
+                for row in future.result():
+                    folder.log(add(row) + done.say(done.total - folder.jobs_left))
+                last = progress.clock()
+            now = progress.clock()
+            if running and now - last >= WAIT_LINE:
+                under_way = "; ".join(f"{what} ({progress.clock_text(now - t)})" for what, t in running.values())
+                folder.log(f"  under way: {under_way}" + done.say(done.total - folder.jobs_left))
+                last = now
+
+
+# The longest this process waits for its workers without a line (a little under progress.PLAIN_EVERY, so the time
+# the loop itself takes keeps the gap under it).
+WAIT_LINE = progress.PLAIN_EVERY - 0.5
+
+
+def worker_pool(workers: int, threads: int) -> ProcessPoolExecutor:
+    """``workers`` spawned processes of ``threads`` torch threads each (no fork of a process that already runs
+    OpenMP threads)."""
+    import multiprocessing
+
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init,
+                               initargs=(threads,))
 
 
 class _Done:

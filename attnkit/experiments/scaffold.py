@@ -24,12 +24,13 @@ __all__ = ["measure", "Results", "results", "write_markdown"]
 def measure(out: str | os.PathLike, experiment: str, config, jobs: Callable[[RunFolder], Sequence[tuple]],
             work: Callable[[tuple], list[dict]], describe: Callable[[dict], str], *, command: str | None,
             workers: int, threads: int | None, log: Callable[[str], None],
-            max_minutes: float | None) -> RunFolder:
+            max_minutes: float | None, name: Callable[[tuple], str] | None = None) -> RunFolder:
     """``out`` as ``experiment``'s run folder for ``config``; ``jobs(folder)``, the jobs whose rows it does not
     hold yet, run by ``work`` in ``workers`` processes of ``threads`` torch threads (each row logged with
-    ``describe``) until ``max_minutes``. Returns the folder (its ``rows``; ``finish`` it)."""
+    ``describe``, a job under way named by ``name``) until ``max_minutes``. Returns the folder (its ``rows``;
+    ``finish`` it)."""
     folder = RunFolder(out, experiment, config, command=command, log=log, max_minutes=max_minutes)
-    run_jobs(folder, jobs(folder), work, workers=workers, threads=threads, describe=describe)
+    run_jobs(folder, jobs(folder), work, workers=workers, threads=threads, describe=describe, name=name)
     return folder
 
 

@@ -4,7 +4,9 @@ speaker in turn (and each seed).
 Each fold is a run folder ``OUT/NAME-seedS`` made by ``attnkit train asr --holdout-speaker NAME --seed S`` in a
 process of its own, with the README's defaults unless ``train_options`` adds options (an augmentation to compare, a
 smaller run); its closing scores come from the run's ``scores.json``. A fold whose row is in ``results.jsonl`` is
-skipped, a run stopped part-way continues (``--resume``), a finished run without a row is only scored. The figure
+skipped, a run stopped part-way continues (``--resume``), a finished run without a row is only scored. A fold's output
+goes to its ``train.log``; while it trains, the last line there is printed at least every 10 s (with ``--jobs N``,
+which folds are under way). The figure
 (``speakers.png``) and the table (``speakers.md``, and ``speakers.json``) give each speaker's digit error rate, mean
 and spread over seeds, with CTC one pass and the run's default decoding (beam 5 + CTC 0.5), on the speaker held out
 and on the recordings held out (the other five speakers' test recordings); then the mean over the folds and the
@@ -23,9 +25,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from .configs.speakers import QUICK, TINY_OPTIONS, SpeakersConfig
-from .runner import RunFolder, run_jobs, run_notes, seeds_text, summarize
+from .runner import WAIT_LINE, RunFolder, run_jobs, run_notes, seeds_text, summarize
 
-__all__ = ["SpeakersConfig", "QUICK", "TINY_OPTIONS", "fold_command", "run_fold", "fold_table", "run"]
+__all__ = ["SpeakersConfig", "QUICK", "TINY_OPTIONS", "fold_command", "train_fold", "run_fold", "fold_table", "run"]
 
 METRICS = {"speaker_ctc": "CTC one pass", "speaker_joint": "beam 5 + CTC 0.5",
            "recordings_ctc": "recordings held out, CTC one pass", "recordings_joint": "recordings held out, beam 5 + "
@@ -52,6 +54,37 @@ def _finished(run: Path) -> bool:
         return False
 
 
+def train_fold(cmd: list[str], env: dict, log_path: Path, name: str) -> int:
+    """Run a fold's ``attnkit train asr`` with its output appended to ``log_path``; its exit status. In the main
+    process (``--jobs 1``; with more, the main process says which folds are under way) the log's last line is
+    printed at least every ``runner.WAIT_LINE`` seconds: ``  alice-seed0: step 300/2000  (...)``."""
+    import multiprocessing
+
+    aloud = multiprocessing.parent_process() is None
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"$ {shlex.join(cmd)}\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            while True:
+                try:
+                    return proc.wait(timeout=WAIT_LINE if aloud else None)
+                except subprocess.TimeoutExpired:
+                    print(f"  {name}: {_last_line(log_path) or 'starting'}", flush=True)
+        except BaseException:  # interrupted: the fold's process goes too (it resumes on the next run)
+            proc.kill()
+            proc.wait()
+            raise
+
+
+def _last_line(path: Path) -> str:
+    """The last non-empty line of a log (read from its last 4 KB)."""
+    with open(path, "rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+        lines = f.read().decode("utf-8", errors="replace").strip().splitlines()
+    return lines[-1].strip() if lines else ""
+
+
 def run_fold(out: Path, config: SpeakersConfig, speaker: str, seed: int, threads: int,
              data_dir: Path | None = None) -> dict:
     """Train (or continue, or only score) one fold; its row of results.jsonl."""
@@ -65,10 +98,7 @@ def run_fold(out: Path, config: SpeakersConfig, speaker: str, seed: int, threads
                            resume=bool(existing_run(run)))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(Path(__file__).resolve().parents[2]), *filter(None, [os.environ.get("PYTHONPATH")])])}
-        with open(run / "train.log", "a", encoding="utf-8") as log:
-            log.write(f"$ {shlex.join(cmd)}\n")
-            log.flush()
-            code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        code = train_fold(cmd, env, run / "train.log", fold_name(speaker, seed))
         if code != 0 or not _finished(run):
             tail = (run / "train.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
             raise RuntimeError(f"experiment speakers: the fold {fold_name(speaker, seed)} failed (exit status {code}"
@@ -167,6 +197,7 @@ def run(out, config: SpeakersConfig = SpeakersConfig(), *, command: str | None =
     threads = threads or 1
     jobs = [(folder.out, config, spk, seed, threads, data_dir) for seed in range(config.seeds)
             for spk in config.speakers if not folder.done("asr", spk, seed)]
-    run_jobs(folder, jobs, _work, workers=workers, threads=1, describe=_describe)
+    run_jobs(folder, jobs, _work, workers=workers, threads=1, describe=_describe,
+             name=lambda job: fold_name(job[2], job[3]))
     meta = folder.finish({"workers": workers, "threads_per_fold": threads})
     return report(folder.out, config, folder.rows, meta)

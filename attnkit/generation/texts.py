@@ -17,6 +17,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from ..train.progress import counter
+
 __all__ = ["TranslationWarning", "pad_batch", "translate_texts"]
 
 
@@ -37,15 +39,6 @@ def pad_batch(rows: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
     return ids, mask
 
 
-def _progress_bar(total: int):
-    """A tqdm bar over ``total`` texts, on stderr."""
-    try:
-        from tqdm.auto import tqdm
-    except ImportError as e:  # pragma: no cover - depends on the install
-        raise ImportError("translate(progress=True) needs tqdm: pip install 'attnkit[translate]'") from e
-    return tqdm(total=total, desc="translate", unit="text", leave=False, dynamic_ncols=True, mininterval=0, miniters=1)
-
-
 def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], list[int]],
                     generate: Callable[[Tensor, Tensor], object], decode: Callable[[Tensor], str], pad_id: int,
                     batch_size: int, progress: bool | None | Callable[[str], object] = False) -> list[str]:
@@ -55,7 +48,7 @@ def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], 
     ``generate(input_ids, attention_mask)``: an object with ``.sequences`` (B, T), the mask None when no row is
     padded; ``decode(row)``: text.
     ``progress``: a progress bar (tqdm, on stderr) counting the texts translated; None: plain lines on stdout,
-    at least every 10 s while it runs (``attnkit.train.progress.Ticker``: for a log); a function: those plain lines
+    at least every 10 s while it runs (``attnkit.train.progress.counter``: for a log); a function: those plain lines
     given to it (the command line's ``translate`` writes them to stderr: its stdout is the translations); False:
     nothing.
     """
@@ -71,12 +64,7 @@ def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], 
             continue
         rows[i] = source_ids(text.strip(), f"text {i + 1}")
     order = sorted(rows, key=lambda i: len(rows[i]))
-    if progress is None or callable(progress):
-        from ..train.progress import Ticker
-
-        bar = Ticker("translate", len(order), "texts", write=progress)
-    else:
-        bar = _progress_bar(len(order)) if progress else None
+    bar = counter("translate", len(order), "texts", progress)
     try:
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
@@ -87,9 +75,7 @@ def translate_texts(texts: list[str] | str, *, source_ids: Callable[[str, str], 
                 ids, mask = pad_batch(batch, pad_id)
             for i, seq in zip(chunk, generate(ids, mask).sequences):
                 out[i] = decode(seq)
-            if bar is not None:
-                bar.update(len(chunk))
+            bar.update(len(chunk))
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -33,6 +33,7 @@ from ..functional.pooling import masked_max, masked_sum
 from ..inference import BertEngine, engine_for
 from ..inference.dtypes import DType, of_torch, resolve
 from ..models.bert import BertModel
+from ..train.progress import counter
 from .folder import ModelFolder, Pooling
 
 __all__ = ["SentenceEncoder", "Attended"]
@@ -60,15 +61,6 @@ def pool(hidden: Tensor, lengths: Tensor, pooling: Pooling) -> Tensor:
             parts.append(masked_sum(hidden, lengths) / (n if mode == "mean" else n.sqrt()))  # (B, d)
     out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
     return F.normalize(out, p=2, dim=1) if pooling.normalize else out
-
-
-def _progress_bar(total: int):
-    """A tqdm bar over ``total`` texts, on stderr."""
-    try:
-        from tqdm.auto import tqdm
-    except ImportError as e:
-        raise ImportError("encode(progress=True) needs tqdm: pip install 'attnkit[pretrained]'") from e
-    return tqdm(total=total, desc="encode", unit="text", leave=False, dynamic_ncols=True, mininterval=0, miniters=1)
 
 
 def openmp_backend() -> bool:
@@ -213,7 +205,7 @@ class SentenceEncoder:
 
     def encode(self, sentences: Sequence[str] | str, batch_size: int = 64, *,
                dtype: DType | torch.dtype | str | None = None, normalize: bool | None = None,
-               progress: bool = False, workers: int | None = None) -> Tensor:
+               progress: bool | None | Callable[[str], object] = False, workers: int | None = None) -> Tensor:
         """Sentence vectors, float32 (n, dim), in the order given; an empty list gives (0, dim).
 
         Texts longer than ``max_seq_length`` word pieces are truncated to it, with a ``UserWarning``.
@@ -222,7 +214,9 @@ class SentenceEncoder:
         loaded weights' (``torch.bfloat16`` is faster on CPUs with AVX-512 BF16, cosine >= 0.999 to float32;
         ``"int8"`` or ``torch.int8``: int8 weights, docs/int8.md; outputs are float32 either way).
         ``normalize`` overrides the folder's L2 normalisation.
-        ``progress``: a progress bar (tqdm, on stderr) counting the texts encoded.
+        ``progress``: a progress bar (tqdm, on stderr) counting the texts encoded; None: plain lines on stdout at
+        least every 10 s of a long call; a function: those lines given to it (``attnkit embed`` writes them to
+        stderr, its stdout being the vectors); False: nothing (``attnkit.train.progress.counter``).
         ``workers``: batches encoded at once, each on one thread (default: one per torch thread,
         ``torch.get_num_threads()``); 1 runs one batch at a time on all of torch's threads. Several
         single-threaded batches keep every core busy through the serial parts of a layer and skip the
@@ -251,18 +245,16 @@ class SentenceEncoder:
         threads = torch.get_num_threads()
         executor = None if streams == 1 else ThreadPoolExecutor(
             streams, thread_name_prefix="attnkit-encode", initializer=torch.set_num_threads, initargs=(1,))
-        bar = _progress_bar(len(encodings)) if progress else None
+        bar = counter("encode", len(encodings), "texts", progress)
         try:  # batches come back in order; each worker runs single-threaded ops
             for idx, vectors in (map if executor is None else executor.map)(run, batches):
                 out[torch.as_tensor(idx)] = vectors
-                if bar is not None:
-                    bar.update(len(idx))
+                bar.update(len(idx))
         finally:
             if executor is not None:
                 executor.shutdown(wait=True, cancel_futures=True)
                 torch.set_num_threads(threads)  # the workers set torch's shared count to 1
-            if bar is not None:
-                bar.close()
+            bar.close()
         return out
 
     def similarity(self, a: str, b: str, *, dtype: DType | torch.dtype | str | None = None) -> float:

@@ -1,9 +1,11 @@
 """Task glue for ``attnkit train asr``: connected spoken digits (FSDD) -> digit text, hybrid CTC/attention.
 
-Training utterances are made by ``attnkit.data.digits`` from the run's seed and changed anew every epoch
+Training utterances are made by ``attnkit.data.digits`` from the run's seed (of FSDD's recordings, and with
+``--tts-voices`` of synthetic voices' too: ``attnkit.data.synthetic_voices``) and changed anew every epoch
 (``asr_augment``: speed, reverberation, noise, VTLP, SpecAugment, each an option); the dev set (utterances of
 FSDD index 5-9) picks the best checkpoint by the decoder's teacher-forced token accuracy; ``finish`` and
-``attnkit evaluate RUN`` decode the test sets (``asr_sets``; and the dev speaker's, ``--dev-speaker``): digit error
+``attnkit evaluate RUN`` decode the test sets (``asr_sets``; and the dev speaker's, ``--dev-speaker``; and synthetic
+voices never heard, ``--data tts``, at the end of a run with ``--tts-voices``): digit error
 rate (edit distance / reference digits) and utterance accuracy, for CTC one pass, greedy, attention beam and
 beam + CTC; ``finish`` writes them to ``RUN/scores.json``. The run loads as a ``Transcriber``
 (``attnkit.load_pretrained(RUN)``).
@@ -19,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from ..data.audio import FeatureConfig
+from ..data.espeak import EspeakNotFound
 from ..models.asr import STREAMING_WINDOW, AsrConfig, AsrModel
 from ..nn import TransformerConfig
 from ..nn.limits import SEED, floats, ints
@@ -32,6 +35,7 @@ from .asr_stream import latency_lines
 from .options import window_of
 from .options.asr import NAME
 from .options.augment import AugmentConfig
+from .options.voices import SHARE, VOICES, VoicesConfig
 from .transcriber import PIECE_SECONDS, Transcriber, lines_of, score_lines, score_set
 
 LOADS_AS_MODEL = True  # attnkit.load_pretrained(RUN) returns a Transcriber
@@ -84,7 +88,8 @@ def forward(model, batch):
 
 def feature_config(args: argparse.Namespace) -> FeatureConfig:
     """The log-mel front end the arguments ask for; a streaming model always uses the training set's statistics."""
-    return FeatureConfig(n_mels=args.n_mels, normalize=args.normalize == "utterance" and not args.streaming)
+    return FeatureConfig(n_mels=args.n_mels, cepstra=args.cepstra,
+                         normalize=args.normalize == "utterance" and not args.streaming)
 
 
 def _normalisation(examples) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,12 +106,15 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
         raise ValueError(f"train asr: --dev-speaker must differ from --holdout-speaker (settings are never chosen on "
                          f"the test speaker), got {args.dev_speaker!r} for both")
     cfg = config_from_args(args, encoder)
-    augment = _config(AugmentConfig, args)
+    augment, voices = _config(AugmentConfig, args), _config(VoicesConfig, args)
     features = feature_config(args)
-    meta = {"features": features.to_dict(), **asr_sets.set_meta(args, seed)}
-    sets = asr_sets.make_sets(meta, ("train", "dev", *asr_sets.test_names(meta)), path=args.data,
-                              download=args.download, root=args.data_dir)
+    try:
+        meta = {"features": features.to_dict(), **asr_sets.set_meta(args, seed, voices)}
+    except EspeakNotFound as e:
+        raise EspeakNotFound(f"train asr: --tts-voices {voices.tts_voices}: {e}") from None
     bars, audio = getattr(args, "progress", None), asr_sets.TrainingAudio(features.sample_rate)
+    sets = asr_sets.make_sets(meta, ("train", "dev", *asr_sets.test_names(meta)), path=args.data,
+                              download=args.download, root=args.data_dir, bars=bars)
     if augment.waveform:  # the samples are kept and the features made per batch
         train, lengths, mean, std = waveform_examples(sets["train"], features, "train", bars=bars, watch=audio)
     else:
@@ -161,6 +169,18 @@ def check_meta(folder: Path, meta: dict, n_mels: int) -> None:
     for key in ("holdout_speaker", "dev_speaker"):
         if not isinstance(meta.get(key), (str, type(None))):
             raise CheckpointError(f"checkpoint: {source}: `{key}` must be a name or null, got {meta.get(key)!r:.80}")
+    _check_tts(source, meta.get("tts"))
+
+
+def _check_tts(source: Path, tts) -> None:
+    """``meta["tts"]`` (runs trained with synthetic voices): voices, share and takes in the options' ranges."""
+    if tts is None:
+        return
+    if not isinstance(tts, dict):
+        raise CheckpointError(f"checkpoint: {source}: `tts` must be a JSON object, got {type(tts).__name__}")
+    for key, rng in (("voices", ints(1, VOICES.high)), ("share", SHARE), ("takes", ints(1, 1000))):
+        if not rng.contains(tts.get(key)):
+            raise CheckpointError(f"checkpoint: {source}: `tts.{key}` must be {rng.text()}, got {tts.get(key)!r:.80}")
 
 
 def load(folder: Path, meta: dict) -> Transcriber:
@@ -178,7 +198,7 @@ def evaluation_data(meta: dict, path, args=None):
 
 
 def score(tr: Transcriber, meta: dict, args, generate_kwargs: dict) -> list[str]:
-    """``attnkit evaluate RUN [--data test|recordings|speaker|dev|dev-speaker|FILE.tsv] [--beam K]``."""
+    """``attnkit evaluate RUN [--data test|recordings|speaker|dev|dev-speaker|tts|FILE.tsv] [--beam K]``."""
     beam = generate_kwargs.get("num_beams", meta.get("decoding", {}).get("beam", 5))
     data = args.data or "test"
     lines = []

@@ -5,7 +5,13 @@
 - ``speaker``: speaker held out (runs trained with ``--holdout-speaker``), utterances of every recording of
   that speaker;
 - ``dev_speaker``: a second speaker held out (``--dev-speaker``), scored like a test set but there to choose
-  settings on, never the test speaker.
+  settings on, never the test speaker;
+- ``tts``: synthetic voices never heard (``evaluate --data tts``; at the end of runs trained with ``--tts-voices``):
+  utterances of the first ``EVAL_VOICES`` voices of ``attnkit.data.synthetic_voices``' eval pool, whose voice
+  variants no training voice has.
+
+A run trained with ``--tts-voices N`` adds the first N voices of the synthetic train pool to its training recordings,
+a share ``--tts-share`` of its training utterances spoken by one of them (``meta["tts"]``).
 
 The dev and test sets have fixed seeds, the same for every run; the training set's seed is the run's.
 A TSV file (``path<TAB>transcript`` per line, an optional header, paths relative to the file) is scored too.
@@ -19,8 +25,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..data import synthetic_voices
 from ..data.audio import FeatureConfig, log_mel
 from ..data.digits import DigitsConfig, DigitUtterances, pools
+from ..data.espeak import EspeakNotFound, find_engine
 from ..data.fsdd import load_fsdd
 from ..data.silence import speech_power
 from ..data.sound import read_audio
@@ -28,20 +36,28 @@ from ..models.asr import BOS, EOS, digit_tokens
 from ..train.progress import ticker
 
 __all__ = ["set_meta", "test_names", "report_names", "make_sets", "examples", "named_sets", "sets_of", "read_tsv",
-           "TrainingAudio", "SEEDS", "DATA_NAMES"]
+           "TrainingAudio", "SEEDS", "DATA_NAMES", "EVAL_VOICES"]
 
-SEEDS = {"dev": 1_000_001, "recordings": 1_000_002, "speaker": 1_000_003, "dev_speaker": 1_000_004}  # every run's
+SEEDS = {"dev": 1_000_001, "recordings": 1_000_002, "speaker": 1_000_003, "dev_speaker": 1_000_004,
+         "tts": 1_000_005}  # every run's
 TITLES = {"recordings": "recordings held out", "speaker": "speaker held out", "dev": "dev",
-          "dev_speaker": "dev speaker held out"}
+          "dev_speaker": "dev speaker held out", "tts": "synthetic voices never heard"}
 DATA_NAMES = {"test": "test", "recordings": "recordings", "speaker": "speaker", "dev": "dev",
-              "dev-speaker": "dev_speaker"}  # evaluate --data WORD -> a set name ("test": every test set)
+              "dev-speaker": "dev_speaker", "tts": "tts"}  # evaluate --data WORD -> a set name ("test": every test set)
+EVAL_VOICES = 10  # synthetic voices of the ``tts`` test set
 
 
-def set_meta(args, seed: int) -> dict:
-    return {"digits": DigitsConfig().to_dict(), "holdout_speaker": args.holdout_speaker,
+def set_meta(args, seed: int, voices=None) -> dict:
+    """What a run's sets are made from; ``voices`` (a ``VoicesConfig``) adds ``tts``: the synthetic voices, their share
+    and the synthesiser that says them (``find_engine``: EspeakNotFound when there is none)."""
+    meta = {"digits": DigitsConfig().to_dict(), "holdout_speaker": args.holdout_speaker,
             "dev_speaker": args.dev_speaker,
             "utterances": {"train": args.train_utterances, "dev": args.dev_utterances, "test": args.test_utterances},
             "train_seed": seed}
+    if voices is not None and voices.any:
+        meta["tts"] = {"voices": voices.tts_voices, "share": voices.tts_share, "takes": synthetic_voices.TAKES,
+                       "engine": str(find_engine())}
+    return meta
 
 
 def test_names(meta: dict) -> tuple[str, ...]:
@@ -49,14 +65,19 @@ def test_names(meta: dict) -> tuple[str, ...]:
 
 
 def report_names(meta: dict) -> tuple[str, ...]:
-    """The sets a run is scored on when it ends: its test sets, and its dev speaker's when it has one."""
-    return test_names(meta) + (("dev_speaker",) if meta.get("dev_speaker") else ())
+    """The sets a run is scored on when it ends: its test sets, its dev speaker's when it has one, and the synthetic
+    voices never heard when it trained with synthetic voices."""
+    return test_names(meta) + (("dev_speaker",) if meta.get("dev_speaker") else ()) + (("tts",) if meta.get("tts")
+                                                                                      else ())
 
 
-def make_sets(meta: dict, names, *, path=None, download: bool = False, root=None) -> dict[str, DigitUtterances]:
-    """{name: DigitUtterances} for names among train, dev, recordings, speaker, dev_speaker."""
-    recs = load_fsdd(path, download=download, root=root)
-    pool = pools(recs, meta.get("holdout_speaker"), meta.get("dev_speaker"))
+def make_sets(meta: dict, names, *, path=None, download: bool = False, root=None,
+              bars: bool | None = None) -> dict[str, DigitUtterances]:
+    """{name: DigitUtterances} for names among train, dev, recordings, speaker, dev_speaker, tts (FSDD read only for
+    the others; synthetic voices made or read from their cache, with a bar or plain lines: ``bars``)."""
+    fsdd = [name for name in names if name != "tts"]
+    recs = load_fsdd(path, download=download, root=root) if fsdd else []
+    pool = pools(recs, meta.get("holdout_speaker"), meta.get("dev_speaker")) if fsdd else {}
     cfg = DigitsConfig.from_dict(meta["digits"])
     n = meta["utterances"]
     out = {}
@@ -66,11 +87,36 @@ def make_sets(meta: dict, names, *, path=None, download: bool = False, root=None
                              "set (train with --holdout-speaker NAME)")
         if name == "dev_speaker" and not meta.get("dev_speaker"):
             raise ValueError("evaluate: this run has no dev speaker held out (train with --dev-speaker NAME)")
+        if name == "tts":
+            out[name] = DigitUtterances(voice_recordings(EVAL_VOICES, "eval", bars=bars), n["test"], SEEDS["tts"], cfg)
+            continue
+        if name == "train" and meta.get("tts"):
+            out[name] = with_voices(pool["train"], meta["tts"], n["train"], meta["train_seed"], cfg, bars)
+            continue
         source = {"recordings": "test", "speaker": "test_speaker"}.get(name, name)
         count = n["test"] if name in ("recordings", "speaker", "dev_speaker") else n[name]
         seed = meta["train_seed"] if name == "train" else SEEDS[name]
         out[name] = DigitUtterances(pool[source], count, seed, cfg)
     return out
+
+
+def voice_recordings(n: int, pool: str, takes: int = synthetic_voices.TAKES, *, bars: bool | None = None) -> list:
+    """The recordings of the first ``n`` synthetic voices of ``pool``, with a bar or plain lines as each is ready."""
+    tick = ticker(f"synthetic voices ({pool})", n, "voices", bars=bars)
+    try:
+        return synthetic_voices.recordings(n, pool, takes=takes, each=lambda voice: tick.update())
+    finally:
+        tick.close()
+
+
+def with_voices(fsdd, tts: dict, n: int, seed: int, cfg: DigitsConfig, bars: bool | None = None) -> DigitUtterances:
+    """The training utterances of FSDD's ``fsdd`` recordings and ``tts["voices"]`` synthetic voices', a share
+    ``tts["share"]`` of them spoken by a synthetic voice (each voice equally likely within its kind)."""
+    voices = voice_recordings(tts["voices"], "train", tts["takes"], bars=bars)
+    real, made = sorted({r.speaker for r in fsdd}), sorted({r.speaker for r in voices})
+    share = float(tts["share"])
+    weights = {**{s: (1 - share) / len(real) for s in real}, **{s: share / len(made) for s in made}}
+    return DigitUtterances([*fsdd, *voices], n, seed, cfg, weights)
 
 
 def examples(utterances, features: FeatureConfig, what: str = "utterances", *, bars: bool | None = None,
@@ -134,7 +180,8 @@ def read_tsv(path: str | Path) -> tuple[list[Path], list[list[int]]]:
 
 def title(meta: dict, name: str) -> str:
     """How a set is named in what ``evaluate`` prints: ``speaker held out (george)``."""
-    who = {"speaker": meta.get("holdout_speaker"), "dev_speaker": meta.get("dev_speaker")}.get(name)
+    who = {"speaker": meta.get("holdout_speaker"), "dev_speaker": meta.get("dev_speaker"),
+           "tts": f"{EVAL_VOICES} voices"}.get(name)
     return TITLES[name] + (f" ({who})" if who else "")
 
 
@@ -153,4 +200,7 @@ def named_sets(meta: dict, data: str, args=None) -> dict[str, tuple[str, list[np
         wavs, refs = read_tsv(data)
         rate = FeatureConfig(**meta["features"]).sample_rate
         return {"tsv": (str(data), [read_audio(w, rate) for w in wavs], refs)}
-    return sets_of(meta, test_names(meta) if data == "test" else (DATA_NAMES[data],), args)
+    try:
+        return sets_of(meta, test_names(meta) if data == "test" else (DATA_NAMES[data],), args)
+    except EspeakNotFound as e:
+        raise EspeakNotFound(f"evaluate: --data {data}: {e}") from None

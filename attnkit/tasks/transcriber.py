@@ -40,7 +40,7 @@ from ..generation.protocol import TokenIds
 from ..inference import engine_for
 from ..models.asr import BOS, EOS, FIRST_DIGIT, PAD, label_of_tokens, token_digits
 from ..train.metrics import floor
-from ..train.progress import ticker
+from ..train.progress import counter, ticker
 
 __all__ = ["Transcriber", "AsrAlignment", "digit_errors", "score_set", "score_lines", "lines_of", "split_long"]
 
@@ -133,11 +133,25 @@ class Transcriber:
         moments into pieces of at most ``max_seconds``."""
         return split_long(x if as_is else self.clean(x), self.rate, self.max_seconds)
 
-    def transcribe_arrays(self, samples: list[np.ndarray], *, as_is: bool = False, **decoding) -> list[str]:
-        """Samples at the model's rate, (S,) each -> one transcript each."""
-        pieces = [self.prepare(x, as_is=as_is) for x in samples]
-        flat = [log_mel(p, self.features) for ps in pieces for p in ps]
-        digits = self.decode(flat, **decoding)
+    def transcribe_arrays(self, samples: list[np.ndarray], *, as_is: bool = False, progress=False,
+                          **decoding) -> list[str]:
+        """Samples at the model's rate, (S,) each -> one transcript each. ``progress``: the recordings prepared and
+        then the pieces decoded counted on a bar (True), in plain lines at least every 10 s of a long call (None: on
+        stdout; a function: given to it) or not at all (False; ``attnkit.train.progress.counter``)."""
+        tick = counter("transcribe: preparing", len(samples), "recordings", progress)
+        pieces, flat = [], []
+        for x in samples:
+            pieces.append(self.prepare(x, as_is=as_is))
+            flat += [log_mel(p, self.features) for p in pieces[-1]]
+            tick.update()
+        tick.close()
+        how = self.decoding(**{k: decoding[k] for k in ("ctc", "beam", "ctc_weight") if k in decoding})
+        unit = "recordings" if len(flat) == len(samples) else "pieces (long recordings cut at quiet moments)"
+        tick = counter(f"transcribe: decoding, {how}", len(flat), unit, progress)
+        try:
+            digits = self.decode(flat, progress=tick.update, **decoding)
+        finally:
+            tick.close()
         out, k = [], 0
         for ps in pieces:
             out.append(" ".join(str(d) for row in digits[k:k + len(ps)] for d in row))

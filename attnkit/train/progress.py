@@ -10,6 +10,9 @@
 - ``ticker(what, total, unit)``: the same for other work of known size (data preparation, evaluation,
   decoding): a tqdm bar, or plain lines ``prepare train: 1200/3000 utterances  (0:42 in, about 1:03 left)``.
   Every plain line reads the time from ``clock()`` (tests replace it).
+- ``counter(what, total, unit, progress)``: what an API call that counts its work (texts encoded or translated,
+  recordings transcribed) shows, chosen by its ``progress`` argument: a bar, plain lines on stdout, plain lines given
+  to a function (a command whose stdout is its results writes them to stderr), or nothing.
 - Evaluation results and notes go through ``write``: through the bar (``tqdm.write``) when there is
   one, so each line stays whole, and never hidden by ``--no-progress``.
 Only the main process (rank 0 under torchrun) prints.
@@ -105,6 +108,28 @@ def ticker(what: str, total: int, unit: str = "", *, bars: bool | None = None, w
     if bars_wanted(bars):
         return tqdm_bar(total=total, desc=what, unit=f" {unit}" if unit else "it", leave=False)
     return Ticker(what, total, unit, write=write)
+
+
+class Silent:
+    """``update`` / ``close`` that show nothing."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def counter(what: str, total: int, unit: str, progress):
+    """``progress`` True: a tqdm bar on stderr, every update drawn; None: a ``Ticker`` of plain lines on stdout; a
+    function: the ``Ticker``'s lines given to it; False: ``Silent``. Each has ``update(n)`` and ``close()``."""
+    if progress is None or callable(progress):
+        return Ticker(what, total, unit, write=progress)
+    if progress:
+        return tqdm_bar(total=total, desc=what, unit=f" {unit}", leave=False, mininterval=0, miniters=1)
+    return Silent()
+
+
 BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
 
 
@@ -119,7 +144,10 @@ def bars_wanted(progress: bool | None) -> bool:
 
 
 def tqdm_bar(**kw):
-    from tqdm.auto import tqdm
+    try:
+        from tqdm.auto import tqdm
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ImportError("progress bars need tqdm: pip install tqdm") from e
 
     return tqdm(dynamic_ncols=True, **kw)
 

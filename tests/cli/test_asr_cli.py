@@ -14,10 +14,14 @@ import soundfile
 
 import attnkit
 from attnkit.cli.main import build_parser, main
+from attnkit.data import espeak
 from attnkit.data.audio import log_mel
+from attnkit.data.espeak import find_engine
+from attnkit.tasks import asr_sets
 from attnkit.tasks.asr import feature_config
 from attnkit.train.metrics import floor
 from tests.data.test_fsdd import write_set
+from tests.markers import needs_espeak
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TINY = ["--train-utterances", "12", "--dev-utterances", "3", "--test-utterances", "3", "--max-steps", "2",
@@ -99,6 +103,39 @@ def test_a_dev_speaker_is_kept_out_of_training_and_scored_at_the_end(tmp_path, c
     assert main(["train", "asr", "--data-dir", str(root), "--dev-speaker", "dave", "--out", str(root / "dave"),
                  *TINY]) == 1
     assert "unknown speaker 'dave'" in capsys.readouterr().err
+
+
+@needs_espeak
+def test_synthetic_voices_join_training_and_unheard_ones_are_scored(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ATTNKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(asr_sets, "EVAL_VOICES", 2)  # 10 by default: 2 test the same and are made in a second
+    root = tmp_path / "data"
+    write_set(root / "fsdd" / "recordings", speakers=("alice", "bob"), digits=range(10), indices=range(11))
+    out = tmp_path / "run"
+    assert main(["train", "asr", "--data-dir", str(root), "--out", str(out), "--tts-voices", "2", "--tts-share", "0.6",
+                 *TINY]) == 0
+    text = capsys.readouterr().out
+    assert "synthetic voices never heard (2 voices): 3 utterances" in text
+    meta = json.loads((out / "ckpt-00000002" / "meta.json").read_text())
+    assert meta["tts"] == {"voices": 2, "share": 0.6, "takes": 10, "engine": str(find_engine())}
+    assert set(json.loads((out / "scores.json").read_text())["sets"]) == {"recordings", "tts"}
+    assert len(list((tmp_path / "cache" / "tts").glob("*.npz"))) == 4  # 2 training voices, 2 unheard
+    assert main(["evaluate", str(out), "--data", "tts", "--beam", "1"]) == 0  # no FSDD needed
+    text = capsys.readouterr().out
+    assert "\nsynthetic voices never heard (2 voices): 3 utterances" in text and "recordings held out" not in text
+
+
+def test_without_espeak_the_voices_are_refused_in_one_line(run, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(espeak, "_locate", lambda: (None, None, "system"))
+    root = run[0]
+    assert main(["train", "asr", "--data-dir", str(root), "--out", str(tmp_path / "r"), "--tts-voices", "3",
+                 *TINY]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("attnkit: error: train asr: --tts-voices 3: synthetic voices need eSpeak NG")
+    assert "pip install 'attnkit[tts]'" in err and len(err.splitlines()) == 1
+    assert main(["evaluate", str(run[1]), "--data", "tts"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("attnkit: error: evaluate: --data tts: synthetic voices need") and len(err.splitlines()) == 1
 
 
 def test_generate_then_transcribe_and_evaluate_the_tsv(run, tmp_path, capsys):
@@ -205,6 +242,8 @@ def test_features_normalised_per_utterance_by_default_and_by_training_statistics
         args = parser.parse_args(["train", "asr", "--out", "x", "--n-mels", "24", *extra])
         cfg = feature_config(args)
         assert cfg.normalize is per_utterance and cfg.n_mels == 24, extra
+        assert cfg.cepstra == 0, extra
+    assert feature_config(parser.parse_args(["train", "asr", "--out", "x", "--cepstra", "13"])).cepstra == 13
 
 
 @pytest.mark.parametrize("key, value, words", [
@@ -219,6 +258,7 @@ def test_features_normalised_per_utterance_by_default_and_by_training_statistics
     ("n_mels", 17, "`features.n_mels` is 17, but the model takes 16 mel bins"),
     ("hop_ms", 30.0, "`features.hop_ms` (30.0) must be at most `win_ms` (25.0)"),
     ("n_fft", 64, "`features.n_fft` (64) must be >= the window length (200 samples)"),
+    ("cepstra", 17, "`features.cepstra` (17) must be at most `n_mels` (16)"),
     ("colour", "blue", "`features.colour` is not a setting of FeatureConfig"),
 ])
 def test_a_speech_runs_features_are_bounded_in_one_line_naming_file_and_key(run, tmp_path, capsys, key, value, words):
@@ -243,6 +283,10 @@ def test_a_speech_runs_features_are_bounded_in_one_line_naming_file_and_key(run,
     ("holdout_speaker", 3, "`holdout_speaker` must be a name or null, got 3"),
     ("dev_speaker", [], "`dev_speaker` must be a name or null, got []"),
     ("level_db", 1e9, "`level_db` must be a number in [-200, 20] or null, got 1000000000.0"),
+    ("tts", [], "`tts` must be a JSON object, got list"),
+    ("tts", {"voices": 0, "share": 0.5, "takes": 10}, "`tts.voices` must be an integer in [1, 1000], got 0"),
+    ("tts", {"voices": 2, "share": 2.0, "takes": 10}, "`tts.share` must be a number in (0, 1], got 2.0"),
+    ("tts", {"voices": 2, "share": 0.5}, "`tts.takes` must be an integer in [1, 1000], got None"),
 ])
 def test_a_speech_runs_other_settings_are_bounded_too(run, tmp_path, capsys, key, value, words):
     other = edited_copy(run[1], tmp_path, lambda meta: meta.update({key: value}))

@@ -14,8 +14,8 @@ from attnkit.cli.main import main
 def test_embed_into_a_closed_pipe_exits_quietly():
     """``attnkit embed ... | head -c 10``: the reader leaves after 10 bytes; no BrokenPipeError traceback."""
     texts = [f"sentence number {i} for the pipe" for i in range(40)]  # ~170 kB of JSON: more than a pipe holds
-    p = subprocess.Popen([sys.executable, "-m", "attnkit.cli.main", "embed", *texts], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
+    p = subprocess.Popen([sys.executable, "-m", "attnkit.cli.main", "embed", "--threads", "1", *texts],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     head = p.stdout.read(10)
     p.stdout.close()
     err = p.stderr.read().decode()

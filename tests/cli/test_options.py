@@ -54,6 +54,7 @@ def test_abbreviations_and_values_are_not_typos(capsys):
     assert len(lines) == 1 and "ambiguous option: --max could match" in lines[0]
 
 
+@pytest.mark.machine_threads
 @pytest.mark.parametrize("path", [["predict", "RUN", "x"], ["evaluate", "RUN"], ["attend", "x"], ["embed"],
                                   ["similarity", "a", "b"], ["translate", "RUN", "x"],
                                   ["train", "tagger", "--out", "R"]])
@@ -67,6 +68,7 @@ def test_every_command_that_runs_a_model_takes_threads(path, capsys):
     assert "default: this machine's cores" in text and f"{options.default_threads()} here" in text
 
 
+@pytest.mark.machine_threads
 def test_default_threads_are_the_cores_capped_and_shared(monkeypatch):
     monkeypatch.setattr(options.os, "sched_getaffinity", lambda pid: set(range(32)))
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)

@@ -79,3 +79,22 @@ def test_write_set_round_trips(recs, tmp_path):
     (tmp_path / "bad.tsv").write_text("path\ttranscript\na.wav\tseven\n")
     with pytest.raises(ValueError, match=r"bad\.tsv, line 2: expected a WAV path"):
         read_tsv(tmp_path / "bad.tsv")
+
+
+def test_speakers_drawn_by_weight(recs):
+    pool = pools(recs)["train"]
+    uniform = DigitUtterances(pool, 30, seed=4)
+    same = DigitUtterances(pool, 30, seed=4, weights=None)
+    assert [u.speaker for u in uniform] == [u.speaker for u in same]  # no weights: the draws of before
+    counts = {s: 0 for s in ("alice", "bob", "carol")}
+    for u in DigitUtterances(pool, 600, seed=4, weights={"alice": 3, "bob": 1, "carol": 0}):
+        counts[u.speaker] += 1
+    assert counts["carol"] == 0 and 0.68 < counts["alice"] / 600 < 0.82, counts  # 3/4 expected
+    weighted = DigitUtterances(pool, 30, seed=4, weights={"alice": 1, "bob": 1, "carol": 1})
+    assert [u.digits for u in weighted] == [u.digits for u in DigitUtterances(pool, 30, seed=4, weights={
+        "alice": 2, "bob": 2, "carol": 2})]  # only the ratios count
+    for bad, words in (({"alice": 1, "bob": 1}, "must name each speaker"), ({"alice": 1, "bob": 1, "carol": -1},
+                                                                           "finite numbers >= 0"),
+                       ({"alice": 0, "bob": 0, "carol": 0}, "not all 0")):
+        with pytest.raises(ValueError, match=words):
+            DigitUtterances(pool, 3, seed=0, weights=bad)

@@ -2,6 +2,7 @@
 config, means and spreads are the sample statistics, the table shows them."""
 
 import json
+from concurrent.futures import FIRST_COMPLETED, Future
 from dataclasses import dataclass
 
 import pytest
@@ -124,3 +125,81 @@ def test_run_jobs_starts_nothing_once_out_of_time(tmp_path):
            "them." in run_notes(meta)
     assert not RunFolder(tmp_path / "b", "demo", Seeded(), max_minutes=1).out_of_time()
     assert not RunFolder(tmp_path / "c", "demo", Seeded()).out_of_time()
+
+
+class FakePool:
+    """Worker processes on a fake clock: a job ``(name, seconds)`` takes that long from when it is handed out."""
+
+    def __init__(self, clock):
+        self.clock, self.due, self.most = clock, {}, 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def submit(self, work, job):
+        future = Future()
+        self.due[future] = (self.clock.now + job[1], work, job)
+        self.most = max(self.most, sum(not f.done() for f in self.due))
+        return future
+
+    def wait(self, futures, timeout, return_when):
+        """The next job's end, or ``timeout`` seconds on, whichever comes first."""
+        assert return_when == FIRST_COMPLETED
+        self.clock.now = min(min(self.due[f][0] for f in futures), self.clock.now + timeout)
+        done = {f for f in futures if self.due[f][0] <= self.clock.now}
+        for f in done:
+            _, work, job = self.due[f]
+            f.set_result(work(job))
+        return done, set(futures) - done
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_run_jobs_in_workers_says_what_is_under_way_every_10_s(tmp_path, monkeypatch):
+    """``--jobs 2``: jobs handed to a worker as one comes free, and while they run, this process logs which are
+    under way, how many are done and the time left, never 10 s of the (fake) clock without a line."""
+    from attnkit.experiments import runner
+    from attnkit.train import progress
+
+    clock = Clock()
+    monkeypatch.setattr(progress, "clock", clock)
+    pool = FakePool(clock)
+    monkeypatch.setattr(runner, "worker_pool", lambda workers, threads: pool)
+    monkeypatch.setattr(runner, "wait", pool.wait)
+    said = []
+    folder = RunFolder(tmp_path, "demo", Cfg(), log=lambda line: said.append((clock.now, line)))
+    jobs = [("a", 25.0), ("b", 12.0), ("c", 30.0), ("d", 5.0)]
+    rows = run_jobs(folder, jobs, lambda job: [{"model": job[0], "x": job[1], "seed": 0}], workers=2,
+                    describe=lambda row: f"  {row['model']} done", name=lambda job: f"run {job[0]}")
+    assert [r["model"] for r in rows] == ["b", "a", "d", "c"] and folder.jobs_left == 0
+    assert pool.most == 2 and clock.now == 42.0  # a, b from 0; c from 12 (b done); d from 25 (a done): c ends at 42
+    times = [0.0] + [t for t, _ in said] + [clock.now]
+    assert max(b - a for a, b in zip(times, times[1:])) <= progress.PLAIN_EVERY, said
+    assert said == [(9.5, "  under way: run a (0:10); run b (0:10)  [0/4 runs, 0:10 in]"),
+                    (12.0, "  b done  [1/4 runs, 0:12 in, about 0:36 left]"),
+                    (21.5, "  under way: run a (0:22); run c (0:10)  [1/4 runs, 0:22 in, about 1:04 left]"),
+                    (25.0, "  a done  [2/4 runs, 0:25 in, about 0:25 left]"),
+                    (30.0, "  d done  [3/4 runs, 0:30 in, about 0:10 left]"),
+                    (39.5, "  under way: run c (0:28)  [3/4 runs, 0:40 in, about 0:13 left]"),
+                    (42.0, "  c done  [4/4 runs, 0:42 in, about 0:00 left]")]
+
+
+def _as_rows(job: tuple) -> list[dict]:
+    return list(job)
+
+
+def test_run_jobs_in_real_worker_processes(tmp_path):
+    """The same in spawned processes: every job's rows, each job run once."""
+    folder = RunFolder(tmp_path, "demo", Cfg(), log=lambda line: None)
+    jobs = [({"model": m, "x": 1, "seed": 0},) for m in "abc"]
+    rows = run_jobs(folder, jobs, _as_rows, workers=2, threads=1)
+    assert sorted(r["model"] for r in rows) == ["a", "b", "c"] and folder.jobs_left == 0

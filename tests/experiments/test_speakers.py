@@ -19,6 +19,7 @@ from tests.data.test_fsdd import write_set
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+@pytest.mark.slow
 def test_folds_resume_skip_and_report(tmp_path):
     write_set(tmp_path / "data" / "fsdd" / "recordings", speakers=("alice", "bob", "carol"), digits=range(10),
               indices=range(11))
@@ -87,3 +88,37 @@ def test_speakers_are_names_on_the_command_line():
         S.SpeakersConfig(speakers=("theo", "theo"))
     with pytest.raises(SystemExit):  # on the command line, FSDD's speakers
         build_parser().parse_args(["experiment", "speakers", "--speakers", "george,alice"])
+
+
+def test_a_fold_training_in_this_process_says_its_last_log_line(tmp_path, monkeypatch, capsys):
+    """``--jobs 1``: while a fold trains (its output going to train.log), the log's last line is printed every time
+    the wait for it runs out (``runner.WAIT_LINE``); in a worker process nothing is (the main process says which
+    folds are under way)."""
+    import multiprocessing
+    import subprocess
+
+    waits = []
+
+    class Fold:  # a fold's process that writes a progress line to its log each time it is waited for
+        def __init__(self, cmd, stdout, stderr, env):
+            self.log, self.step = stdout, 0
+
+        def wait(self, timeout=None):
+            waits.append(timeout)
+            if self.step == 3 or timeout is None:
+                return 0
+            self.step += 1
+            self.log.write(f"step {self.step}/4  (0:{10 * self.step} in)\n\n")
+            self.log.flush()
+            raise subprocess.TimeoutExpired("attnkit", timeout)
+
+    monkeypatch.setattr(S.subprocess, "Popen", Fold)
+    log = tmp_path / "train.log"
+    assert S.train_fold(["attnkit", "train", "asr"], {}, log, "alice-seed0") == 0
+    assert capsys.readouterr().out.splitlines() == [f"  alice-seed0: step {k}/4  (0:{10 * k} in)" for k in (1, 2, 3)]
+    assert waits == [S.WAIT_LINE] * 4 and 0 < S.WAIT_LINE <= 10
+    assert log.read_text().startswith("$ attnkit train asr\n")
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())  # as in a worker process
+    waits.clear()
+    assert S.train_fold(["attnkit", "train", "asr"], {}, log, "bob-seed0") == 0
+    assert capsys.readouterr().out == "" and waits == [None]

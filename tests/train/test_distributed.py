@@ -10,6 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from attnkit.cli.main import main
+
 ARGS = ["train", "image", "--dataset", "digits", "--max-steps", "8", "--eval-every", "4", "--d-model", "16",
         "--num-heads", "2", "--d-ff", "32", "--num-encoder-layers", "1", "--dropout", "0.0", "--no-progress",
         "--log-every", "2", "--warmup-steps", "2", "--lr", "3e-3", "--threads", "1"]
@@ -20,7 +22,7 @@ def _weights(out):
 
 
 @pytest.mark.slow
-def test_torchrun_two_processes_match_one_process(tmp_path):
+def test_torchrun_two_processes_match_one_process(tmp_path, capsys):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}  # a crash prints every thread's stack
     ddp, single = tmp_path / "ddp", tmp_path / "single"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
@@ -29,9 +31,7 @@ def test_torchrun_two_processes_match_one_process(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-6000:]
     assert r.stdout.count("test accuracy:") == 1  # only rank 0 prints
     assert "world size: 2" in r.stdout
-    r1 = subprocess.run([sys.executable, "-m", "attnkit.cli.main", *ARGS, "--batch-size", "16", "--out", str(single)],
-                        env=env, capture_output=True, text=True, timeout=300)
-    assert r1.returncode == 0, r1.stderr[-3000:]
+    assert main([*ARGS, "--batch-size", "16", "--out", str(single)]) == 0  # one process: this one
     a, b = _weights(ddp), _weights(single)
     for k in a:
         if k.endswith("self_attn.in_proj.bias"):
@@ -69,7 +69,6 @@ def test_torchrun_stopped_by_time_budget_then_resumed_matches_uninterrupted(tmp_
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
 def test_unavailable_or_unknown_device_is_a_one_line_error(tmp_path, capsys):
-    from attnkit.cli.main import main
     from attnkit.train import distributed as dist
 
     assert dist.setup("cpu") == torch.device("cpu") and dist.setup(None) == torch.device("cpu")

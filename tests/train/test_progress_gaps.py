@@ -117,6 +117,30 @@ def test_train_asr_prepares_and_decodes_aloud(tmp_path, monkeypatch, clock):
     assert len(decoding) == 4 and all(said.match(line) for line in decoding), decoding  # 6 s each: all said
 
 
+def test_train_translate_in_a_log_never_goes_quiet(tmp_path, monkeypatch, clock):
+    """``train translate`` piped: training between logged steps, the dev evaluations, the averaging and the closing
+    BLEU translation all say how far they are, never 10 s of the (fake) clock without a line."""
+    from tests.tasks.corpus import write_corpus
+    from tests.tasks.test_translate import SMALL, files_args
+
+    paths = write_corpus(tmp_path / "data", n_train=120, n_dev=30)
+    clock.slows(monkeypatch, "attnkit.train.engine:Trainer.train_step", 3.0)  # 3 s a step
+    clock.slows(monkeypatch, "attnkit.train.evaluation:count_correct", 4.0)  # 4 s an evaluation batch
+    clock.slows(monkeypatch, "attnkit.tasks.translator:Translator.generate", 4.0)  # 4 s a batch translated
+    out = Stamped(clock)
+    monkeypatch.setattr("sys.stdout", out)
+    argv = ["train", "translate", *files_args(paths), *SMALL, "--max-steps", "30", "--eval-every", "15",
+            "--log-every", "1000", "--eval-batch-size", "4", "--average", "2", "--out", str(tmp_path / "run")]
+    assert main(argv) == 0
+    assert clock.now >= 30 * 3.0 + 2 * 8 * 4.0  # every step and two dev evaluations of 8 batches went slow
+    assert max(gaps(out, clock.now)) <= progress.PLAIN_EVERY, shown(out)
+    steps = [line for _, line in out.lines if re.match(r"step \d+/30  \(", line)]  # between logged steps
+    assert len(steps) >= 9 and all(TIMING.search(line) for line in steps), steps
+    assert any(line.startswith("dev: scoring: ") for _, line in out.lines), shown(out)
+    assert any(line.startswith("averaged 2 checkpoints") for _, line in out.lines), shown(out)
+    assert any("BLEU" in line for _, line in out.lines), shown(out)  # the closing translation of the dev texts
+
+
 def test_translating_in_a_log_says_how_far(monkeypatch, clock):
     """The closing BLEU of ``train translate`` translates the dev texts batch by batch: plain lines in a log."""
 
@@ -217,3 +241,67 @@ def test_dev_bleu_translates_aloud_on_the_main_process_only(monkeypatch):
     monkeypatch.setattr(distributed, "is_main", lambda: False)
     score(torch.nn.Linear(1, 1))
     assert seen == [None, False]
+
+
+def test_transcribe_many_files_says_how_far_on_stderr(tmp_path, monkeypatch, clock):
+    """``transcribe`` of many files, piped: a plain line on stderr at least every 10 s while it reads, prepares and
+    decodes; stdout holds the transcripts alone, the same as with --no-progress."""
+    import numpy as np
+    import soundfile
+
+    from attnkit.data.audio import FeatureConfig
+    from attnkit.tasks.transcriber import Transcriber
+    from tests.models.test_asr import tiny_asr
+
+    tr = Transcriber(tiny_asr(5), {"features": FeatureConfig(n_mels=8).to_dict()}, batch_size=2)  # untrained
+    monkeypatch.setattr("attnkit.cli.asr.open_transcriber", lambda path, which="best": tr)
+    files = [str(tmp_path / f"{k:02d}.wav") for k in range(12)]
+    for k, f in enumerate(files):
+        soundfile.write(f, 0.3 * np.sin(np.arange(4000 + 100 * k) / (3.0 + k)), 8000)
+    clock.slows(monkeypatch, "attnkit.data.sound:read_audio", 1.0)  # 1 s a file read
+    clock.slows(monkeypatch, "attnkit.tasks.transcriber:Transcriber.prepare", 1.5)  # 1.5 s a recording cleaned
+    clock.slows(monkeypatch, "attnkit.tasks.transcriber:Transcriber._decode_batch", 7.0)  # 7 s a batch of 2
+    out, err = Stamped(clock), Stamped(clock)
+    monkeypatch.setattr("sys.stdout", out)
+    monkeypatch.setattr("sys.stderr", err)
+    assert main(["transcribe", "run", *files, "--threads", "1"]) == 0
+    assert clock.now == 12 * 1.0 + 12 * 1.5 + 6 * 7.0
+    assert max(gaps(err, clock.now)) <= progress.PLAIN_EVERY, shown(err)
+    said = re.compile(r"transcribe: (reading: \d+/12 files|preparing: \d+/12 recordings|decoding, beam 5 \+ CTC 0\.3: "
+                      r"\d+/12 recordings)  \(\d:\d\d in(, about \d:\d\d left)?\)$")
+    assert all(said.match(line) for _, line in err.lines), shown(err)
+    assert {line.split(":")[1].split(",")[0] for _, line in err.lines} == {" reading", " preparing", " decoding"}
+    last = "transcribe: decoding, beam 5 + CTC 0.3: 12/12 recordings  (0:42 in, about 0:00 left)"  # its own 42 s
+    assert err.lines[-1][1] == last, shown(err)
+    printed = [line for _, line in out.lines]
+    assert [line.split("\t")[0] for line in printed] == files  # one line per file, in order: nothing else
+    assert all(re.fullmatch(r"[0-9 ]*", line.split("\t")[1]) for line in printed), printed
+    quiet_out, quiet_err = Stamped(clock), Stamped(clock)
+    monkeypatch.setattr("sys.stdout", quiet_out)
+    monkeypatch.setattr("sys.stderr", quiet_err)
+    assert main(["transcribe", "run", *files, "--threads", "1", "--no-progress"]) == 0
+    assert quiet_err.lines == [] and [line for _, line in quiet_out.lines] == printed
+
+
+def test_embed_many_texts_says_how_far_on_stderr(tmp_path, monkeypatch, clock):
+    """``embed --file`` of many texts, piped: a plain line on stderr at least every 10 s; stdout holds the vectors."""
+    import json
+
+    from tests.pretrained.test_loader import make_folder
+
+    folder = make_folder(tmp_path / "tiny")
+    texts = tmp_path / "texts.txt"
+    texts.write_text("".join(f"sentence number {i}\n" for i in range(40)), encoding="utf-8")
+    clock.slows(monkeypatch, "attnkit.pretrained.encoder:SentenceEncoder._hidden", 4.0)  # 4 s a batch of 4
+    out, err = Stamped(clock), Stamped(clock)
+    monkeypatch.setattr("sys.stdout", out)
+    monkeypatch.setattr("sys.stderr", err)
+    assert main(["embed", "--file", str(texts), "--model", str(folder), "--batch-size", "4", "--workers", "1",
+                 "--threads", "1"]) == 0
+    assert clock.now == 10 * 4.0
+    assert max(gaps(err, clock.now)) <= progress.PLAIN_EVERY, shown(err)
+    assert [line for _, line in err.lines][:2] == ["encode: 8/40 texts  (0:08 in, about 0:32 left)",
+                                                   "encode: 16/40 texts  (0:16 in, about 0:24 left)"]
+    assert err.lines[-1][1] == "encode: 40/40 texts  (0:40 in, about 0:00 left)"
+    rows = [json.loads(line) for _, line in out.lines]  # JSON lines alone
+    assert [r["text"] for r in rows] == [f"sentence number {i}" for i in range(40)]

@@ -12,6 +12,8 @@ from ...models.configs.asr import STREAMING_WINDOW, AsrConfig
 from ...nn.limits import ints
 from . import add_config_args, add_data_args, add_window_arg
 from .augment import AugmentConfig
+from .voices import TITLE as VOICES_TITLE
+from .voices import VoicesConfig
 
 NAME = "asr"
 HELP = ("speech recognition of connected spoken digits (FSDD): convolutions, truncated self-attention encoder, "
@@ -23,8 +25,9 @@ TRAIN_DEFAULTS = dict(epochs=3, batch_size=32, lr=1.5e-3, warmup_steps=500, weig
 ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
                   "activation", "norm_first")
 ENCODER_NOTE = "the encoder's stack; the decoder has the same width (--num-decoder-layers sets its depth)"
-EVALUATION_DATA = ("asr: test (both test sets the run has), recordings, speaker, dev, dev-speaker, or a TSV of WAV "
-                   "path and transcript (default: test); digit error rate and utterance accuracy")
+EVALUATION_DATA = ("asr: test (both test sets the run has), recordings, speaker, dev, dev-speaker, tts (synthetic "
+                   "voices never heard; needs eSpeak NG), or a TSV of WAV path and transcript (default: test); digit "
+                   "error rate and utterance accuracy")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,5 +58,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_args(p, AsrConfig, only=("subsample", "frontend", "channels", "kernel", "ctc_weight", "ctc_layer"),
                     title="speech recognition model")
     p.add_argument("--num-decoder-layers", type=ints(1, 64), default=2, help="decoder layers")
-    add_config_args(p, FeatureConfig, only=("n_mels",), title="features")
+    add_config_args(p, FeatureConfig, only=("n_mels", "cepstra"), title="features")
     add_config_args(p, AugmentConfig, title="augmentation (each training utterance changed anew every epoch)")
+    add_config_args(p, VoicesConfig, title=VOICES_TITLE)

@@ -5,7 +5,7 @@
 // (attnkit/inference/native/csrc). The kernels release the GIL and run on ATen's threads (at::parallel_for,
 // built with -fopenmp). One source, built per instruction-set variant (csrc/vec.h, functional/native/isa.py).
 
-#include <torch/extension.h>
+#include <torch/python.h>  // ATen and pybind11's tensor casters, without torch/extension.h's C++ frontend
 
 #include "attention_ops.h"
 #include "best_tokens.h"

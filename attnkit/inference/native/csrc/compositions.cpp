@@ -5,7 +5,7 @@
 // checked entry points of attnkit/functional/native/csrc (built with these sources, their headers included here),
 // bound to Python. The calls release the GIL and run on ATen's threads (built with -fopenmp).
 
-#include <torch/extension.h>
+#include <torch/python.h>  // ATen and pybind11's tensor casters, without torch/extension.h's C++ frontend
 
 #include "attention_ops.h"
 #include "best_tokens.h"
