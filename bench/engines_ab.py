@@ -8,7 +8,7 @@ the same weights through its own public entry points (``load_pretrained`` for fo
 
 - generation: a random Marian model of Transformer-base shape (``bench/generation.py``'s ``base_folder``: 6+6
   layers, d_model 512, 8 heads, FFN 2048, vocabulary 8000), source length 24, ``--new-tokens`` forced; batch 1
-  greedy and ``--beam-batch`` (32) with 4 beams, float32 (and batch 1 in bfloat16);
+  greedy and ``--beam-batch`` (32) with 4 beams, float32 and int8 (and batch 1 in bfloat16);
 - nat: ``bench/nat.py``'s rows on random models of the translate task's default shape (3+3 layers, d_model
   256, 4 heads, FFN 1024, vocabulary 8000, pre-LN; trained runs are not needed to time the engines): AR greedy
   and beam 5, NAT one pass with 1 length, Mask-Predict 4 and 10 iterations with 3 lengths, at batch 1 (a
@@ -70,7 +70,8 @@ def generation_cases(new, base, root: Path, new_tokens: int, beam_batch: int):
     folder = bench_generation.base_folder(root)
     g = torch.Generator().manual_seed(0)
     cases = []
-    for dtype, runs in ((torch.float32, ((1, 1), (beam_batch, 4))), (torch.bfloat16, ((1, 1),))):
+    for dtype, runs in ((torch.float32, ((1, 1), (beam_batch, 4))), (torch.bfloat16, ((1, 1),)),
+                        (torch.int8, ((1, 1), (beam_batch, 4)))):
         tr = {m: sub(m, "load").load_pretrained(folder, dtype=dtype) for m in (new, base)}
         pad = tr[new].config.pad_token_id
         for batch, beams in runs:

@@ -8,11 +8,13 @@ outputs to float rounding, fewer kernels.
   to 4 rows and, with W in panels, products of up to 32 rows (a beam of 5, a sentence): the decoder's fused
   Q, K, V projection, the feed-forward with its activation inside the first kernel, the residual added inside
   the output projections' kernels, the output layer with ``final_logits_bias`` as its bias;
-- the self-attention keys and values go into preallocated buffers written in place, and the cross-attention
-  keys and values are projected once and shared by a sentence's beams (``cache.py``);
+- the self-attention keys and values go into preallocated buffers written in place, a beam search's moves
+  reorder a row table instead of copying them, and the cross-attention keys and values are projected once and
+  shared by a sentence's beams (``cache.py``);
 - one decoding step is one token per row: a longer prefix is fed one token at a time; each layer of a step is
-  the packed layer program (``layer.py``), and at up to 4 rows one native call (``decoder_layer_step``: the same
-  small_linear and short-attention kernels in one OpenMP region, the K, V cache written in place).
+  one native call where the kernels run (``decoder_layer_step``: the same small_linear and short-attention
+  kernels in one OpenMP region, the K, V cache written in place and read through the row table; W blocked up to
+  4 rows, in panels past them: a beam search's batch), else the packed layer program (``layer.py``).
 
 Attention runs the ``short`` backend's kernel (``layer.ShortAttention``), or ``attnkit.attention`` where that
 backend does not run. The encoder is an ``EncoderStack``; unpadded sources of up to ``LAYER_ROWS`` positions (a
@@ -69,6 +71,7 @@ class Seq2SeqEngine:
         weights = [native.layer_weights(m, panels=False) for m in self.layers] if self.attend.kernel else []
         self.step_weights = weights if weights and all(w is not None for w in weights) else None
         self.native_step = native.compositions().decoder_layer_step if self.step_weights is not None else None
+        self._panel_weights: list | None = None  # W in panels, for steps of more rows: made on the first
 
     @property
     def _pool(self) -> list[Tensor]:
@@ -164,15 +167,26 @@ class Seq2SeqEngine:
             x = self.final_norm(x)
         return self.output.rows(x)  # (B, V), final_logits_bias included
 
+    def panel_weights(self) -> list:
+        """Every layer's ``LayerWeights`` with W in panels, for the native step of more than ``SMALL_ROWS`` rows (a
+        beam search's batch: the rows share each panel's loads); made on the first such step ([]: a layer the
+        compositions cannot take)."""
+        if self._panel_weights is None:
+            weights = [native.layer_weights(m, panels=True) for m in self.layers]
+            self._panel_weights = weights if all(w is not None for w in weights) else []
+        return self._panel_weights
+
     def layer_step(self, i: int, x: Tensor, cache: StepCache, t: int) -> Tensor:
         """Layer i for one new position of every row: x (B, d) -> (B, d); its keys and values into the cache."""
         b, h, dh, group = x.shape[0], self.num_heads, self.head_dim, cache.group
         keys, values, ck, cv, lens = cache.keys[i], cache.values[i], cache.cross_keys[i], cache.cross_values[i], \
             cache.lens[1]
         rows = cache.rows  # (B, capacity) or None: where each row's keys are (``cache.py``)
-        if (self.native_step is not None and b <= SMALL_ROWS and lens is not None and t < SHORT_MAX_LEN
-                and ck.shape[2] <= SHORT_MAX_LEN and x.is_contiguous()):  # where the program runs the short kernel
-            return self.native_step(x, self.step_weights[i], keys, values, t, ck, cv, lens, group, rows)
+        if (self.native_step is not None and lens is not None and t < SHORT_MAX_LEN and ck.shape[2] <= SHORT_MAX_LEN
+                and x.is_contiguous()):  # where the program runs the short kernel
+            weights = self.step_weights if b <= SMALL_ROWS else self.panel_weights()
+            if weights:
+                return self.native_step(x, weights[i], keys, values, t, ck, cv, lens, group, rows)
 
         def attend_self(qkv: Tensor) -> Tensor:  # (B, 3d) -> (B, d): the new key and value, then all of them
             qkv = qkv.view(b, 3, h, dh)

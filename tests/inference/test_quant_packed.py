@@ -138,7 +138,10 @@ def test_the_engines_take_every_linear_layer_in_int8_on_the_native_path():
 
 
 @pytest.mark.parametrize("norm_first,activation", [(False, "silu"), (True, "gelu")])
-def test_an_int8_decoding_step_in_one_native_call_gives_the_layer_program(norm_first, activation, one_thread):
+@pytest.mark.parametrize("copies", [1, 2])
+def test_an_int8_decoding_step_in_one_native_call_gives_the_layer_program(norm_first, activation, copies,
+                                                                         one_thread):
+    """3 rows (W blocked) or 6 (in panels) a step."""
     m = seq2seq_model(norm_first, activation, d_model=64)
     fast = engine_for(m, dtype=torch.int8)
     assert isinstance(fast, Seq2SeqEngine)
@@ -146,9 +149,9 @@ def test_an_int8_decoding_step_in_one_native_call_gives_the_layer_program(norm_f
         pytest.skip("the native decoding step does not run here")
     slow = copy.copy(fast)
     slow.native_step = None  # the packed layer program, each int8 layer its own native call
-    ids, mask = source()
+    ids, mask = (t.repeat(copies, 1) for t in source())
     memory = fast.encode(ids, mask)
-    tok, cache_a, cache_b = torch.randint(3, 30, (3, 1)), None, None
+    tok, cache_a, cache_b = torch.randint(3, 30, (3 * copies, 1)), None, None
     for _ in range(6):
         a, b = fast.decode_step(tok, memory, mask, cache_a), slow.decode_step(tok, memory, mask, cache_b)
         cache_a, cache_b = a.cache, b.cache

@@ -162,10 +162,12 @@ def test_buffers_of_another_batch_size_in_the_pool_are_passed_over():
 @needs_native
 @pytest.mark.parametrize("norm_first,activation", [(False, "silu"), (True, "gelu")])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, activation, dtype):
-    """Steps of up to 4 rows run each decoder layer in one native call (decoder_layer_step); the Python
-    sequence of small_linear / short kernels is its reference. Two sentences x 2 beams (rows sharing their
-    sentence's memory), one source padded, buffers that grow, beams moved (read through the row table)."""
+@pytest.mark.parametrize("beams", [2, 3])
+def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, activation, dtype, beams):
+    """Steps run each decoder layer in one native call (decoder_layer_step: W blocked up to 4 rows, in panels
+    past them); the Python sequence of small_linear / oneDNN / short kernels is its reference. Two sentences x 2
+    or 3 beams (rows sharing their sentence's memory), one source padded, buffers that grow, beams moved (read
+    through the row table)."""
     if dtype == torch.bfloat16 and not native.kernel().cpu_has_bf16():
         pytest.skip("bfloat16 attention kernel needs AVX512-BF16")
     m = model(norm_first, activation, dtype=dtype, d_model=64)  # heads of 32: the bfloat16 kernel's multiple
@@ -194,17 +196,18 @@ def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, acti
     out_a, out_b = fast.decode_step(tok0, memory, mask, None), slow.decode_step(tok0, memory, mask, None)
     out_c = None if exact is None else exact.decode_step(tok0, exact.encode(ids, mask), mask, None)
     compare(out_a, out_b, out_c)
-    index = torch.tensor([0, 0, 1, 1])  # every sentence into 2 beams: group 2
+    index = torch.arange(2).repeat_interleave(beams)  # every sentence into its beams
     cache_a, cache_b = fast.reorder_cache(out_a.cache, index), slow.reorder_cache(out_b.cache, index)
     cache_c = None if exact is None else exact.reorder_cache(out_c.cache, index)
-    assert cache_a.group == 2
+    assert cache_a.group == beams
+    g = torch.Generator().manual_seed(0)
     for step in range(36):  # past the first buffer's 32 steps
         if step % 7 == 6:  # beams move within their sentence
-            moved = torch.tensor([1, 1, 3, 2] if step % 2 else [0, 0, 2, 2])
+            moved = (torch.arange(2)[:, None] * beams + torch.randint(0, beams, (2, beams), generator=g)).view(-1)
             cache_a, cache_b = fast.reorder_cache(cache_a, moved, cross=False), slow.reorder_cache(cache_b, moved,
                                                                                                  cross=False)
             cache_c = None if exact is None else exact.reorder_cache(cache_c, moved, cross=False)
-        tok = torch.randint(3, 30, (4, 1))
+        tok = torch.randint(3, 30, (2 * beams, 1))
         out_a, out_b = fast.decode_step(tok, memory, mask, cache_a), slow.decode_step(tok, memory, mask, cache_b)
         cache_a, cache_b = out_a.cache, out_b.cache
         if exact is not None:
@@ -218,7 +221,9 @@ def test_the_native_layer_step_gives_the_python_sequence_logits(norm_first, acti
 
 
 @needs_native
-def test_the_native_layer_step_is_not_used_where_its_conditions_fail():
+def test_the_native_layer_step_is_not_used_where_its_conditions_fail(monkeypatch):
+    import attnkit.inference.seq2seq as engine
+
     m = model(False)
     fast = engine_of(m, Seq2SeqEngine)
     calls = []
@@ -233,9 +238,14 @@ def test_the_native_layer_step_is_not_used_where_its_conditions_fail():
     generate(fast, ids, mask, min_new_tokens=3, max_new_tokens=3)  # 3 rows: every layer of every step
     assert calls == [3] * (3 * len(fast.layers))
     calls.clear()
-    # 2 beams: the first step has 3 rows (beams expand after it), the next ones 6: the Python sequence
+    # 2 beams: the first step has 3 rows (beams expand after it), the next ones 6 (W in panels)
     generate(fast, ids, mask, min_new_tokens=3, max_new_tokens=3, num_beams=2)
-    assert calls == [3] * len(fast.layers)
+    assert calls == [3] * len(fast.layers) + [6] * (2 * len(fast.layers))
+    calls.clear()
+    limit = ids.shape[1]  # the source's length: the steps past it run the Python sequence
+    monkeypatch.setattr(engine, "SHORT_MAX_LEN", limit)
+    generate(fast, ids, mask, min_new_tokens=limit + 2, max_new_tokens=limit + 2)
+    assert calls == [3] * (limit * len(fast.layers))
 
 
 def test_beam_moves_copy_no_keys_where_the_kernel_reads_through_rows():

@@ -114,7 +114,6 @@ SCRIPT = REFUSE_ALL + textwrap.dedent('''
         "ls acts mixed": lambda: K.LayerStack([lw(EW), lw(EW, act=2)]),
         # decoder_layer_step(x, layer, keys, values, t, cross_keys, cross_values, cross_lengths, group)
         "dls encoder layer": lambda: dls(w=EW),
-        "dls panels": lambda: dls(w=[pan(t.shape[0] * 4, t.shape[1] * 16) if t.dim() == 4 else t for t in DW]),
         "dls t capacity": lambda: dls(t=8),
         "dls t < 0": lambda: dls(t=-1),
         "dls group 3": lambda: dls(group=3),
@@ -172,6 +171,7 @@ SCRIPT = REFUSE_ALL + textwrap.dedent('''
     assert dls(group=2, ck=CK[:1], lens=torch.tensor([3])).shape == (2, 32)
     assert dls(x=XS[:0], keys=KB[:, :0], ck=CK[:0]).shape == (0, 32)
     assert dls(keys=torch.zeros(8, 3, 2, 16), t=1, rows=torch.tensor([[2, 0], [2, 1]])).shape == (2, 32)
+    assert dls(w=[pan(t.shape[0] * 4, t.shape[1] * 16) if t.dim() == 4 else t for t in DW]).shape == (2, 32)
     assert lf().shape == (2, 5, 32) and lf(pre=True, lens=torch.tensor([5, 2])).shape == (2, 5, 32)
     assert lf(w=DW, ck=CK, cv=CK, clens=torch.tensor([5, 3])).shape == (2, 5, 32)  # blocked weights too
     assert lf(x=XL[:0], w=DW, ck=CK[:0], cv=CK[:0]).shape == (0, 5, 32)

@@ -13,7 +13,8 @@
 //   x = LN2(x + cross(x W_cq + b) W_co + b)        x = x + cross(LN2(x) W_cq + b) W_co + b
 //   x = LN3(x + act(x W_1 + b) W_2 + b)            x = x + act(LN3(x) W_1 + b) W_2 + b
 //
-// x (B, d); the layer a decoder layer's LayerWeights with every W in small_linear's blocked layout; keys,
+// x (B, d); the layer a decoder layer's LayerWeights, W blocked (a few rows: one pass over W) or in panels (a
+// beam search's batch: the rows share each panel's loads; layer_forward.h's linear step takes either); keys,
 // values (capacity, B, H, dh) time-major; cross_keys, cross_values (B / group, H, S, dh): a sentence's `group`
 // beams share its memory; cross_lengths: short_forward's key lengths (empty: none). rows: none, or a row table
 // (B, >= t + 1) int64: row r's key and value at position j < t are at row rows[r, j] of keys and values
@@ -33,8 +34,7 @@ inline at::Tensor decoder_layer_step(const at::Tensor& x, const LayerWeights& la
                                      const at::Tensor& cross_values, const at::Tensor& cross_lengths, int64_t group,
                                      const std::optional<at::Tensor>& rows) {
   const char* who = "decoder_layer_step";
-  TORCH_CHECK(layer.cross && layer.blocked, who, ": the layer must be a decoder layer (cross-attention) with every "
-              "weight blocked (N / 4, K / 16, 4, 16)");
+  TORCH_CHECK(layer.cross, who, ": the layer must be a decoder layer (cross-attention)");
   layer.check_rows(x, 2, who);
   const auto dt = layer.dtype;
   TORCH_CHECK(keys.defined() && values.defined() && keys.dim() == 4 && values.sizes() == keys.sizes() &&
