@@ -24,6 +24,7 @@ import os
 import struct
 import subprocess
 import sys
+import zlib
 from dataclasses import dataclass
 
 __all__ = ["Engine", "Say", "EspeakNotFound", "find_engine", "synthesise", "MISSING"]
@@ -142,6 +143,9 @@ def _serve() -> int:
 
     callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)(heard)
     lib.espeak_SetSynthCallback(callback)
+    # espeak_ng_SetRandSeed (1.52 on); before it, eSpeak NG drew from the C library's rand()
+    seed = getattr(lib, "espeak_ng_SetRandSeed", None) or ctypes.CDLL(None).srand
+    seed.argtypes, seed.restype = [ctypes.c_long if seed.__name__ == "espeak_ng_SetRandSeed" else ctypes.c_uint], None
     out = sys.stdout.buffer
     out.write(json.dumps({"rate": rate}).encode() + b"\n")
     for voice, text, words_per_minute, pitch, spread in request["items"]:
@@ -153,6 +157,9 @@ def _serve() -> int:
         for parameter, value in ((RATE, words_per_minute), (PITCH, pitch), (RANGE, spread)):
             lib.espeak_SetParameter(parameter, int(value), 0)
         chunks.clear()
+        # eSpeak NG seeds its random numbers (a voice's breath noise) from the clock: seeded here by the request
+        # itself, the same request gives the same samples in any batch
+        seed(zlib.crc32(json.dumps([voice, text, words_per_minute, pitch, spread]).encode()))
         text = text.encode() + b"\0"
         if lib.espeak_Synth(text, len(text), 0, POS_CHARACTER, 0, CHARS_UTF8, None, None) != 0:
             print(f"eSpeak NG could not say {text[:-1]!r} in {voice!r}", file=sys.stderr)

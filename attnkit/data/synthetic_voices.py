@@ -58,7 +58,7 @@ TAKES = 10  # recordings of each digit by each voice
 RATE = 8000  # Hz, FSDD's
 BEFORE, AFTER = 0.02, 0.08  # seconds of silence kept before and after a recording's sound
 SOUND_DB = 40.0  # a 20 ms frame is sound when within this many dB of the recording's loudest
-GENERATOR = 1  # bumped whenever the recordings made from the same settings change
+GENERATOR = 2  # bumped whenever the recordings made from the same settings change (2: breath noise seeded)
 
 
 @dataclass(frozen=True)
