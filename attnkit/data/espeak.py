@@ -143,9 +143,12 @@ def _serve() -> int:
 
     callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)(heard)
     lib.espeak_SetSynthCallback(callback)
-    # espeak_ng_SetRandSeed (1.52 on); before it, eSpeak NG drew from the C library's rand()
-    seed = getattr(lib, "espeak_ng_SetRandSeed", None) or ctypes.CDLL(None).srand
-    seed.argtypes, seed.restype = [ctypes.c_long if seed.__name__ == "espeak_ng_SetRandSeed" else ctypes.c_uint], None
+    # espeak_ng_SetRandSeed from 1.52; before it eSpeak NG drew from the C library's rand() (1.51: checked)
+    if hasattr(lib, "espeak_ng_SetRandSeed"):
+        seed, seed_type = lib.espeak_ng_SetRandSeed, ctypes.c_long
+    else:
+        seed, seed_type = ctypes.CDLL(None).srand, ctypes.c_uint
+    seed.argtypes, seed.restype = [seed_type], None
     out = sys.stdout.buffer
     out.write(json.dumps({"rate": rate}).encode() + b"\n")
     for voice, text, words_per_minute, pitch, spread in request["items"]:
