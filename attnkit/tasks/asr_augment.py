@@ -85,7 +85,10 @@ class Augmenter:
         if cfg.spec_augment:
             g = torch.Generator().manual_seed(int(rng(MASKS).integers(2**62)))
             z = (frames - self.mean) / self.std  # masks in normalised units: a masked cell is the mean
-            frames = spec_augment(z[None], torch.tensor([frames.shape[0]]), generator=g)[0] * self.std + self.mean
+            z = spec_augment(z[None], torch.tensor([frames.shape[0]]), time_masks=cfg.time_masks,
+                             time_width=cfg.time_mask_width, freq_masks=cfg.freq_masks,
+                             freq_width=cfg.freq_mask_width, generator=g)[0]
+            frames = z * self.std + self.mean
         return frames
 
 

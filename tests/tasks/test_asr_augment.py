@@ -62,6 +62,25 @@ def test_each_augmentation_is_a_function_of_seed_epoch_and_utterance(data, optio
     assert sum(changed) >= 2, options
 
 
+def test_spec_augment_counts_and_widths_set_the_masked_cells(data):
+    _, utts = data
+    first = [utts[i] for i in range(6)]
+    aug, examples = augmenter(first, spec_augment=False)
+    plain = [frames_of(aug, examples, list(range(6)), epoch) for epoch in (1, 2, 3)]
+
+    def masked(**options):  # cells changed from the plain features, over 6 utterances and 3 epochs
+        aug, examples = augmenter(first, spec_augment=True, **options)
+        return sum(int(((f - p).abs() > 1e-4).sum()) for epoch in (1, 2, 3)
+                   for f, p in zip(frames_of(aug, examples, list(range(6)), epoch), plain[epoch - 1]))
+
+    assert masked(time_masks=0, freq_masks=0) == 0
+    assert masked(time_masks=0, freq_masks=2, freq_mask_width=6) < masked(time_masks=0, freq_masks=2,
+                                                                           freq_mask_width=20)
+    assert masked(time_masks=2, time_mask_width=8, freq_masks=0) < masked(time_masks=4, time_mask_width=30,
+                                                                           freq_masks=0)
+    assert masked() == masked(time_masks=2, time_mask_width=8, freq_masks=2, freq_mask_width=6)  # the defaults
+
+
 def test_switching_one_augmentation_on_leaves_the_others_draws(data):
     _, utts = data
     speed, examples = augmenter(utts, speed_perturb=True, spec_augment=False)
@@ -91,6 +110,8 @@ def test_augment_config_is_checked_and_named_in_options_words(data):
         AugmentConfig(noise_snr_min=30.0)
     with pytest.raises(ValueError, match="`reverb` must be a number in \\[0, 1\\]"):
         AugmentConfig(reverb=2.0)
+    with pytest.raises(ValueError, match="`freq_masks` must be an integer in \\[0, 32\\]"):
+        AugmentConfig(freq_masks=-1)
     root, _ = data
     args = build_parser().parse_args(["train", "asr", "--out", str(root / "x"), "--data-dir", str(root),
                                       "--reverb-rt60-min", "1", "--reverb-rt60-max", "0.5", *TINY])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ...nn.limits import check_fields, floats
+from ...nn.limits import check_fields, floats, ints
 
 __all__ = ["AugmentConfig"]
 
@@ -18,8 +18,18 @@ class AugmentConfig:
     """How each training utterance is changed, anew every epoch (``attnkit.tasks.asr_augment``'s docstring)."""
 
     spec_augment: bool = field(default=True, metadata={
-        "help": "SpecAugment-style masks: in each training utterance 2 time masks of up to 8 frames (at most a "
-                "quarter of it) and 2 frequency masks of up to 6 mel bins, set to the mean"})
+        "help": "SpecAugment-style masks: in each training utterance --time-masks time masks of up to "
+                "--time-mask-width frames (at most a quarter of it) and --freq-masks frequency masks of up to "
+                "--freq-mask-width mel bins, set to the mean"})
+    time_masks: int = field(default=2, metadata={"help": "time masks per training utterance (with --spec-augment)",
+                                                 "range": ints(0, 32)})
+    time_mask_width: int = field(default=8, metadata={
+        "help": "the widest time mask, frames (10 ms each; a mask's width is drawn from 0 to it)",
+        "range": ints(0, 1000)})
+    freq_masks: int = field(default=2, metadata={"help": "frequency masks per training utterance (with "
+                                                 "--spec-augment)", "range": ints(0, 32)})
+    freq_mask_width: int = field(default=6, metadata={
+        "help": "the widest frequency mask, mel bins (a mask's width is drawn from 0 to it)", "range": ints(0, 512)})
     vtlp: float = field(default=0.0, metadata={
         "help": "vocal tract length perturbation: each training utterance's mel bins stretched by a factor drawn "
                 "from [1 - vtlp, 1 + vtlp] (0: none)", "range": floats(0, 0.5)})
