@@ -71,7 +71,7 @@ class Seq2SeqEngine:
         weights = [native.layer_weights(m, panels=False) for m in self.layers] if self.attend.kernel else []
         self.step_weights = weights if weights and all(w is not None for w in weights) else None
         self.native_step = native.compositions().decoder_layer_step if self.step_weights is not None else None
-        self._panel_weights: list | None = None  # W in panels, for steps of more rows: made on the first
+        self._panel_weights: list | None = None  # W in panels for steps of more rows: panel_weights() makes it
 
     @property
     def _pool(self) -> list[Tensor]:
