@@ -173,8 +173,8 @@ def test_config_is_checked():
     with pytest.raises(ValueError, match="`ctc_layer` must be at most the encoder's 6 layers"):
         AsrConfig(ctc_layer=7)
     enc = AsrConfig().encoder
-    with pytest.raises(ValueError, match="d_model \\(144\\) and the decoder's \\(96\\)"):
-        AsrConfig(decoder=AsrConfig().decoder.replace(d_model=96, num_heads=4))
+    with pytest.raises(ValueError, match="d_model \\(96\\) and the decoder's \\(144\\)"):
+        AsrConfig(decoder=AsrConfig().decoder.replace(d_model=144, num_heads=4))
     with pytest.raises(ValueError, match="positions that only see distances"):
         AsrConfig(streaming=True, window=(4, 0), encoder=enc.replace(positional="sinusoidal"))
     cfg = AsrConfig(window=(4, 0), streaming=True)

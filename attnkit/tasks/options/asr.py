@@ -18,7 +18,7 @@ from .voices import VoicesConfig
 NAME = "asr"
 HELP = ("speech recognition of connected spoken digits (FSDD): convolutions, truncated self-attention encoder, "
         "autoregressive decoder and CTC head")
-ENCODER_DEFAULTS = dict(d_model=144, num_heads=4, d_ff=576, num_encoder_layers=6, dropout=0.1, attention_dropout=0.0,
+ENCODER_DEFAULTS = dict(d_model=96, num_heads=4, d_ff=384, num_encoder_layers=6, dropout=0.1, attention_dropout=0.0,
                         activation="gelu", norm_first=True)
 TRAIN_DEFAULTS = dict(epochs=3, batch_size=32, lr=1.5e-3, warmup_steps=500, weight_decay=0.01, schedule="cosine",
                       label_smoothing=0.1, eval_every=500, eval_batch_size=64, keep=1, log_every=50)
