@@ -1,6 +1,7 @@
 """The figure of ``attnkit experiment speakers``: each speaker's digit error rate when held out of training, with CTC
 one pass and with beam + CTC (bars: the mean over seeds; whiskers: one standard deviation), the mean over the folds
-as a dashed line per decoding, and the recordings held out (known voices) as dots for comparison.
+as a dashed line per decoding, and the recordings held out (known voices) as white markers for comparison (a circle
+for CTC one pass, a square for beam + CTC).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ def speakers_figure(numbers: dict, path: str | os.PathLike, *, seeds: int = 1, n
             std = [100 * (folds[s][held]["std"] or 0) for s in names]
             ax.bar(at, mean, width, yerr=std if seeds > 1 else None, capsize=3, color=f"C{i}",
                    label=f"{label}: speaker held out")
-            ax.plot(at, [100 * (folds[s][known]["mean"] or 0) for s in names], "o", ms=6, mfc="white",
-                    mec="black", mew=1.2, color=f"C{i}", label=f"{label}: recordings held out (known voices)")
+            ax.plot(at, [100 * (folds[s][known]["mean"] or 0) for s in names], "os"[i], ms=6, mfc="white",
+                    mec="black", mew=1.2, label=f"{label}: recordings held out (known voices)")
             if numbers.get("mean", {}).get(held) is not None:
                 ax.axhline(100 * numbers["mean"][held], color=f"C{i}", ls="--", lw=1,
                            label=f"{label}: mean over folds, {100 * numbers['mean'][held]:.2f}%")
