@@ -5,7 +5,8 @@ whatever the set's size and whichever utterances were made before it:
 
 1. a speaker of the pool (uniformly, or by ``weights``: e.g. synthetic voices given a share of the utterances), a
    length ``min_digits .. max_digits``, the digits, and for each digit one of that speaker's recordings of it in the
-   pool;
+   pool; with ``mix`` > 0, each digit is instead said by a speaker drawn anew (as the first) with probability
+   ``mix``, so that the digits around one do not tell whose voice it is (``attnkit train asr --mix-speakers``);
 2. silence before the first digit (``edge_ms``), between digits (``pause_ms``) and after the last;
 3. a speed change (``speed``: the whole utterance resampled, pitch and tempo together, as Kaldi's speed
    perturbation), a gain (``gain_db``), white noise at a signal-to-noise ratio (``snr_db``) against the
@@ -113,14 +114,17 @@ class DigitUtterances(Sequence):
     """``n`` utterances made from the recordings ``pool`` (a Sequence: item i is made when asked for)."""
 
     def __init__(self, pool: Sequence[Recording], n: int, seed: int, config: DigitsConfig = DigitsConfig(),
-                 weights: dict[str, float] | None = None):
+                 weights: dict[str, float] | None = None, mix: float = 0.0):
         if not isinstance(n, int) or n < 0:
             raise ValueError(f"digits: `n` must be an integer >= 0, got {n!r}")
+        if not (isinstance(mix, (int, float)) and 0 <= mix <= 1):
+            raise ValueError(f"digits: `mix` must be a number in [0, 1], got {mix!r}")
         if not pool:
             raise ValueError("digits: the pool of recordings is empty")
         self.table, self.n, self.seed, self.config = _by_speaker_digit(pool), n, int(seed), config
         self.speakers = sorted(self.table)
         self.chances = None if weights is None else _chances(weights, self.speakers)
+        self.mix = float(mix)
 
     def __len__(self) -> int:
         return self.n
@@ -129,7 +133,7 @@ class DigitUtterances(Sequence):
         if not -self.n <= i < self.n:
             raise IndexError(f"digits: utterance {i} of {self.n}")
         return make_utterance(self.table, self.speakers, np.random.default_rng([self.seed, i % self.n]), self.config,
-                              self.chances)
+                              self.chances, self.mix)
 
 
 def _chances(weights: dict[str, float], speakers: list[str]) -> np.ndarray:
@@ -148,15 +152,22 @@ def _silence(rng: np.random.Generator, ms: tuple[float, float], rate: int) -> np
 
 
 def make_utterance(table: dict[str, list[list[Recording]]], speakers: list[str], rng: np.random.Generator,
-                   config: DigitsConfig, chances: np.ndarray | None = None) -> Utterance:
+                   config: DigitsConfig, chances: np.ndarray | None = None, mix: float = 0.0) -> Utterance:
     """One utterance from ``rng`` (see the module doc); its speaker drawn with ``chances`` (speakers' order), else
-    uniformly."""
+    uniformly; with ``mix`` > 0 each digit's speaker drawn anew with that probability (no extra draws at 0)."""
     cfg, rate = config, config.sample_rate
-    pick = rng.integers(len(speakers)) if chances is None else rng.choice(len(speakers), p=chances)
-    speaker = speakers[int(pick)]
+
+    def draw(size=None):
+        return rng.integers(len(speakers), size=size) if chances is None else rng.choice(len(speakers), size, p=chances)
+
+    speaker = speakers[int(draw())]
     n = int(rng.integers(cfg.min_digits, cfg.max_digits + 1))
     digits = tuple(int(d) for d in rng.integers(0, 10, size=n))
-    recs = [table[speaker][d][int(rng.integers(len(table[speaker][d])))] for d in digits]
+    says = [speaker] * n
+    if mix > 0:
+        anew, others = rng.random(n) < mix, draw(n)
+        says = [speakers[int(o)] if a else speaker for a, o in zip(anew, others, strict=True)]
+    recs = [table[who][d][int(rng.integers(len(table[who][d])))] for who, d in zip(says, digits, strict=True)]
     parts, spans, at = [_silence(rng, cfg.edge_ms, rate)], [], 0
     at = len(parts[0])
     for k, r in enumerate(recs):

@@ -54,6 +54,8 @@ def set_meta(args, seed: int, voices=None) -> dict:
             "dev_speaker": args.dev_speaker,
             "utterances": {"train": args.train_utterances, "dev": args.dev_utterances, "test": args.test_utterances},
             "train_seed": seed}
+    if getattr(args, "mix_speakers", 0.0):
+        meta["mix_speakers"] = float(args.mix_speakers)
     if voices is not None and voices.any:
         meta["tts"] = {"voices": voices.tts_voices, "share": voices.tts_share, "takes": synthetic_voices.TAKES,
                        "engine": str(find_engine())}
@@ -79,7 +81,7 @@ def make_sets(meta: dict, names, *, path=None, download: bool = False, root=None
     recs = load_fsdd(path, download=download, root=root) if fsdd else []
     pool = pools(recs, meta.get("holdout_speaker"), meta.get("dev_speaker")) if fsdd else {}
     cfg = DigitsConfig.from_dict(meta["digits"])
-    n = meta["utterances"]
+    n, mix = meta["utterances"], float(meta.get("mix_speakers", 0.0))  # training utterances only
     out = {}
     for name in names:
         if name == "speaker" and not meta.get("holdout_speaker"):
@@ -91,12 +93,12 @@ def make_sets(meta: dict, names, *, path=None, download: bool = False, root=None
             out[name] = DigitUtterances(voice_recordings(EVAL_VOICES, "eval", bars=bars), n["test"], SEEDS["tts"], cfg)
             continue
         if name == "train" and meta.get("tts"):
-            out[name] = with_voices(pool["train"], meta["tts"], n["train"], meta["train_seed"], cfg, bars)
+            out[name] = with_voices(pool["train"], meta["tts"], n["train"], meta["train_seed"], cfg, bars, mix)
             continue
         source = {"recordings": "test", "speaker": "test_speaker"}.get(name, name)
         count = n["test"] if name in ("recordings", "speaker", "dev_speaker") else n[name]
         seed = meta["train_seed"] if name == "train" else SEEDS[name]
-        out[name] = DigitUtterances(pool[source], count, seed, cfg)
+        out[name] = DigitUtterances(pool[source], count, seed, cfg, mix=mix if name == "train" else 0.0)
     return out
 
 
@@ -109,14 +111,15 @@ def voice_recordings(n: int, pool: str, takes: int = synthetic_voices.TAKES, *, 
         tick.close()
 
 
-def with_voices(fsdd, tts: dict, n: int, seed: int, cfg: DigitsConfig, bars: bool | None = None) -> DigitUtterances:
+def with_voices(fsdd, tts: dict, n: int, seed: int, cfg: DigitsConfig, bars: bool | None = None,
+                mix: float = 0.0) -> DigitUtterances:
     """The training utterances of FSDD's ``fsdd`` recordings and ``tts["voices"]`` synthetic voices', a share
     ``tts["share"]`` of them spoken by a synthetic voice (each voice equally likely within its kind)."""
     voices = voice_recordings(tts["voices"], "train", tts["takes"], bars=bars)
     real, made = sorted({r.speaker for r in fsdd}), sorted({r.speaker for r in voices})
     share = float(tts["share"])
     weights = {**{s: (1 - share) / len(real) for s in real}, **{s: share / len(made) for s in made}}
-    return DigitUtterances([*fsdd, *voices], n, seed, cfg, weights)
+    return DigitUtterances([*fsdd, *voices], n, seed, cfg, weights, mix)
 
 
 def examples(utterances, features: FeatureConfig, what: str = "utterances", *, bars: bool | None = None,

@@ -98,3 +98,21 @@ def test_speakers_drawn_by_weight(recs):
                        ({"alice": 0, "bob": 0, "carol": 0}, "not all 0")):
         with pytest.raises(ValueError, match=words):
             DigitUtterances(pool, 3, seed=0, weights=bad)
+
+
+def test_mixed_speakers_change_only_the_voices(recs):
+    pool = pools(recs)["train"]
+    plain = DigitUtterances(pool, 200, seed=5)
+    assert [u.sources for u in DigitUtterances(pool, 200, seed=5, mix=0.0)] == [u.sources for u in plain]
+    mixed = DigitUtterances(pool, 200, seed=5, mix=1.0)
+    voices = [{src.split("_")[1] for src in u.sources} for u in mixed]
+    several = [len(v) > 1 for u, v in zip(mixed, voices, strict=True) if len(u.digits) >= 4]
+    assert sum(several) / len(several) > 0.8  # 4+ digits from 3 speakers drawn anew: one voice in 27^-1 or less
+    for u in mixed:  # still each digit from a recording of that digit
+        assert [int(src[0]) for src in u.sources] == list(u.digits)
+    half = DigitUtterances(pool, 400, seed=5, mix=0.5)
+    other = sum(src.split("_")[1] != u.speaker for u in half for src in u.sources)
+    total = sum(len(u.digits) for u in half)
+    assert 0.25 < other / total < 0.42, other / total  # drawn anew half the time, another speaker 2/3 of those
+    with pytest.raises(ValueError, match="`mix` must be a number in \\[0, 1\\]"):
+        DigitUtterances(pool, 3, seed=0, mix=1.5)

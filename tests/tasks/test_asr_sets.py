@@ -60,3 +60,15 @@ def test_the_unheard_voices_need_no_fsdd(meta):
     assert len(tts) == 30 and {u.speaker for u in tts} <= {f"unheard{i:02d}" for i in range(asr_sets.EVAL_VOICES)}
     assert len({u.speaker for u in tts}) > 5
     assert asr_sets.title(meta, "tts") == f"synthetic voices never heard ({asr_sets.EVAL_VOICES} voices)"
+
+
+def test_mixed_speakers_reach_the_training_set_only(meta):
+    meta, root = meta
+    meta = {**meta, "tts": None, "mix_speakers": 1.0}
+    sets = asr_sets.make_sets(meta, ("train", "dev", "recordings"), root=root, bars=False)
+    voices = [{src.split("_")[1] for src in u.sources} for u in sets["train"]]
+    assert sum(len(v) > 1 for v in voices) > 0.5 * len(voices)  # two speakers: most utterances mix them
+    for name in ("dev", "recordings"):  # one voice per utterance, as before
+        assert all(len({src.split("_")[1] for src in u.sources}) == 1 for u in sets[name])
+    plain = asr_sets.make_sets({**meta, "mix_speakers": 0.0}, ("dev",), root=root, bars=False)["dev"]
+    assert [u.sources for u in plain] == [u.sources for u in sets["dev"]]

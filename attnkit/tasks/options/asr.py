@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...data.features import FeatureConfig
 from ...models.configs.asr import STREAMING_WINDOW, AsrConfig
-from ...nn.limits import ints
+from ...nn.limits import floats, ints
 from . import add_config_args, add_data_args, add_window_arg
 from .augment import AugmentConfig
 from .voices import TITLE as VOICES_TITLE
@@ -38,6 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--holdout-speaker", default=None, metavar="NAME",
                    help="train on the other speakers and test on this one too (default: none, all six speakers "
                         "train; the test set is their held-out recordings)")
+    p.add_argument("--mix-speakers", type=floats(0, 1), default=0.0, metavar="P",
+                   help="each digit of a training utterance said by another speaker, drawn anew, with probability P "
+                        "(dev and test utterances keep one speaker each): the digits around one then do not tell whose "
+                        "voice it is (0: one speaker per utterance)")
     p.add_argument("--dev-speaker", default=None, metavar="NAME",
                    help="keep this speaker out of training too and score the run on it at the end (and with "
                         "evaluate --data dev-speaker): a voice to choose settings on that is not the test speaker's "
