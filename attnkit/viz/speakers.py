@@ -49,9 +49,11 @@ def speakers_figure(numbers: dict, path: str | os.PathLike, *, seeds: int = 1, n
         ax.grid(True, axis="y", color="#eee")
         ax.set_axisbelow(True)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7.5)
-        ax.set_title("a voice never heard: leave one speaker out")
-        fig.suptitle((f"mean of {seeds} seeds, whiskers: one standard deviation" if seeds > 1 else "one seed")
-                     + (f"; {note}" if note else ""), fontsize=9)
+        # two texts, each cut on its own to the figure's width (save_figure): the seeds, then the command
+        ax.set_title("a voice never heard: leave one speaker out"
+                     + (f" (mean of {seeds} seeds, whiskers: ±1 sd)" if seeds > 1 else " (one seed)"), fontsize=10)
+        if note:
+            fig.suptitle(note, fontsize=9)
         out = save_figure(fig, path)
         plt.close(fig)
     return out
