@@ -155,7 +155,7 @@ def check_meta(folder: Path, meta: dict, n_mels: int) -> None:
     for key, rng, default in (("decoding.beam", ints(1, 256), 5), ("decoding.ctc_weight", floats(0, 1), 0.3),
                               ("max_seconds", floats(0.1, 3600), PIECE_SECONDS), ("level_db", LEVEL_DB, None),
                               *((f"utterances.{k}", ints(1, 10**7), 1) for k in ("train", "dev", "test")),
-                              ("train_seed", SEED, 0)):
+                              ("train_seed", SEED, 0), ("mix_speakers", floats(0, 1), 0.0)):
         where = meta
         for part in key.split(".")[:-1]:
             where = where.get(part, {})

@@ -15,8 +15,9 @@ from .figure import pyplot, save_figure
 
 __all__ = ["speakers_figure"]
 
-DECODINGS = (("speaker_ctc", "recordings_ctc", "CTC one pass"), ("speaker_joint", "recordings_joint",
-                                                                 "beam 5 + CTC 0.5"))
+# (speaker-held-out metric, recordings-held-out metric, label, the recordings' marker)
+DECODINGS = (("speaker_ctc", "recordings_ctc", "CTC one pass", "o"),
+             ("speaker_joint", "recordings_joint", "beam 5 + CTC 0.5", "s"))
 
 
 def speakers_figure(numbers: dict, path: str | os.PathLike, *, seeds: int = 1, note: str = "") -> Path:
@@ -31,13 +32,13 @@ def speakers_figure(numbers: dict, path: str | os.PathLike, *, seeds: int = 1, n
     with plt.rc_context(FONT):
         fig, ax = plt.subplots(figsize=(7.6, 4.8), layout="constrained")
         width = 0.38
-        for i, (held, known, label) in enumerate(DECODINGS):
+        for i, (held, known, label, marker) in enumerate(DECODINGS):
             at = x + (i - 0.5) * width
             mean = [100 * (folds[s][held]["mean"] or 0) for s in names]
             std = [100 * (folds[s][held]["std"] or 0) for s in names]
             ax.bar(at, mean, width, yerr=std if seeds > 1 else None, capsize=3, color=f"C{i}",
                    label=f"{label}: speaker held out")
-            ax.plot(at, [100 * (folds[s][known]["mean"] or 0) for s in names], "os"[i], ms=6, mfc="white",
+            ax.plot(at, [100 * (folds[s][known]["mean"] or 0) for s in names], marker, ms=6, mfc="white",
                     mec="black", mew=1.2, label=f"{label}: recordings held out (known voices)")
             if numbers.get("mean", {}).get(held) is not None:
                 ax.axhline(100 * numbers["mean"][held], color=f"C{i}", ls="--", lw=1,

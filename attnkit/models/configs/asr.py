@@ -15,14 +15,15 @@ SUBSAMPLES = (4, 8)  # frames per encoder step: two or three convolutions of str
 STREAMING_WINDOW = (16, 0)  # a streaming model's window unless one is given: no right context
 
 
+WIDTH = dict(d_model=96, num_heads=4, d_ff=384, dropout=0.1, activation="gelu", norm_first=True)  # both stacks'
+
+
 def _encoder() -> TransformerConfig:
-    return TransformerConfig(d_model=96, num_heads=4, d_ff=384, num_encoder_layers=6, num_decoder_layers=0,
-                             dropout=0.1, activation="gelu", norm_first=True, positional="rope", max_len=1 << 16)
+    return TransformerConfig(**WIDTH, num_encoder_layers=6, num_decoder_layers=0, positional="rope", max_len=1 << 16)
 
 
 def _decoder() -> TransformerConfig:
-    return TransformerConfig(d_model=96, num_heads=4, d_ff=384, num_encoder_layers=0, num_decoder_layers=2,
-                             dropout=0.1, activation="gelu", norm_first=True, positional="sinusoidal", max_len=256)
+    return TransformerConfig(**WIDTH, num_encoder_layers=0, num_decoder_layers=2, positional="sinusoidal", max_len=256)
 
 
 @dataclass(frozen=True)

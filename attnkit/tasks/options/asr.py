@@ -18,12 +18,11 @@ from .voices import VoicesConfig
 NAME = "asr"
 HELP = ("speech recognition of connected spoken digits (FSDD): convolutions, truncated self-attention encoder, "
         "autoregressive decoder and CTC head")
-ENCODER_DEFAULTS = dict(d_model=96, num_heads=4, d_ff=384, num_encoder_layers=6, dropout=0.1, attention_dropout=0.0,
-                        activation="gelu", norm_first=True)
 TRAIN_DEFAULTS = dict(epochs=3, batch_size=32, lr=1.5e-3, warmup_steps=500, weight_decay=0.01, schedule="cosine",
                       label_smoothing=0.1, eval_every=500, eval_batch_size=64, keep=1, log_every=50)
 ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
                   "activation", "norm_first")
+ENCODER_DEFAULTS = {f: getattr(AsrConfig().encoder, f) for f in ENCODER_FIELDS}  # the model config's, not a copy
 ENCODER_NOTE = "the encoder's stack; the decoder has the same width (--num-decoder-layers sets its depth)"
 EVALUATION_DATA = ("asr: test (both test sets the run has), recordings, speaker, dev, dev-speaker, tts (synthetic "
                    "voices never heard; needs eSpeak NG), or a TSV of WAV path and transcript (default: test); digit "
