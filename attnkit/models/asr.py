@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import masks
+from ..functional.gradient import grad_reverse
 from ..nn import Decoder, Encoder, LayerCache
 from ..nn.positional import Sinusoidal
 from .asr_frontend import Frontend, out_lengths
@@ -110,6 +111,8 @@ class AsrModel(nn.Module):
         self.ctc_norm = nn.LayerNorm(d, eps=config.encoder.layer_norm_eps, **fk) if early else None
         self.memory_position = Sinusoidal(d, 512, device=device, dtype=dtype)  # grows itself for longer inputs
         self.ctc_head = nn.Linear(d, NUM_CLASSES, **fk)
+        n = config.adversary_speakers  # which training speaker, per step (speaker-adversarial training only)
+        self.adversary = nn.Sequential(nn.Linear(d, d, **fk), nn.ReLU(), nn.Linear(d, n, **fk)) if n else None
         self.embed = nn.Embedding(NUM_TOKENS, d, padding_idx=PAD, **fk)
         nn.init.normal_(self.embed.weight, std=d ** -0.5)
         with torch.no_grad():
@@ -156,16 +159,23 @@ class AsrModel(nn.Module):
                       need_weights: bool = False, ctc_only: bool = False) -> Encoded:
         """frames (B, T, n_mels), lengths (B,) -> ``Encoded`` (memory, its mask, lengths, CTC log-probs).
         ``ctc_only``: the CTC head's input only (the first ``ctc_layers`` layers; memory None)."""
+        return self._encode(frames, lengths, backend=backend, need_weights=need_weights, ctc_only=ctc_only)[0]
+
+    def _encode(self, frames: Tensor, lengths: Tensor, *, backend: str | None = None, need_weights: bool = False,
+                ctc_only: bool = False) -> tuple[Encoded, Tensor]:
+        """``encode_frames``, and what the CTC head read (B, T', d)."""
         h, steps = self.front(frames, lengths)
         mask, k = self.encoder_mask(steps), self.config.ctc_layers
         if self.ctc_norm is None:  # the CTC head on the encoder's output
             out = self.encoder(h, mask, backend=backend, need_weights=need_weights).last_hidden_state
-            return self.encoded(out, steps, self.ctc_head(out))
+            return self.encoded(out, steps, self.ctc_head(out)), out
         if ctc_only:
             below = self.encoder(h, mask, backend=backend, need_weights=need_weights, num_layers=k).last_hidden_state
-            return self.encoded(None, steps, self.ctc_head(self.ctc_input(below)))
+            below = self.ctc_input(below)
+            return self.encoded(None, steps, self.ctc_head(below)), below
         res = self.encoder(h, mask, backend=backend, need_weights=need_weights, output_hidden_states=True)
-        return self.encoded(res.last_hidden_state, steps, self.ctc_head(self.ctc_input(res.hidden_states[k])))
+        below = self.ctc_input(res.hidden_states[k])
+        return self.encoded(res.last_hidden_state, steps, self.ctc_head(below)), below
 
     # -- the decoding protocol -----------------------------------------------------------------------
     def encode(self, frames: Tensor, lengths: Tensor) -> Tensor:
@@ -193,10 +203,18 @@ class AsrModel(nn.Module):
     reorder_cache = staticmethod(Seq2SeqModel.reorder_cache)
 
     # -- training --------------------------------------------------------------------------------
-    def forward(self, frames: Tensor, lengths: Tensor, decoder_input: Tensor, *, positions: Tensor | None = None
-                ) -> tuple[Tensor, Encoded]:
-        """Teacher forcing: decoder logits (B, t, V) (or (N, V) at ``positions`` (B, t) bool) and the
-        ``Encoded`` (its CTC log-probabilities for the CTC loss)."""
-        enc = self.encode_frames(frames, lengths)
+    def forward(self, frames: Tensor, lengths: Tensor, decoder_input: Tensor, *, positions: Tensor | None = None,
+                adversary_scale: float = 0.0) -> tuple[Tensor, Encoded, Tensor | None]:
+        """Teacher forcing: decoder logits (B, t, V) (or (N, V) at ``positions`` (B, t) bool), the ``Encoded`` (its
+        CTC log-probabilities for the CTC loss) and, with ``adversary_scale`` > 0 and an adversary, its logits over
+        the training speakers at every step (B, T', speakers), read through a gradient reversal of that scale
+        (else None)."""
+        enc, ctc_input = self._encode(frames, lengths)
         hidden = self.decode(decoder_input, enc.memory, enc.mask).last_hidden_state
-        return self.logits(hidden if positions is None else hidden[positions]), enc
+        logits = self.logits(hidden if positions is None else hidden[positions])
+        speakers = None
+        if adversary_scale > 0:
+            if self.adversary is None:
+                raise ValueError("AsrModel: `adversary_scale` > 0 needs a model with `adversary_speakers` > 0")
+            speakers = self.adversary(grad_reverse(ctc_input, adversary_scale))
+        return logits, enc, speakers

@@ -14,6 +14,7 @@ beam + CTC; ``finish`` writes them to ``RUN/scores.json``. The run loads as a ``
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from . import asr_sets, options
 from .asr_augment import Augmenter, waveform_examples
 from .asr_stream import latency_lines
 from .options import window_of
-from .options.asr import NAME
+from .options.asr import ADVERSARY_SCALE, NAME
 from .options.augment import AugmentConfig
 from .options.voices import SHARE, VOICES, VoicesConfig
 from .transcriber import PIECE_SECONDS, Transcriber, lines_of, score_lines, score_set
@@ -51,38 +52,47 @@ def _encoder_configs(args, encoder: TransformerConfig) -> tuple[TransformerConfi
     return enc, dec
 
 
-def config_from_args(args, encoder: TransformerConfig) -> AsrConfig:
+def config_from_args(args, encoder: TransformerConfig, speakers: int = 0) -> AsrConfig:
+    """The model the options ask for; ``speakers``: the training speakers its adversary tells apart (0: none)."""
     enc, dec = _encoder_configs(args, encoder)
     window = window_of(args, AsrConfig, streaming=STREAMING_WINDOW)
     return AsrConfig(n_mels=args.n_mels, window=window, streaming=args.streaming, subsample=args.subsample,
                      kernel=args.kernel, frontend=args.frontend, channels=args.channels, ctc_weight=args.ctc_weight,
-                     ctc_layer=args.ctc_layer, encoder=enc, decoder=dec)
+                     ctc_layer=args.ctc_layer, adversary_speakers=speakers, encoder=enc, decoder=dec)
 
 
 def collate(examples):
-    """[(frames (T_i, F), tokens (t_i,))] -> frames (B, T, F), lengths (B,), decoder input (B, t-1),
-    labels (B, t-1) (IGNORE after END), CTC targets (sum of digits,) and their lengths (B,)."""
+    """[(frames (T_i, F), tokens (t_i,)[, speaker])] -> frames (B, T, F), lengths (B,), decoder input (B, t-1),
+    labels (B, t-1) (IGNORE after END), CTC targets (sum of digits,), their lengths (B,) and each utterance's
+    training speaker (B,) (None for examples without one: dev, test, runs without an adversary)."""
     lengths = torch.tensor([e[0].shape[0] for e in examples])
     frames = torch.nn.utils.rnn.pad_sequence([e[0] for e in examples], batch_first=True)
     tokens = torch.nn.utils.rnn.pad_sequence([e[1] for e in examples], batch_first=True, padding_value=0)
     labels = tokens[:, 1:].masked_fill(tokens[:, 1:] == 0, IGNORE)
     digits = [e[1][1:-1] - 2 for e in examples]  # tokens 3.. -> CTC classes 1..
-    return frames, lengths, tokens[:, :-1], labels, torch.cat(digits), torch.tensor([len(d) for d in digits])
+    speakers = torch.tensor([e[2] for e in examples]) if len(examples[0]) > 2 else None
+    return (frames, lengths, tokens[:, :-1], labels, torch.cat(digits), torch.tensor([len(d) for d in digits]),
+            speakers)
 
 
-def forward(model, batch):
-    """The training pass: the decoder's logits at the scored positions, their labels and the CTC loss (weighted).
-    Augmentation happened before, in ``Augmenter`` (``Task.augment``)."""
-    frames, lengths, dec_in, labels, targets, target_lengths = batch
+def forward(model, batch, adversary: float = 0.0):
+    """The training pass: the decoder's logits at the scored positions, their labels, the CTC loss (weighted) and
+    with ``adversary`` > 0 the speaker adversary's cross-entropy over every step (its gradient reversed into the
+    encoder, times ``adversary``). Augmentation happened before, in ``Augmenter`` (``Task.augment``)."""
+    frames, lengths, dec_in, labels, targets, target_lengths, speakers = batch
     core = model.module if hasattr(model, "module") else model
     keep = labels != IGNORE
-    logits, enc = model(frames, lengths, dec_in, positions=keep)
+    scale = adversary if speakers is not None else 0.0  # dev batches: no speaker, no adversary
+    logits, enc, who = model(frames, lengths, dec_in, positions=keep, adversary_scale=scale)
     w = core.config.ctc_weight
     extra = []
     if w > 0:
         ctc = F.ctc_loss(enc.ctc_log_probs.transpose(0, 1), targets, enc.lengths, target_lengths, blank=0,
                          reduction="mean", zero_infinity=True)
         extra = [ctc * (w / (1 - w))]  # the engine's loss is the cross-entropy: (1-w) CE + w CTC, scaled
+    if who is not None:  # (B, T', S): each real step labelled with its utterance's speaker
+        steps = enc.mask.bool()
+        extra.append(F.cross_entropy(who[steps].float(), speakers.repeat_interleave(steps.sum(1))))
     return (logits, labels[keep], *extra)
 
 
@@ -102,10 +112,11 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     if not 0 <= args.ctc_weight < 1:
         raise ValueError(f"train asr: --ctc-weight must be in [0, 1) (the decoder needs some weight), "
                          f"got {args.ctc_weight}")
+    if args.speaker_adversarial > 0 and args.mix_speakers > 0:
+        raise ValueError("train asr: --speaker-adversarial needs one speaker per utterance; drop --mix-speakers")
     if args.dev_speaker is not None and args.dev_speaker == args.holdout_speaker:
         raise ValueError(f"train asr: --dev-speaker must differ from --holdout-speaker (settings are never chosen on "
                          f"the test speaker), got {args.dev_speaker!r} for both")
-    cfg = config_from_args(args, encoder)
     augment, voices = _config(AugmentConfig, args), _config(VoicesConfig, args)
     features = feature_config(args)
     try:
@@ -115,20 +126,26 @@ def build(args: argparse.Namespace, encoder: TransformerConfig, seed: int = 0) -
     bars, audio = getattr(args, "progress", None), asr_sets.TrainingAudio(features.sample_rate)
     sets = asr_sets.make_sets(meta, ("train", "dev", *asr_sets.test_names(meta)), path=args.data,
                               download=args.download, root=args.data_dir, bars=bars)
+    speakers = sets["train"].speakers if args.speaker_adversarial > 0 else None  # the adversary's classes
     if augment.waveform:  # the samples are kept and the features made per batch
-        train, lengths, mean, std = waveform_examples(sets["train"], features, "train", bars=bars, watch=audio)
+        train, lengths, mean, std = waveform_examples(sets["train"], features, "train", bars=bars, watch=audio,
+                                                      speakers=speakers)
     else:
-        train = asr_sets.examples(sets["train"], features, "train", bars=bars, watch=audio)
+        train = asr_sets.examples(sets["train"], features, "train", bars=bars, watch=audio, speakers=speakers)
         lengths, (mean, std) = [e[0].shape[0] for e in train], _normalisation(train)
     dev, test = (asr_sets.examples(sets[name], features, name, bars=bars) for name in ("dev", "recordings"))
     meta.update(audio.meta())
+    cfg = config_from_args(args, encoder, len(speakers or ()))
+    if speakers:
+        meta["adversary"] = {"scale": float(args.speaker_adversarial), "speakers": list(speakers)}
     torch.manual_seed(seed)
     model = AsrModel(cfg)
     model.feature_mean.copy_(mean)
     model.feature_std.copy_(std)
     meta = {"model": cfg.to_dict(), **meta, "decoding": {"beam": 5, "ctc_weight": 0.5}, "augment": augment.to_dict()}
     hook = Augmenter(augment, features, seed, mean, std) if augment.any else None
-    return Task(NAME, model, train, collate, forward, dev=dev, test=test, meta=meta, lengths=lengths, augment=hook)
+    step = functools.partial(forward, adversary=float(args.speaker_adversarial)) if speakers else forward
+    return Task(NAME, model, train, collate, step, dev=dev, test=test, meta=meta, lengths=lengths, augment=hook)
 
 
 def _config(cls, args: argparse.Namespace):
@@ -170,6 +187,22 @@ def check_meta(folder: Path, meta: dict, n_mels: int) -> None:
         if not isinstance(meta.get(key), (str, type(None))):
             raise CheckpointError(f"checkpoint: {source}: `{key}` must be a name or null, got {meta.get(key)!r:.80}")
     _check_tts(source, meta.get("tts"))
+    _check_adversary(source, meta.get("adversary"))
+
+
+def _check_adversary(source: Path, adversary) -> None:
+    """``meta["adversary"]`` (runs trained with ``--speaker-adversarial``): its scale and the speakers' names."""
+    if adversary is None:
+        return
+    if not isinstance(adversary, dict):
+        raise CheckpointError(f"checkpoint: {source}: `adversary` must be a JSON object, got "
+                              f"{type(adversary).__name__}")
+    if not ADVERSARY_SCALE.contains(adversary.get("scale")):
+        raise CheckpointError(f"checkpoint: {source}: `adversary.scale` must be {ADVERSARY_SCALE.text()}, got "
+                              f"{adversary.get('scale')!r:.80}")
+    names = adversary.get("speakers")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise CheckpointError(f"checkpoint: {source}: `adversary.speakers` must be a list of names, got {names!r:.80}")
 
 
 def _check_tts(source: Path, tts) -> None:

@@ -26,6 +26,7 @@ from ..data.augment import SPEED_FACTORS, add_noise, coloured_noise, reverberate
 from ..models.asr import BOS, EOS, digit_tokens
 from ..models.speech import spec_augment, warp_frequency
 from ..train.progress import ticker
+from .asr_sets import speaker_index
 from .options.augment import AugmentConfig
 
 __all__ = ["AugmentConfig", "Augmenter", "waveform_examples", "utterance_rng", "PCM_SCALE"]
@@ -50,15 +51,16 @@ class Augmenter:
     def __init__(self, config: AugmentConfig, features: FeatureConfig, seed: int, mean: Tensor, std: Tensor):
         self.config, self.features, self.seed, self.mean, self.std = config, features, int(seed), mean, std
 
-    def __call__(self, examples: list, indices: list[int], epoch: int) -> list[tuple[Tensor, Tensor]]:
+    def __call__(self, examples: list, indices: list[int], epoch: int) -> list[tuple]:
         return [self.one(e, i, epoch) for e, i in zip(examples, indices)]
 
-    def one(self, example, index: int, epoch: int) -> tuple[Tensor, Tensor]:
-        x, tokens = example
+    def one(self, example, index: int, epoch: int) -> tuple:
+        """(x, tokens[, speaker]) -> (frames changed, tokens[, speaker])."""
+        x, tokens, *rest = example
         rng = lambda k: utterance_rng(self.seed, epoch, index, k)  # noqa: E731
         if isinstance(x, np.ndarray):  # 16-bit samples (waveform_examples): changed, then their features made
             x = log_mel(self.waveform(x.astype(np.float32) / PCM_SCALE, rng), self.features)
-        return self.spectral(x, rng), tokens
+        return self.spectral(x, rng), tokens, *rest
 
     def waveform(self, x: np.ndarray, rng) -> np.ndarray:
         """Samples (S,) -> speed perturbed, reverberated, noisy, each as the config asks."""
@@ -93,10 +95,10 @@ class Augmenter:
 
 
 def waveform_examples(utterances, features: FeatureConfig, what: str = "utterances", *, bars: bool | None = None,
-                      watch=None) -> tuple[list[tuple[np.ndarray, Tensor]], list[int], Tensor, Tensor]:
+                      watch=None, speakers: list[str] | None = None) -> tuple[list[tuple], list[int], Tensor, Tensor]:
     """Training examples that keep their samples: ([(int16 samples (S,), tokens)], frames of each, and the mean and
     standard deviation of every mel bin over the unchanged utterances' frames (n_mels,) each); ``watch(utterance)``
-    sees each one."""
+    sees each one; with ``speakers``, each example ends with its speaker's index among them."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # short transforms only lose time handing work between threads
     tick = ticker(f"prepare {what}", len(utterances), "utterances", bars=bars)
@@ -110,7 +112,7 @@ def waveform_examples(utterances, features: FeatureConfig, what: str = "utteranc
             squares += f.square().sum(0)
             count += f.shape[0]
             pcm = np.round(np.clip(u.samples, -1.0, 1.0) * PCM_SCALE).astype(np.int16)
-            out.append((pcm, torch.tensor([BOS, *digit_tokens(u.digits), EOS])))
+            out.append((pcm, torch.tensor([BOS, *digit_tokens(u.digits), EOS]), *speaker_index(u, speakers)))
             lengths.append(f.shape[0])
             if watch is not None:
                 watch(u)

@@ -123,17 +123,19 @@ def with_voices(fsdd, tts: dict, n: int, seed: int, cfg: DigitsConfig, bars: boo
 
 
 def examples(utterances, features: FeatureConfig, what: str = "utterances", *, bars: bool | None = None,
-             watch=None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+             watch=None, speakers: list[str] | None = None) -> list[tuple]:
     """[(log-mel frames (T, n_mels), tokens BOS + digits + END)] of every utterance (on one thread: short
     transforms only lose time handing work between threads), with a bar or plain lines (``bars``) saying how
-    far ``prepare WHAT`` is; ``watch(utterance)`` sees each one (``TrainingAudio``)."""
+    far ``prepare WHAT`` is; ``watch(utterance)`` sees each one (``TrainingAudio``); with ``speakers``, each
+    example ends with its speaker's index among them (``speaker_index``)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     tick = ticker(f"prepare {what}", len(utterances), "utterances", bars=bars)
     out = []
     try:
         for u in utterances:
-            out.append((log_mel(u.samples, features), torch.tensor([BOS, *digit_tokens(u.digits), EOS])))
+            out.append((log_mel(u.samples, features), torch.tensor([BOS, *digit_tokens(u.digits), EOS]),
+                        *speaker_index(u, speakers)))
             if watch is not None:
                 watch(u)
             tick.update()
@@ -141,6 +143,15 @@ def examples(utterances, features: FeatureConfig, what: str = "utterances", *, b
     finally:
         tick.close()
         torch.set_num_threads(threads)
+
+
+def speaker_index(u, speakers: list[str] | None) -> tuple[int, ...]:
+    """(index of utterance u's speaker in ``speakers``,), or () without ``speakers``."""
+    if speakers is None:
+        return ()
+    if u.speaker not in speakers:
+        raise ValueError(f"asr: utterance of speaker {u.speaker!r}, who is not among the training speakers {speakers}")
+    return (speakers.index(u.speaker),)
 
 
 class TrainingAudio:

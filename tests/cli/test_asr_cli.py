@@ -103,6 +103,27 @@ def test_a_dev_speaker_is_kept_out_of_training_and_scored_at_the_end(tmp_path, c
     assert main(["train", "asr", "--data-dir", str(root), "--dev-speaker", "dave", "--out", str(root / "dave"),
                  *TINY]) == 1
     assert "unknown speaker 'dave'" in capsys.readouterr().err
+    assert main(["train", "asr", "--data-dir", str(root), "--speaker-adversarial", "1", "--mix-speakers", "0.5",
+                 "--out", str(root / "mixed"), *TINY]) == 1
+    err = capsys.readouterr().err
+    assert "--speaker-adversarial needs one speaker per utterance; drop --mix-speakers" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_speaker_adversarial_run_trains_loads_and_scores(tmp_path, capsys):
+    root = tmp_path
+    write_set(root / "fsdd" / "recordings", speakers=("alice", "bob", "carol"), digits=range(10), indices=range(11))
+    out = root / "run"
+    assert main(["train", "asr", "--data-dir", str(root), "--holdout-speaker", "bob", "--speaker-adversarial", "0.5",
+                 "--out", str(out), *TINY]) == 0
+    meta = json.loads((out / "ckpt-00000002" / "meta.json").read_text())
+    assert meta["adversary"] == {"scale": 0.5, "speakers": ["alice", "carol"]}
+    assert meta["model"]["adversary_speakers"] == 2
+    capsys.readouterr()
+    assert main(["evaluate", str(out), "--data-dir", str(root), "--data", "speaker", "--beam", "1"]) == 0
+    assert "speaker held out (bob): 3 utterances" in capsys.readouterr().out
+    model = attnkit.load_pretrained(out).model
+    assert model.adversary[-1].out_features == 2
 
 
 @needs_espeak
@@ -287,6 +308,9 @@ def test_a_speech_runs_features_are_bounded_in_one_line_naming_file_and_key(run,
     ("tts", {"voices": 0, "share": 0.5, "takes": 10}, "`tts.voices` must be an integer in [1, 1000], got 0"),
     ("tts", {"voices": 2, "share": 2.0, "takes": 10}, "`tts.share` must be a number in (0, 1], got 2.0"),
     ("tts", {"voices": 2, "share": 0.5}, "`tts.takes` must be an integer in [1, 1000], got None"),
+    ("adversary", 1, "`adversary` must be a JSON object, got int"),
+    ("adversary", {"scale": -1, "speakers": ["a"]}, "`adversary.scale` must be a number in [0, 100], got -1"),
+    ("adversary", {"scale": 1, "speakers": []}, "`adversary.speakers` must be a list of names, got []"),
 ])
 def test_a_speech_runs_other_settings_are_bounded_too(run, tmp_path, capsys, key, value, words):
     other = edited_copy(run[1], tmp_path, lambda meta: meta.update({key: value}))

@@ -102,7 +102,8 @@ def test_decode_step_with_and_without_cache_equals_teacher_forcing():
         torch.testing.assert_close(step.logits, full[:, t], atol=1e-5, rtol=1e-5)
         uncached = m.decode_step(tokens[:, :t + 1], enc.memory, enc.mask, use_cache=False)
         torch.testing.assert_close(uncached.logits, full[:, t], atol=1e-5, rtol=1e-5)
-    logits, _ = m(x, lengths, tokens)
+    logits, _, who = m(x, lengths, tokens)
+    assert who is None  # no adversary asked for
     torch.testing.assert_close(logits, full)
     moved = m.reorder_cache(cache, torch.tensor([2, 2, 0, 1]))
     assert torch.equal(moved[0].self_kv.k[0], cache[0].self_kv.k[2])
@@ -183,3 +184,35 @@ def test_config_is_checked():
         AsrConfig.from_dict({**cfg.to_dict(), "colour": 1})
     with pytest.raises(ValueError, match="`frames` must have shape \\(B, T, 8\\)"):
         tiny_asr().encode_frames(torch.zeros(2, 10, 5), torch.tensor([10, 10]))
+
+
+def test_the_speaker_adversary_reads_the_ctc_input_through_a_reversed_gradient():
+    m = tiny_asr(adversary_speakers=3, ctc_layer=1).train()
+    x, lengths = frames(2)
+    tokens = torch.tensor([[BOS, 5, 7]] * 2)
+    _, enc, who = m(x, lengths, tokens, adversary_scale=0.5)
+    assert who.shape == (2, enc.mask.shape[1], 3)
+    # the head reads layer 1's normalised output, the CTC head's input: the same logits from it directly
+    below = m.encoder(m.features(x, lengths), m.encoder_mask(enc.lengths), num_layers=1).last_hidden_state
+    torch.testing.assert_close(who, m.adversary(m.ctc_input(below)))
+    # the encoder's gradient from the adversary's loss is -0.5 times that of the same head without the reversal
+    labels = torch.tensor([0, 2]).repeat_interleave(enc.lengths)
+    steps = enc.mask.bool()
+    params = list(m.frontend.parameters())
+    loss = torch.nn.functional.cross_entropy(who[steps], labels)
+    reversed_ = torch.autograd.grad(loss, params, retain_graph=True)
+    plain = torch.autograd.grad(torch.nn.functional.cross_entropy(m.adversary(m.ctc_input(below))[steps], labels),
+                                params)
+    for r, p in zip(reversed_, plain, strict=True):
+        torch.testing.assert_close(r, -0.5 * p)
+    # the head itself learns to tell them apart: its gradient is not reversed
+    head = torch.autograd.grad(loss, list(m.adversary.parameters()))
+    assert all(g.abs().sum() > 0 for g in head)
+
+
+def test_an_adversary_scale_without_an_adversary_is_refused():
+    m = tiny_asr()
+    assert m.adversary is None
+    x, lengths = frames(1)
+    with pytest.raises(ValueError, match="`adversary_scale` > 0 needs a model with `adversary_speakers` > 0"):
+        m(x, lengths, torch.tensor([[BOS, 5]]), adversary_scale=1.0)

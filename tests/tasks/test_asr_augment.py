@@ -127,16 +127,20 @@ def tiny_task(root, out, extra=()):
     return asr.build(args, config_from_args(TransformerConfig, args), seed=0), config_from_args(TrainConfig, args)
 
 
-def test_a_resumed_run_with_every_augmentation_equals_an_uninterrupted_one(data, tmp_path):
+@pytest.mark.parametrize("extra", [(), ("--speaker-adversarial", "0.5")], ids=["augmentation", "and-adversary"])
+def test_a_resumed_run_with_every_augmentation_equals_an_uninterrupted_one(data, tmp_path, extra):
     root, _ = data
-    full, cfg = tiny_task(root, tmp_path / "full")
+    full, cfg = tiny_task(root, tmp_path / "full", extra)
     assert isinstance(full.train[0][0], np.ndarray) and full.meta["augment"]["speed_perturb"] is True
+    if extra:  # each training example names its speaker; the model has the adversary, the meta its speakers
+        assert {e[2] for e in full.train} == {0, 1, 2} and full.model.adversary is not None
+        assert full.meta["adversary"] == {"scale": 0.5, "speakers": ["alice", "bob", "carol"]}
     Trainer(full, cfg).fit(tmp_path / "full")
-    part, _ = tiny_task(root, tmp_path / "part")
+    part, _ = tiny_task(root, tmp_path / "part", extra)
     res = Trainer(part, cfg, on_step=lambda t, step, rec: step == 4 and t.request_stop()).fit(tmp_path / "part")
     assert res["interrupted"] and res["step"] == 4
     torch.manual_seed(123)  # the global generator is not where the augmentation draws from
-    resumed, _ = tiny_task(root, tmp_path / "part")
+    resumed, _ = tiny_task(root, tmp_path / "part", extra)
     Trainer(resumed, cfg).fit(tmp_path / "part", resume=True)
     for k, v in full.model.state_dict().items():
         torch.testing.assert_close(resumed.model.state_dict()[k], v, rtol=0, atol=0)

@@ -53,6 +53,10 @@ class AsrConfig:
     ctc_weight: float = field(default=0.3, metadata={
         "help": "training loss = (1 - w) attention cross-entropy + w CTC (0 = no CTC head training, 1 = only CTC)",
         "range": floats(0, 1)})
+    adversary_speakers: int = field(default=0, metadata={
+        "help": "speaker-adversarial training: a head that tells this many training speakers apart from what the "
+                "CTC head reads, its gradient reversed into the encoder (0: none; train asr sets it)",
+        "range": ints(0, 100_000)})
     max_positions: int = field(default=256, metadata={"help": "most tokens the decoder writes (END included)",
                                                       "range": ints(2, 256)})
     encoder: TransformerConfig = field(default_factory=_encoder, metadata={"help": "the encoder's stack"})

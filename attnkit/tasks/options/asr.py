@@ -23,6 +23,7 @@ TRAIN_DEFAULTS = dict(epochs=3, batch_size=32, lr=1.5e-3, warmup_steps=500, weig
 ENCODER_FIELDS = ("d_model", "num_heads", "d_ff", "num_encoder_layers", "dropout", "attention_dropout",
                   "activation", "norm_first")
 ENCODER_DEFAULTS = {f: getattr(AsrConfig().encoder, f) for f in ENCODER_FIELDS}  # the model config's, not a copy
+ADVERSARY_SCALE = floats(0, 100)  # --speaker-adversarial
 ENCODER_NOTE = "the encoder's stack; the decoder has the same width (--num-decoder-layers sets its depth)"
 EVALUATION_DATA = ("asr: test (both test sets the run has), recordings, speaker, dev, dev-speaker, tts (synthetic "
                    "voices never heard; needs eSpeak NG), or a TSV of WAV path and transcript (default: test); digit "
@@ -41,6 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="each digit of a training utterance said by another speaker, drawn anew, with probability P "
                         "(dev and test utterances keep one speaker each): the digits around one then do not tell whose "
                         "voice it is (0: one speaker per utterance)")
+    p.add_argument("--speaker-adversarial", type=ADVERSARY_SCALE, default=0.0, metavar="SCALE",
+                   help="speaker-adversarial training: a head learns which training speaker says each step of what "
+                        "the CTC head reads, and its gradient, reversed and times SCALE, pushes the encoder to hide it "
+                        "(Ganin and Lempitsky 2015; not with --mix-speakers) (0: off)")
     p.add_argument("--dev-speaker", default=None, metavar="NAME",
                    help="keep this speaker out of training too and score the run on it at the end (and with "
                         "evaluate --data dev-speaker): a voice to choose settings on that is not the test speaker's "
