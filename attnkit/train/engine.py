@@ -8,8 +8,9 @@ How a task plugs in: build a ``Task`` with
 - ``collate(examples) -> batch``: tensors, in a dict / tuple / list (moved to the device for you);
 - ``forward(model, batch) -> (logits (N, C), targets (N,))``: the engine takes cross-entropy
   (with label smoothing) and counts accuracy; targets equal to ``IGNORE`` (-100) are skipped, which
-  covers padding, non-first subwords and unlabelled graph nodes. A third item, a scalar loss tensor,
-  is added to the training loss (e.g. the graph task's self-supervised edge loss); evaluation ignores it;
+  covers padding, non-first subwords and unlabelled graph nodes. Further items, scalar loss tensors,
+  are added to the training loss (e.g. the graph task's self-supervised edge loss; the speech task's CTC loss and
+  speaker adversary); evaluation ignores them;
 - ``meta``: a JSON-able dict (model config, vocabulary, label set) saved next to the weights;
 - ``lengths`` (optional): one size per train example; batches are then bucketed by length, and with
   ``TrainConfig.batch_tokens`` filled up to a token budget (padded size: examples x longest) instead
@@ -247,8 +248,8 @@ class Trainer:
         with autocast(self.device, cfg.bf16):
             logits, targets, *extra = task.forward(self.dmodel, batch)
         loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE, label_smoothing=cfg.label_smoothing)
-        if extra:
-            loss = loss + extra[0].float()
+        for term in extra:  # every further item a scalar loss, added
+            loss = loss + term.float()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.clip_norm > 0:

@@ -136,6 +136,9 @@ def test_a_resumed_run_with_every_augmentation_equals_an_uninterrupted_one(data,
         assert {e[2] for e in full.train} == {0, 1, 2} and full.model.adversary is not None
         assert full.meta["adversary"] == {"scale": 0.5, "speakers": ["alice", "bob", "carol"]}
     Trainer(full, cfg).fit(tmp_path / "full")
+    if extra:  # the adversary's loss reaches the training loss: its head learned (the engine adds every extra loss)
+        fresh = tiny_task(root, tmp_path / "fresh", extra)[0].model.adversary.state_dict()
+        assert all(not torch.equal(v, fresh[k]) for k, v in full.model.adversary.state_dict().items())
     part, _ = tiny_task(root, tmp_path / "part", extra)
     res = Trainer(part, cfg, on_step=lambda t, step, rec: step == 4 and t.request_stop()).fit(tmp_path / "part")
     assert res["interrupted"] and res["step"] == 4
