@@ -111,14 +111,16 @@ class AsrModel(nn.Module):
         self.ctc_norm = nn.LayerNorm(d, eps=config.encoder.layer_norm_eps, **fk) if early else None
         self.memory_position = Sinusoidal(d, 512, device=device, dtype=dtype)  # grows itself for longer inputs
         self.ctc_head = nn.Linear(d, NUM_CLASSES, **fk)
-        n = config.adversary_speakers  # which training speaker, per step (speaker-adversarial training only)
-        self.adversary = nn.Sequential(nn.Linear(d, d, **fk), nn.ReLU(), nn.Linear(d, n, **fk)) if n else None
         self.embed = nn.Embedding(NUM_TOKENS, d, padding_idx=PAD, **fk)
         nn.init.normal_(self.embed.weight, std=d ** -0.5)
         with torch.no_grad():
             self.embed.weight[PAD].zero_()
         self.decoder = Decoder(config.decoder, **fk)
         self.embed_scale = d ** 0.5
+        # which training speaker, per step (speaker-adversarial training only); made last, so that the other modules
+        # start from the same weights with it as without it
+        n = config.adversary_speakers
+        self.adversary = nn.Sequential(nn.Linear(d, d, **fk), nn.ReLU(), nn.Linear(d, n, **fk)) if n else None
 
     # -- encoder ---------------------------------------------------------------------------------
     @property

@@ -216,3 +216,9 @@ def test_an_adversary_scale_without_an_adversary_is_refused():
     x, lengths = frames(1)
     with pytest.raises(ValueError, match="`adversary_scale` > 0 needs a model with `adversary_speakers` > 0"):
         m(x, lengths, torch.tensor([[BOS, 5]]), adversary_scale=1.0)
+
+
+def test_the_adversary_leaves_the_other_modules_initial_weights_as_they_were():
+    plain, adversarial = (dict(tiny_asr(seed=3, **c).named_parameters()) for c in ({}, {"adversary_speakers": 4}))
+    assert set(adversarial) - set(plain) == {f"adversary.{i}.{p}" for i in (0, 2) for p in ("weight", "bias")}
+    assert all(torch.equal(v, adversarial[k]) for k, v in plain.items())
