@@ -8,9 +8,8 @@ How a task plugs in: build a ``Task`` with
 - ``collate(examples) -> batch``: tensors, in a dict / tuple / list (moved to the device for you);
 - ``forward(model, batch) -> (logits (N, C), targets (N,))``: the engine takes cross-entropy
   (with label smoothing) and counts accuracy; targets equal to ``IGNORE`` (-100) are skipped, which
-  covers padding, non-first subwords and unlabelled graph nodes. Further items, scalar loss tensors,
-  are added to the training loss (e.g. the graph task's self-supervised edge loss; the speech task's CTC loss and
-  speaker adversary); evaluation ignores them;
+  covers padding, non-first subwords and unlabelled graph nodes. Further items, scalar losses, are added to
+  the training loss (the graph task's edge loss; speech's CTC loss and speaker adversary); evaluation ignores them;
 - ``meta``: a JSON-able dict (model config, vocabulary, label set) saved next to the weights;
 - ``lengths`` (optional): one size per train example; batches are then bucketed by length, and with
   ``TrainConfig.batch_tokens`` filled up to a token budget (padded size: examples x longest) instead
