@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,12 +83,19 @@ def test_train_reports_both_test_sets_and_evaluate_scores_them(run, capsys):
     assert isinstance(meta["level_db"], float) and -80 < meta["level_db"] < 0  # the transcriber's target level
 
 
-def test_a_dev_speaker_is_kept_out_of_training_and_scored_at_the_end(tmp_path, capsys):
-    root = tmp_path
+def train_bob_held_out(root: Path, *options: str) -> Path:
+    """Trains a tiny run on generated recordings of alice, bob and carol with bob held out (and ``options``) in
+    ``root / "run"``; returns that folder."""
     write_set(root / "fsdd" / "recordings", speakers=("alice", "bob", "carol"), digits=range(10), indices=range(11))
     out = root / "run"
-    assert main(["train", "asr", "--data-dir", str(root), "--holdout-speaker", "bob", "--dev-speaker", "carol",
-                 "--out", str(out), *TINY]) == 0
+    assert main(["train", "asr", "--data-dir", str(root), "--holdout-speaker", "bob", *options, "--out", str(out),
+                 *TINY]) == 0
+    return out
+
+
+def test_a_dev_speaker_is_kept_out_of_training_and_scored_at_the_end(tmp_path, capsys):
+    root = tmp_path
+    out = train_bob_held_out(root, "--dev-speaker", "carol")
     text = capsys.readouterr().out
     assert "speaker held out (bob): 3 utterances" in text and "dev speaker held out (carol): 3 utterances" in text
     meta = json.loads((out / "ckpt-00000002" / "meta.json").read_text())
@@ -112,10 +120,7 @@ def test_a_dev_speaker_is_kept_out_of_training_and_scored_at_the_end(tmp_path, c
 
 def test_a_speaker_adversarial_run_trains_loads_and_scores(tmp_path, capsys):
     root = tmp_path
-    write_set(root / "fsdd" / "recordings", speakers=("alice", "bob", "carol"), digits=range(10), indices=range(11))
-    out = root / "run"
-    assert main(["train", "asr", "--data-dir", str(root), "--holdout-speaker", "bob", "--speaker-adversarial", "0.5",
-                 "--out", str(out), *TINY]) == 0
+    out = train_bob_held_out(root, "--speaker-adversarial", "0.5")
     meta = json.loads((out / "ckpt-00000002" / "meta.json").read_text())
     assert meta["adversary"] == {"scale": 0.5, "speakers": ["alice", "carol"]}
     assert meta["model"]["adversary_speakers"] == 2
