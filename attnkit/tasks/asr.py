@@ -91,8 +91,7 @@ def forward(model, batch, adversary: float = 0.0):
                          reduction="mean", zero_infinity=True)
         extra = [ctc * (w / (1 - w))]  # the engine's loss is the cross-entropy: (1-w) CE + w CTC, scaled
     if who is not None:  # (B, T', S): each real step labelled with its utterance's speaker
-        steps = enc.mask.bool()
-        extra.append(F.cross_entropy(who[steps].float(), speakers.repeat_interleave(steps.sum(1))))
+        extra.append(F.cross_entropy(who[enc.mask.bool()].float(), speakers.repeat_interleave(enc.lengths)))
     return (logits, labels[keep], *extra)
 
 
