@@ -56,6 +56,24 @@ def test_the_native_kernel_gives_the_reference(rows, k, n, one_thread):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()) if rows else 0)
 
 
+@pytest.mark.parametrize("rows", [1, 5, 70])
+def test_outliers_crowded_into_one_block_and_the_last_partial_one(rows, one_thread):
+    """All 8 outlier channels in two blocks of 16 (6 in the last, partial one, K = 70), a NaN in one of them: the
+    rows' ranges leave them out, their integers are 0, they come back in float32, and the NaN row alone is NaN."""
+    k = 70
+    lin = _linear(24, k, seed=rows)
+    layer = QuantLinear(lin, "gelu", path="native")
+    x = torch.randn(rows, k)
+    x[:, 64:70] += 30
+    x[:, 20:22] -= 25
+    x[-1, 66] = float("nan")
+    want = F.gelu(int8_linear_reference(x, lin, NATIVE_ACT_MAX))
+    got = layer.rows(x)
+    assert got[-1].isnan().all() and not got[:-1].isnan().any()
+    torch.testing.assert_close(got[:-1], want[:-1], rtol=1e-5, atol=1e-5 * float(want[:-1].abs().max()) if rows > 1
+                               else 0)
+
+
 @pytest.mark.parametrize("rows", [1, BLOCKED_ROWS, BLOCKED_ROWS + 1, 70])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_the_integer_sums_are_exact_at_the_extremes(rows, threads):

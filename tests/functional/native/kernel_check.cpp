@@ -121,16 +121,16 @@ int main() {
         blocked[(r / 4) * 4 * kp + (j / 64) * 256 + (r % 4) * 64 + j % 64] = q[r * kk + j];
         panels[(r / 16) * 16 * kp + (j / 4) * 64 + (r % 16) * 4 + j % 4] = q[r * kk + j];
       }
-    Vec amax(kk), s(mp), c(mp), cols(mp * count), row(kk);
+    Vec amax(kk), s(mp), c(mp), cols(mp * count);
     int64_t idx[count];
     kl::column_amax(x.data(), mp, kk, 0, kk, amax.data());
     kl::top_columns(amax.data(), kk, count, idx);
     using Dot = k::attnkit_simd::Dot;
     using DotFast = k::attnkit_simd::DotFast;
     kl::quantize_rows(x.data(), kk, kp, idx, count, 127.0f, Dot::kPlane, 0, mp, a.data(), b.data(), s.data(), c.data(),
-                      cols.data(), row.data());
+                      cols.data());
     kl::quantize_rows(x.data(), kk, kp, idx, count, 127.0f, DotFast::kPlane, 0, mp, a.data(), bf.data(), s.data(),
-                      c.data(), cols.data(), row.data());
+                      c.data(), cols.data());
     bool outl = (idx[0] == 70 && idx[1] == 5) && cols[4 * count] == -60.0f - c[4];
     double qerr = 0;  // |a s + c - x| <= s / 2 away from the outliers, a in [-127, 127], both ends reached
     for (int i = 0; i < mp; ++i) {

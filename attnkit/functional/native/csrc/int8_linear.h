@@ -185,30 +185,59 @@ struct Int8Epilogue {
   const float* bias;
 };
 
+// Rows m .. m + R of one block of 16 outputs (col): R independent chains, so that the outliers' multiply-adds and
+// the activation of several rows overlap (one row's are a chain of dependent instructions). ow: the outlier
+// channels' weights of the block as floats, channel c at ow + c ld.
+template <int R, typename O>
+inline void epilogue_rows(const int32_t* sums, int64_t width, const Int8Epilogue& e, const float* ow, int64_t ld,
+                          const float* res, O* out, int64_t m, int64_t n, int64_t col, int64_t n_end, int64_t act) {
+  const M lanes = first_lanes(n_end - col);
+  const I wsum = loadi(e.wsum + col);
+  const V wsum_f = to_float(wsum) * set1(1.0f / 128), scale = loadu(e.scale + col);
+  const V bias = e.bias != nullptr ? loadu(e.bias + col) : zero();
+  V y[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    I si = loadi(sums + (m + r) * width);
+    if (e.offset) si = si - wsum;
+    y[r] = fmadd(wsum_f, set1(e.shift[m + r]), to_float(si) * set1(e.s[m + r]));
+  }
+  const float* cols = e.cols + m * e.count;
+  for (int c = 0; c < e.count; ++c) {
+    const V w = loadu(ow + c * ld);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) y[r] = fmadd(set1(cols[r * e.count + c]), w, y[r]);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) y[r] = fmadd(y[r], scale, bias);
+  activate_rows<R>(y, act);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    if (res != nullptr) y[r] = y[r] + load16(res + (m + r) * n + col, lanes);
+    store16(out + (m + r) * n + col, y[r], lanes);
+  }
+}
+
 // out[m, n_begin .. n_end) (n_end <= n; the last block may be partial) from the int32 sums (m_rows, width),
 // width = n_end - n_begin rounded up to 16: act(y) + res, y as the file's head says. O: float, or float sums
-// for a LayerNorm after them (the same).
+// for a LayerNorm after them (the same). A few rows at a time along their whole width: sums, res and out are
+// read and written in order.
 template <typename O>
 inline void epilogue_i8(const int32_t* sums, int64_t width, const Int8Epilogue& e, const float* res, O* out,
                         int64_t m_rows, int64_t n, int64_t n_begin, int64_t n_end, int64_t act) {
-  alignas(64) float ow[kMaxOutliers * 16];  // the outlier channels' weights of a block of 16 outputs, as floats
-  for (int64_t j = 0; n_begin + j < n_end; j += 16) {  // a block at a time: its weights made once for every row
-    const int64_t col = n_begin + j;
-    const M lanes = first_lanes(n_end - col);
-    for (int c = 0; c < e.count; ++c) storeu(ow + 16 * c, load_i8(e.wt + e.idx[c] * e.ld + col));
-    const I wsum = loadi(e.wsum + col);
-    const V wsum_f = to_float(wsum) * set1(1.0f / 128), scale = loadu(e.scale + col);
-    const V bias = e.bias != nullptr ? loadu(e.bias + col) : zero();
-    for (int64_t m = 0; m < m_rows; ++m) {
-      I si = loadi(sums + m * width + j);
-      if (e.offset) si = si - wsum;
-      V y = fmadd(wsum_f, set1(e.shift[m]), to_float(si) * set1(e.s[m]));
-      for (int c = 0; c < e.count; ++c) y = fmadd(set1(e.cols[m * e.count + c]), loadu(ow + 16 * c), y);
-      y = activate(fmadd(y, scale, bias), act);
-      if (res != nullptr) y = y + load16(res + m * n + col, lanes);
-      store16(out + m * n + col, y, lanes);
-    }
-  }
+  constexpr int kGroup = kWide ? 4 : 2;  // rows a step (AVX2: a V is two registers)
+  const auto ow = scratch_floats(static_cast<size_t>(std::max(e.count, 1)) * width);  // outliers' weights, floats
+  for (int c = 0; c < e.count; ++c)
+    for (int64_t j = 0; j < width; j += 16)
+      storeu(ow.get() + c * width + j, load_i8(e.wt + e.idx[c] * e.ld + n_begin + j));
+  const auto step = [&](auto rows, int64_t m) {
+    for (int64_t j = 0; n_begin + j < n_end; j += 16)
+      epilogue_rows<decltype(rows)::value>(sums + j, width, e, ow.get() + j, width, res, out, m, n, n_begin + j, n_end,
+                                           act);
+  };
+  int64_t m = 0;
+  for (; m + kGroup <= m_rows; m += kGroup) step(std::integral_constant<int, kGroup>{}, m);
+  for (; m < m_rows; ++m) step(std::integral_constant<int, 1>{}, m);
 }
 
 }  // namespace attnkit_linear

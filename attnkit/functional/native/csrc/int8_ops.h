@@ -120,9 +120,8 @@ struct Rows {
     }
     const int64_t kp = w.kp();
     at::parallel_for(0, m, std::max<int64_t>(1, 32768 / k), [&](int64_t r0, int64_t r1) {
-      const auto row = attnkit_simd::scratch_floats(static_cast<size_t>(k));
       quantize_rows(x, k, kp, idx, count, static_cast<float>(w.act_max), plane(), r0, r1, a.get(), a.get() + m * kp,
-                    s.get(), shift.get(), cols.get(), row.get());
+                    s.get(), shift.get(), cols.get());
     });
   }
 };

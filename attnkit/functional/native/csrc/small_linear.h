@@ -73,6 +73,25 @@ inline V activate(V y, int64_t act) {
   }
 }
 
+// activate on R rows' vectors at once: the switch once, the rows' chains side by side.
+template <int R>
+inline void activate_rows(V* y, int64_t act) {
+  switch (act) {
+#define ATTNKIT_ROWS(kind)            \
+  case kind:                          \
+    _Pragma("GCC unroll 8")           \
+    for (int r = 0; r < R; ++r) y[r] = activate(y[r], kind); \
+    break;
+    ATTNKIT_ROWS(kRelu)
+    ATTNKIT_ROWS(kSilu)
+    ATTNKIT_ROWS(kGelu)
+    ATTNKIT_ROWS(kGeluTanh)
+#undef ATTNKIT_ROWS
+    default:
+      break;
+  }
+}
+
 // acc[r][m] += W[n0 + r, :] . x[m, :] for R rows of W and MB rows of x (xf: float32 rows of K).
 // W's layout: plain, rows of K (nn.Linear's), or blocked: each 4 rows interleaved in chunks of 16,
 // (N / 4, K / 16, 4, 16), so that a block of 4 rows is one sequential stream. Element (r, j) of the block of

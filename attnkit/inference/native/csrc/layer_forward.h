@@ -270,7 +270,7 @@ inline at::Tensor run_layers(const at::Tensor& x, const std::vector<const LayerW
   std::vector<attnkit_short::Scratch> scratch;
   scratch.reserve(nt);
   for (int i = 0; i < nt; ++i) scratch.emplace_back(static_cast<int>(dh), static_cast<int>(dh), std::max(kw, 16));
-  Int8Buffers i8(n, kmax, kpmax, nt);
+  Int8Buffers i8(n, kmax, kpmax);
 
   auto go = [&](auto tag) {
     using S = decltype(tag);

@@ -14,29 +14,28 @@ namespace attnkit_ops {
 namespace layer_detail {
 
 // The shared buffers of the int8 layers' inputs (int8_quant.h): the rows quantised and their second plane
-// (n x kp int8 each), their scales, shifts and outlier values, the outlier channels, the columns' amax and a row of
-// scratch per thread (kmax floats).
+// (n x kp int8 each), their scales, shifts and outlier values, the outlier channels and the columns' amax (kmax
+// floats).
 struct Int8Scratch {
   int8_t *a, *b;
-  float *s, *shift, *cols, *amax, *rows;
+  float *s, *shift, *cols, *amax;
   int64_t kmax;
   int64_t idx[attnkit_linear::kMaxOutliers];
 };
 
-// Int8Scratch's memory for n rows of at most kmax inputs (kpmax padded) and nt threads, allocated before the region.
+// Int8Scratch's memory for n rows of at most kmax inputs (kpmax padded), allocated before the region.
 struct Int8Buffers {
   std::unique_ptr<int8_t[]> a8;
   std::unique_ptr<float[]> f8;
   Int8Scratch view{};
 
-  Int8Buffers(int64_t n, int64_t kmax, int64_t kpmax, int nt) {
+  Int8Buffers(int64_t n, int64_t kmax, int64_t kpmax) {
     if (kpmax == 0) return;
     const int64_t per_row = 2 + attnkit_linear::kMaxOutliers;  // s, shift, cols
     a8.reset(new int8_t[2 * n * kpmax]);
-    f8 = attnkit_simd::scratch_floats(static_cast<size_t>(n * per_row + (nt + 1) * kmax));
+    f8 = attnkit_simd::scratch_floats(static_cast<size_t>(n * per_row + kmax));
     float* f = f8.get();
-    view = Int8Scratch{a8.get(), a8.get() + n * kpmax, f, f + n, f + 2 * n, f + n * per_row, f + n * per_row + kmax,
-                       kmax, {}};
+    view = Int8Scratch{a8.get(), a8.get() + n * kpmax, f, f + n, f + 2 * n, f + n * per_row, kmax, {}};
   }
 };
 
@@ -56,7 +55,7 @@ inline void int8_share(const float* x, const Int8Weight& iw, const float* res, O
   }
   const int64_t r0 = n * tid / nt, r1 = n * (tid + 1) / nt;
   attnkit_linear::quantize_rows(x, k, kp, i8.idx, count, static_cast<float>(iw.act_max), int8_detail::plane(), r0, r1,
-                                i8.a, i8.b, i8.s, i8.shift, i8.cols, i8.rows + tid * i8.kmax);
+                                i8.a, i8.b, i8.s, i8.shift, i8.cols);
 #pragma omp barrier
   const bool panels = iw.panels();
   const int64_t unit = panels ? 32 : 16, units = nout / unit;  // panels in pairs
