@@ -187,8 +187,9 @@ struct Int8Epilogue {
 
 // Rows m .. m + R of one block of 16 outputs (col): R independent chains, so that the outliers' multiply-adds and
 // the activation of several rows overlap (one row's are a chain of dependent instructions). ow: the outlier
-// channels' weights of the block as floats, channel c at ow + c ld.
-template <int R, typename O>
+// channels' weights of the block as floats, channel c at ow + c ld. C: their count, where known when compiled (0:
+// e.count).
+template <int R, int C, typename O>
 inline void epilogue_rows(const int32_t* sums, int64_t width, const Int8Epilogue& e, const float* ow, int64_t ld,
                           const float* res, O* out, int64_t m, int64_t n, int64_t col, int64_t n_end, int64_t act) {
   const M lanes = first_lanes(n_end - col);
@@ -202,11 +203,13 @@ inline void epilogue_rows(const int32_t* sums, int64_t width, const Int8Epilogue
     if (e.offset) si = si - wsum;
     y[r] = fmadd(wsum_f, set1(e.shift[m + r]), to_float(si) * set1(e.s[m + r]));
   }
-  const float* cols = e.cols + m * e.count;
-  for (int c = 0; c < e.count; ++c) {
+  const int count = C > 0 ? C : e.count;
+  const float* cols = e.cols + m * count;
+#pragma GCC unroll 8
+  for (int c = 0; c < count; ++c) {
     const V w = loadu(ow + c * ld);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) y[r] = fmadd(set1(cols[r * e.count + c]), w, y[r]);
+    for (int r = 0; r < R; ++r) y[r] = fmadd(set1(cols[r * count + c]), w, y[r]);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) y[r] = fmadd(y[r], scale, bias);
@@ -230,14 +233,20 @@ inline void epilogue_i8(const int32_t* sums, int64_t width, const Int8Epilogue& 
   for (int c = 0; c < e.count; ++c)
     for (int64_t j = 0; j < width; j += 16)
       storeu(ow.get() + c * width + j, load_i8(e.wt + e.idx[c] * e.ld + n_begin + j));
-  const auto step = [&](auto rows, int64_t m) {
+  const auto step = [&](auto rows, auto count, int64_t m) {
     for (int64_t j = 0; n_begin + j < n_end; j += 16)
-      epilogue_rows<decltype(rows)::value>(sums + j, width, e, ow.get() + j, width, res, out, m, n, n_begin + j, n_end,
-                                           act);
+      epilogue_rows<decltype(rows)::value, decltype(count)::value>(sums + j, width, e, ow.get() + j, width, res, out,
+                                                                   m, n, n_begin + j, n_end, act);
   };
-  int64_t m = 0;
-  for (; m + kGroup <= m_rows; m += kGroup) step(std::integral_constant<int, kGroup>{}, m);
-  for (; m < m_rows; ++m) step(std::integral_constant<int, 1>{}, m);
+  const auto rows_of = [&](auto count) {  // (quant.py's 8 outliers: their loop unrolled)
+    int64_t m = 0;
+    for (; m + kGroup <= m_rows; m += kGroup) step(std::integral_constant<int, kGroup>{}, count, m);
+    for (; m < m_rows; ++m) step(std::integral_constant<int, 1>{}, count, m);
+  };
+  if (e.count == 8)
+    rows_of(std::integral_constant<int, 8>{});
+  else
+    rows_of(std::integral_constant<int, 0>{});
 }
 
 }  // namespace attnkit_linear
