@@ -74,21 +74,20 @@ inline V activate(V y, int64_t act) {
 }
 
 // activate on R rows' vectors at once: the switch once, the rows' chains side by side.
+template <int R, int64_t A>
+inline void activate_each(V* y) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) y[r] = activate(y[r], A);
+}
+
 template <int R>
 inline void activate_rows(V* y, int64_t act) {
   switch (act) {
-#define ATTNKIT_ROWS(kind)            \
-  case kind:                          \
-    _Pragma("GCC unroll 8")           \
-    for (int r = 0; r < R; ++r) y[r] = activate(y[r], kind); \
-    break;
-    ATTNKIT_ROWS(kRelu)
-    ATTNKIT_ROWS(kSilu)
-    ATTNKIT_ROWS(kGelu)
-    ATTNKIT_ROWS(kGeluTanh)
-#undef ATTNKIT_ROWS
-    default:
-      break;
+    case kRelu: return activate_each<R, kRelu>(y);
+    case kSilu: return activate_each<R, kSilu>(y);
+    case kGelu: return activate_each<R, kGelu>(y);
+    case kGeluTanh: return activate_each<R, kGeluTanh>(y);
+    default: return;
   }
 }
 
