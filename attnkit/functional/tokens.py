@@ -4,7 +4,7 @@
 
 The reference is three torch ops, ``log_softmax`` (over every token), ``index_fill`` of the suppressed
 ids with -inf, ``max``; the native kernel (``best_tokens.h``: float32 or bfloat16 logits on any CPU,
-inference) makes one pass over a row plus one of exps (their times: BENCHMARKS.md, "Design measurements").
+inference) makes one pass over a row plus one of exps (their times: docs/design.md).
 Log-probabilities are float32 for float32 and
 bfloat16 logits (float64 for float64), the softmax computed in float32 either way. The kernel
 leaves to the reference the rows it does not decide (a NaN or +inf, all -inf, nothing allowed), so both

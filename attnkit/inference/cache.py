@@ -170,7 +170,7 @@ def _move_cross(out: StepCache, cache: StepCache, index: Tensor) -> StepCache:
 def _select_rows(buf: Tensor, index: Tensor, n: int, into: Tensor) -> Tensor:
     """A time-major buffer (capacity, B, H, dh) -> ``into`` (capacity, B', H, dh), a buffer free to overwrite,
     with rows ``index`` of buf's first n steps: the native kernel's memcpy of whole rows where it runs (faster than
-    ``index_select`` on buffers past the caches: BENCHMARKS.md, "Design measurements"), else ``index_select``."""
+    ``index_select`` on buffers past the caches: docs/design.md), else ``index_select``."""
     if not n:
         return into
     kernel = native.kernel()

@@ -138,7 +138,7 @@ class SentenceEncoder:
     def tokenize(self, texts: Sequence[str], *, warn: bool = True, ids_only: bool = False) -> list:
         """``tokenizers.Encoding`` per text, truncated to ``max_seq_length`` (with a warning).
         ``ids_only``: skip the token strings and offsets (``encode_batch_fast`` where the installed
-        ``tokenizers`` has it, faster: BENCHMARKS.md, "Design measurements"); ids and truncation are the same."""
+        ``tokenizers`` has it, faster: docs/design.md); ids and truncation are the same."""
         if isinstance(texts, str):
             raise ValueError("tokenize: `texts` must be a list of strings, got one string")
         clean = []
@@ -220,7 +220,7 @@ class SentenceEncoder:
         ``workers``: batches encoded at once, each on one thread (default: one per torch thread,
         ``torch.get_num_threads()``); 1 runs one batch at a time on all of torch's threads. Several
         single-threaded batches keep every core busy through the serial parts of a layer and skip the
-        hand-offs between threads inside each operation (BENCHMARKS.md, "Design measurements"). While they run,
+        hand-offs between threads inside each operation (docs/design.md). While they run,
         torch's thread count is 1 for new threads; ``encode`` restores it before returning. Needs ATen's
         OpenMP backend (torch's default); elsewhere it runs one batch at a time.
         """

@@ -24,7 +24,7 @@ CHUNK_ELEMS = 1 << 17  # scores per chunk (N * n * bq * W): 512 KB in float32, s
 def block_size(band: int, fused: bool = False) -> int:
     """Query block rows: small tiles waste less of the band, large tiles run faster GEMMs.
     Blocked matmuls: 32 rows for bands up to 32 wide, 64 up to 512, else 128 (why 64 and not 32 or 128 for a
-    257-wide band: BENCHMARKS.md, "Design measurements").
+    257-wide band: docs/design.md).
     Fused kernel: it cuts queries into tiles of 32 anyway, so 32 (16 for narrow bands) wastes least."""
     if fused:
         return 16 if band <= 32 else 32

@@ -8,7 +8,7 @@
 // each, and every row of x broadcasts against them: MR rows x NP panels of 16 float32 sums stay in
 // registers (up to 14 x 2 = 28 of the 32, with the two panels' loads and the broadcast 31) and no horizontal
 // sum is needed. The rows are taken in near-equal tiles of at most 14 (a sentence of 13 or 14 rows in one
-// pass over W, faster than 7 + 7 when W comes from memory: BENCHMARKS.md, "Design measurements"); each tile rereads its panels from L1 or
+// pass over W, faster than 7 + 7 when W comes from memory: docs/design.md); each tile rereads its panels from L1 or
 // L2. The first tile prefetches its panels kPrefetchRows rows of K ahead: weights a sentence's pass streams
 // from L3 or memory (no other kernel runs between a model's layers to keep them in L2).
 //

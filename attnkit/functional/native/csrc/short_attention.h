@@ -266,8 +266,7 @@ struct Scratch {
 };
 
 // Prefetches the n rows at p (step bytes apart, `bytes` long each) into L2 (prefetcht2): on the model's
-// calls faster than into L1 (prefetcht0), where the next job's rows evict the current one's (BENCHMARKS.md,
-// "Design measurements").
+// calls faster than into L1 (prefetcht0), where the next job's rows evict the current one's (docs/design.md).
 inline void prefetch_rows(const void* p, int64_t step, int n, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (int i = 0; i < n; ++i, c += step) {
