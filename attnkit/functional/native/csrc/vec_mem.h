@@ -109,8 +109,7 @@ inline std::unique_ptr<float[]> scratch_floats(size_t n) { return std::unique_pt
 // Prefetch one cache line into L1 (t0) or L2 (t2). L1: __builtin_prefetch written in place (a macro), which
 // the compiler schedules freely. Through an inline function, or as _mm_prefetch, GCC 12 keeps a copy of the
 // AVX2 and NEON variants' register tiles on the stack (a store per accumulator per step, which slowed the
-// AVX2 panels); an asm statement made the decoding step's linear layers slower (BENCHMARKS.md, "Design
-// measurements"). L2: an asm statement on x86, because GCC 12 dropped __builtin_prefetch / _mm_prefetch in
+// AVX2 panels); an asm statement made the decoding step's linear layers slower (docs/design.md). L2: an asm statement on x86, because GCC 12 dropped __builtin_prefetch / _mm_prefetch in
 // the attention kernel as dead code.
 #define prefetch_l1(p) __builtin_prefetch((p), 0, 3)
 inline void prefetch_l2(const void* p) {
