@@ -1,7 +1,7 @@
 """int8 sentence embeddings against float32 and ONNX Runtime int8: all-MiniLM-L6-v2, ``bench/embed.py``'s sentences.
 
     python bench/int8_embed.py [--n 2000] [--repeats 3] [--threads 2] [--latency-calls 200] [--no-time] [--no-onnx]
-                               [--ort-isa auto|native|avx2] [--ort-reduce-range]
+                               [--ort-isa auto|native|avx2] [--ort-reduce-range] [--no-bound]
 
 Engines: attnkit float32 and int8 (``encode(dtype="int8")``; the path this machine takes is printed: attnkit's
 native int8 kernels of the variant that runs, else fbgemm or the exact reference), and, where onnx and onnxruntime
@@ -15,8 +15,9 @@ it takes the kernels it takes on an AVX2 CPU (``_ort_isa.py``); ``native`` runs 
 
 Prints the cosine of each to attnkit float32 over the sentences (mean and worst), and, unless ``--no-time``, the
 seconds of each for all the sentences (interleaved repeats, medians; the cosines come from the first timed
-round, after a warm-up on one batch), the ratios, and the batch-1 latency of one short sentence (p50, p99 over
-``--latency-calls`` calls per engine, interleaved in blocks of 20).
+round, after a warm-up on one batch), the ratios, the int8 bound (the linear layers' multiply-adds over this
+CPU's rate for each way of computing them, ``int8_peak.py``; ``--no-bound`` skips it), and the batch-1 latency
+of one short sentence (p50, p99 over ``--latency-calls`` calls per engine, interleaved in blocks of 20).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,6 +78,36 @@ def ort_isa(args) -> str:
     if args.ort_isa != "auto":
         return args.ort_isa
     return "avx2" if os.environ.get("ATTNKIT_CPU_ISA", "").lower() in ("avx2", "generic") else "native"
+
+
+def int8_bound(enc, texts: list[str], seconds: dict, ort: str) -> list[str]:
+    """Lines: the linear layers' int8 multiply-adds for these word pieces (no padding counted), the least time
+    they take at this CPU's rate for each way of computing them (``int8_peak.py``), the highest ratio over ORT
+    int8 each way allows, and the share of its way's bound that attnkit int8 and ORT int8 reach."""
+    import int8_peak
+
+    from attnkit.functional.native import cpu_isa
+
+    cfg = enc.config
+    h, i = cfg.hidden_size, cfg.intermediate_size
+    per_piece = cfg.num_hidden_layers * (3 * h * h + h * h + 2 * h * i)  # QKV, attention output, FFN up and down
+    pieces = sum(len(e.ids) for e in enc.tokenize(texts, warn=False, ids_only=True))
+    macs = per_piece * pieces
+    try:
+        rates = int8_peak.int8_rates(torch.get_num_threads())
+    except (SystemExit, OSError, subprocess.CalledProcessError, ValueError) as e:
+        return [f"int8 bound skipped: {e}"]
+    vnni = "vnni" in rates
+    ours = "vnni" if cpu_isa() == "avx512" and vnni else "sign trick"
+    peer = "vnni" if ort == "native" and vnni else "u8 x s8"
+    lines = [f"linear layers: {per_piece / 1e6:.2f} M int8 multiply-adds per word piece x {pieces} pieces = "
+             f"{macs / 1e12:.3f} T (no padding counted)"]
+    lines += int8_peak.bound_lines(macs, rates, seconds.get("ORT int8"), "ORT int8")
+    least = {way: macs / (rate * 1e9) for way, rate in rates.items()}
+    share = f"attnkit int8 reaches {least[ours] / seconds['attnkit int8']:.0%} of its way's bound ({ours})"
+    if "ORT int8" in seconds:
+        share += f", ORT int8 {least[peer] / seconds['ORT int8']:.0%} of its own ({peer})"
+    return lines + [share]
 
 
 def timed_rounds(fns: dict, texts: list[str], repeats: int) -> tuple[dict, dict]:
@@ -154,6 +186,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--ort-isa", choices=("auto", "native", "avx2"), default="auto",
                     help="ONNX Runtime as installed (native) or capped at AVX2 (auto: avx2 when ATTNKIT_CPU_ISA "
                          "forces attnkit to avx2 or generic)")
+    ap.add_argument("--no-bound", action="store_true", help="skip the int8 multiply-add rates (int8_peak.py)")
     ap.add_argument("--ort-reduce-range", action="store_true",
                     help="ONNX Runtime int8 with 7-bit weights (its advice without VNNI, against saturation)")
     args = ap.parse_args(argv)
@@ -169,6 +202,9 @@ def main(argv=None) -> dict:
         result = {"cosines": report_cosines(vectors, args.n)}
         if not args.no_time:
             result["seconds"] = report_times(times, args.n)
+            if not args.no_bound:
+                for line in int8_bound(enc, texts, result["seconds"], ort_isa(args)):
+                    print(line)
             if args.latency_calls > 0:
                 result["latency_ms"] = report_latency(latency(fns, args.latency_calls))
     from attnkit.functional.native import cpu_isa
