@@ -67,17 +67,23 @@ def cpu_flags() -> set[str]:
         return set()
 
 
-def build_probe(workdir: Path) -> Path:
-    """Compile the probe; a clear error when the CPU or the compiler cannot run it."""
-    if "avx512f" not in cpu_flags():
-        raise SystemExit("cpu_peak: needs an x86-64 CPU with AVX-512 (no avx512f in /proc/cpuinfo)")
+def compile_probe(source: str, workdir: Path, flag: str, who: str, what: str) -> Path:
+    """Compile a C probe into ``workdir``; SystemExit naming ``who`` when the CPU lacks ``flag`` (``what`` says
+    which instruction set that is) or no C compiler is found."""
+    if flag not in cpu_flags():
+        raise SystemExit(f"{who}: needs an x86-64 CPU with {what} (no {flag} in /proc/cpuinfo)")
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if cc is None:
-        raise SystemExit("cpu_peak: needs a C compiler (`cc` or `gcc` on PATH, or $CC)")
-    src, exe = workdir / "probe.c", workdir / "probe"
-    src.write_text(PROBE)
+        raise SystemExit(f"{who}: needs a C compiler (`cc` or `gcc` on PATH, or $CC)")
+    src, exe = workdir / f"{who}.c", workdir / who
+    src.write_text(source)
     subprocess.run([cc, "-O2", "-o", str(exe), str(src)], check=True)
     return exe
+
+
+def build_probe(workdir: Path) -> Path:
+    """Compile the probe; a clear error when the CPU or the compiler cannot run it."""
+    return compile_probe(PROBE, workdir, "avx512f", "cpu_peak", "AVX-512")
 
 
 def probe_peak(exe: Path, threads: int, bf16: bool, repeats: int = 5) -> dict[str, float]:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import tempfile
 from pathlib import Path
+
+from cpu_peak import compile_probe, cpu_flags
 
 PROBE = r"""
 #include <stdio.h>
@@ -58,34 +59,13 @@ WHAT = {"sign trick": "AVX2 vpsignb + vpmaddubsw + vpmaddwd + vpaddd: exact at 8
         "vnni": "AVX512-VNNI vpdpbusd zmm (attnkit avx512, ONNX Runtime on AVX-512)"}
 
 
-def cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
-    except OSError:
-        return set()
-
-
-def build(workdir: Path) -> Path:
-    """Compile the probe; SystemExit with the reason when this CPU or machine cannot."""
-    if "avx2" not in cpu_flags():
-        raise SystemExit("int8_peak: needs an x86-64 CPU with AVX2 (no avx2 in /proc/cpuinfo)")
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if cc is None:
-        raise SystemExit("int8_peak: needs a C compiler (`cc` or `gcc` on PATH, or $CC)")
-    src, exe = workdir / "int8_probe.c", workdir / "int8_probe"
-    src.write_text(PROBE)
-    subprocess.run([cc, "-O2", "-o", str(exe), str(src)], check=True)
-    return exe
-
-
 def int8_rates(threads: int, rounds: int = 5) -> dict[str, float]:
     """Multiply-adds per second of the whole machine (``threads`` copies at once), in GMAC/s, by way (``WAYS``);
     ``vnni`` only where the CPU has AVX512-VNNI. SystemExit where the probe cannot be built here."""
     args_vnni = ["vnni"] if "avx512_vnni" in cpu_flags() else []
     best = dict.fromkeys(WAYS, 0.0)
     with tempfile.TemporaryDirectory() as tmp:
-        exe = build(Path(tmp))
+        exe = compile_probe(PROBE, Path(tmp), "avx2", "int8_peak", "AVX2")
         for _ in range(rounds):
             procs = [subprocess.Popen([str(exe), *args_vnni], stdout=subprocess.PIPE, text=True)
                      for _ in range(threads)]
