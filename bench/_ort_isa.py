@@ -64,11 +64,11 @@ def cap_avx2(dest: Path) -> tuple[Path, int]:
         raise RuntimeError(f"cap_avx2: expected one onnxruntime_pybind11_state*.so, found {len(exts)}")
     data = bytearray(exts[0].read_bytes())
     offsets = _xgetbv_offsets(exts[0])
+    if not offsets:
+        raise RuntimeError(f"{exts[0]}: no xgetbv found; this onnxruntime cannot be capped this way")
     for o in offsets:
         if data[o:o + 3] != XGETBV:
             raise RuntimeError(f"{exts[0]}: no xgetbv at file offset {o:#x}")
         data[o:o + 3] = XCR0_AVX2
-    if not offsets:
-        raise RuntimeError(f"{exts[0]}: no xgetbv found; this onnxruntime cannot be capped this way")
     exts[0].write_bytes(bytes(data))
     return dest, len(offsets)

@@ -70,12 +70,17 @@ def machine_peak() -> dict[str, float]:
         return {}
 
 
+def linear_shapes(cfg) -> list[tuple[int, int]]:
+    """(out, in) of a BERT layer's linear layers: fused QKV, attention output, FFN up, FFN down."""
+    h, i = cfg.hidden_size, cfg.intermediate_size
+    return [(3 * h, h), (h, h), (i, h), (h, i)]
+
+
 def bound(cfg, pieces: int, st_seconds: float, m: int, bf16: bool = True) -> list[str]:
     """Lines: linear-layer FLOPs of the workload, best GEMM rate here and the machine's peak, least
     times and highest ratios."""
-    h, i, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
-    shapes = [(3 * h, h), (h, h), (i, h), (h, i)]  # fused QKV, attention output, FFN up, FFN down
-    per_piece = 2.0 * layers * sum(n * k for n, k in shapes)  # FLOPs per word piece
+    shapes = linear_shapes(cfg)
+    per_piece = 2.0 * cfg.num_hidden_layers * sum(n * k for n, k in shapes)  # FLOPs per word piece
     total = per_piece * pieces
     peaks = machine_peak()
     lines = [f"linear layers: {per_piece / 1e6:.1f} MFLOP per word piece x {pieces} pieces = "

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from _timing import machine  # noqa: E402
-from embed import make_sentences  # noqa: E402
+from embed import linear_shapes, make_sentences  # noqa: E402
 
 from attnkit.pretrained import builtin_path, load_pretrained  # noqa: E402
 
@@ -88,9 +88,7 @@ def int8_bound(enc, texts: list[str], seconds: dict, ort: str) -> list[str]:
 
     from attnkit.functional.native import cpu_isa
 
-    cfg = enc.config
-    h, i = cfg.hidden_size, cfg.intermediate_size
-    per_piece = cfg.num_hidden_layers * (3 * h * h + h * h + 2 * h * i)  # QKV, attention output, FFN up and down
+    per_piece = enc.config.num_hidden_layers * sum(n * k for n, k in linear_shapes(enc.config))
     pieces = sum(len(e.ids) for e in enc.tokenize(texts, warn=False, ids_only=True))
     macs = per_piece * pieces
     try:
